@@ -1,0 +1,173 @@
+//! LLM backends: Ollama and OpenAI-compatible servers, behind one closed enum.
+//!
+//! Workers call [`Backend::chat`] and get a stream of [`Chunk`]s; the registry calls
+//! [`Backend::list_models`] and [`Backend::loaded_models`] to keep the catalog fresh.
+
+pub mod ollama;
+pub mod openai;
+mod registry;
+
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use serde::Serialize;
+
+pub use registry::{BackendHandle, Registry};
+
+use crate::chat::{ChatMessage, Chunk, SamplingParams, ToolSpec};
+use crate::config::{BackendConfig, BackendKind, TimeoutsConfig};
+use crate::domain::{ModelName, WorkerName};
+
+/// One generation request, as a worker sends it to a backend.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct BackendRequest {
+    pub model: ModelName,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default)]
+    pub params: SamplingParams,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A model a backend reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelInfo {
+    pub name: ModelName,
+    /// Whether the model accepts `tools`; `None` when the backend does not say.
+    pub tools: Option<bool>,
+}
+
+pub type ChunkStream = BoxStream<'static, Result<Chunk, BackendError>>;
+
+/// What went wrong talking to a backend. Every variant names the backend.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    #[error("cannot connect to backend {backend} at {url}: {detail}")]
+    Connect {
+        backend: String,
+        url: String,
+        detail: String,
+    },
+    #[error("backend {backend} did not answer within {after_ms} ms")]
+    Timeout { backend: String, after_ms: u64 },
+    #[error("backend {backend} is busy (HTTP {status}): {message}")]
+    Busy {
+        backend: String,
+        status: u16,
+        message: String,
+    },
+    #[error("backend {backend} rejected the request (HTTP {status}): {message}")]
+    Rejected {
+        backend: String,
+        status: u16,
+        message: String,
+    },
+    #[error("backend {backend} failed (HTTP {status}): {message}")]
+    Server {
+        backend: String,
+        status: u16,
+        message: String,
+    },
+    #[error("backend {backend} sent something unreadable: {message}")]
+    Protocol { backend: String, message: String },
+    #[error("backend {backend} stopped sending for {after_s} s in the middle of an answer")]
+    Stalled { backend: String, after_s: u64 },
+    #[error("backend {backend} reported an error mid-stream: {message}")]
+    MidStream { backend: String, message: String },
+}
+
+impl BackendError {
+    /// Whether another worker could reasonably succeed where this one failed.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, Self::Rejected { .. })
+    }
+}
+
+/// A configured backend. Closed set of kinds, so an enum.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    Ollama(ollama::OllamaClient),
+    OpenAi(openai::OpenAiClient),
+}
+
+/// Settings every client shares.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    pub name: WorkerName,
+    pub base_url: reqwest::Url,
+    pub connect_timeout: Duration,
+    /// Longest silence between two chunks (and before the first) of a stream.
+    pub idle_timeout: Duration,
+    pub api_key: Option<String>,
+}
+
+impl Backend {
+    pub fn from_config(cfg: &BackendConfig, timeouts: &TimeoutsConfig) -> anyhow::Result<Self> {
+        let name = WorkerName::parse(&cfg.name)?;
+        let mut base_url = reqwest::Url::parse(&cfg.url)?;
+        if !base_url.path().ends_with('/') {
+            let path = format!("{}/", base_url.path());
+            base_url.set_path(&path);
+        }
+        let api_key = match &cfg.api_key_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                anyhow::anyhow!("backend {name}: environment variable {var} is not set")
+            })?),
+            None => None,
+        };
+        let settings = ClientSettings {
+            name,
+            base_url,
+            connect_timeout: Duration::from_millis(timeouts.connect_ms),
+            idle_timeout: Duration::from_secs(timeouts.stream_idle_s),
+            api_key,
+        };
+        Ok(match cfg.kind {
+            BackendKind::Ollama => Self::Ollama(ollama::OllamaClient::new(settings)?),
+            BackendKind::Openai => Self::OpenAi(openai::OpenAiClient::new(settings)?),
+        })
+    }
+
+    pub fn settings(&self) -> &ClientSettings {
+        match self {
+            Self::Ollama(c) => c.settings(),
+            Self::OpenAi(c) => c.settings(),
+        }
+    }
+
+    pub fn name(&self) -> &WorkerName {
+        &self.settings().name
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        match self {
+            Self::Ollama(_) => BackendKind::Ollama,
+            Self::OpenAi(_) => BackendKind::Openai,
+        }
+    }
+
+    /// The models the backend serves (`/api/tags`, `/v1/models`).
+    pub async fn list_models(&self) -> Result<Vec<ModelInfo>, BackendError> {
+        match self {
+            Self::Ollama(c) => c.list_models().await,
+            Self::OpenAi(c) => c.list_models().await,
+        }
+    }
+
+    /// The models loaded in memory right now (`/api/ps`); empty where the kind cannot tell.
+    pub async fn loaded_models(&self) -> Result<Vec<ModelName>, BackendError> {
+        match self {
+            Self::Ollama(c) => c.loaded_models().await,
+            Self::OpenAi(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// Starts a streamed generation. Errors before the first chunk come back here; later
+    /// ones come in the stream.
+    pub async fn chat(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
+        match self {
+            Self::Ollama(c) => c.chat(req).await,
+            Self::OpenAi(c) => c.chat(req).await,
+        }
+    }
+}

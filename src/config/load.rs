@@ -1,0 +1,258 @@
+//! Reading the layers into one [`Config`]: file text, then environment overrides.
+
+use std::path::Path;
+
+use toml::Value;
+
+use super::Config;
+
+/// Everything that is wrong with a configuration, all at once.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{}", .0.join("\n"))]
+    Invalid(Vec<String>),
+}
+
+impl ConfigError {
+    pub fn problems(&self) -> Vec<String> {
+        match self {
+            Self::Read { .. } => vec![self.to_string()],
+            Self::Invalid(p) => p.clone(),
+        }
+    }
+}
+
+/// The environment prefix; `COORDINATOR_SERVER__LISTEN` sets `server.listen`.
+pub const ENV_PREFIX: &str = "COORDINATOR_";
+
+/// Loads `path` (or only defaults when `None`) with the process environment on top.
+pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    let text = match path {
+        Some(p) => std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+            path: p.display().to_string(),
+            source,
+        })?,
+        None => String::new(),
+    };
+    load_str(&text, std::env::vars())
+}
+
+/// Parses TOML text, applies `COORDINATOR_...` variables from `env`, and validates.
+pub fn load_str(
+    text: &str,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Config, ConfigError> {
+    let mut root: Value = match toml::from_str::<toml::Table>(text) {
+        Ok(t) => Value::Table(t),
+        Err(e) => return Err(ConfigError::Invalid(vec![format!("TOML syntax: {e}")])),
+    };
+    let mut problems = Vec::new();
+    let mut overrides: Vec<(String, String)> = env
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(ENV_PREFIX) && k.contains("__"))
+        .collect();
+    overrides.sort();
+    for (key, raw) in overrides {
+        if let Err(p) = apply_env(&mut root, &key, &raw) {
+            problems.push(p);
+        }
+    }
+    let mut unknown = Vec::new();
+    let parsed: Result<Config, _> =
+        serde_ignored::deserialize(root, |path| unknown.push(path.to_string()));
+    for key in unknown {
+        problems.push(format!("unknown key `{key}`"));
+    }
+    match parsed {
+        Ok(config) => {
+            problems.extend(config.validate());
+            if problems.is_empty() {
+                Ok(config)
+            } else {
+                Err(ConfigError::Invalid(problems))
+            }
+        }
+        Err(e) => {
+            problems.push(e.to_string().trim().to_owned());
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+}
+
+/// Sets one `COORDINATOR_A__B__C=value` override into the tree. Numeric segments index
+/// arrays (`COORDINATOR_BACKENDS__0__URL`).
+fn apply_env(root: &mut Value, key: &str, raw: &str) -> Result<(), String> {
+    let path: Vec<String> = key[ENV_PREFIX.len()..]
+        .split("__")
+        .map(str::to_ascii_lowercase)
+        .collect();
+    if path.iter().any(String::is_empty) {
+        return Err(format!("environment variable {key}: empty key segment"));
+    }
+    let value = parse_scalar(raw);
+    let mut node = root;
+    for (i, seg) in path.iter().enumerate() {
+        let last = i + 1 == path.len();
+        node = match node {
+            Value::Table(t) => {
+                if last {
+                    t.insert(seg.clone(), value);
+                    return Ok(());
+                }
+                let next_is_index = path[i + 1].parse::<usize>().is_ok();
+                t.entry(seg.clone()).or_insert_with(|| {
+                    if next_is_index {
+                        Value::Array(Vec::new())
+                    } else {
+                        Value::Table(Default::default())
+                    }
+                })
+            }
+            Value::Array(a) => {
+                let idx: usize = seg
+                    .parse()
+                    .map_err(|_| format!("environment variable {key}: {seg:?} is not an index"))?;
+                if idx > a.len() {
+                    return Err(format!(
+                        "environment variable {key}: index {idx} skips entries (there are {})",
+                        a.len()
+                    ));
+                }
+                if idx == a.len() {
+                    a.push(Value::Table(Default::default()));
+                }
+                if last {
+                    a[idx] = value;
+                    return Ok(());
+                }
+                &mut a[idx]
+            }
+            _ => {
+                return Err(format!(
+                    "environment variable {key}: `{}` is not a table",
+                    path[..i].join(".")
+                ));
+            }
+        };
+    }
+    Ok(())
+}
+
+/// A TOML literal when the text is one (`60`, `true`, `["a"]`), else the text as a string.
+fn parse_scalar(raw: &str) -> Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| Value::String(raw.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BackendKind, QueueConfig, StoreConfig};
+
+    fn no_env() -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    #[test]
+    fn documented_example_parses() {
+        let text = r#"
+            [server]
+            listen = "127.0.0.1:8000"
+            [store]
+            type = "sqlite"
+            path = "data/coordinator.db"
+            [queue]
+            type = "in-process"
+            [[backends]]
+            name = "moon"
+            kind = "ollama"
+            url = "http://127.0.0.1:11434"
+            models = ["qwen2.5:7b"]
+            max_concurrency = 2
+            [routing]
+            default_model = "qwen2.5:7b"
+            [timeouts]
+            route_s = 60
+        "#;
+        let c = load_str(text, no_env()).unwrap();
+        assert_eq!(c.backends[0].kind, BackendKind::Ollama);
+        assert_eq!(c.queue, QueueConfig::InProcess);
+        assert!(matches!(c.store, StoreConfig::Sqlite { .. }));
+    }
+
+    #[test]
+    fn every_unknown_key_is_named_at_once() {
+        let text = r#"
+            [server]
+            lisen = "x"
+            [timeouts]
+            route = 3
+            [nonsense]
+            a = 1
+        "#;
+        let err = load_str(text, no_env()).unwrap_err().problems();
+        let all = err.join("\n");
+        assert!(all.contains("server.lisen"), "{all}");
+        assert!(all.contains("timeouts.route"), "{all}");
+        assert!(all.contains("nonsense"), "{all}");
+    }
+
+    #[test]
+    fn semantic_problems_are_all_reported() {
+        let text = r#"
+            [server]
+            listen = "nowhere"
+            [timeouts]
+            route_s = 0
+            [[backends]]
+            name = "a b"
+            kind = "ollama"
+            url = "ftp://x"
+            max_concurrency = 0
+        "#;
+        let err = load_str(text, no_env()).unwrap_err().problems();
+        assert!(err.len() >= 5, "{err:?}");
+    }
+
+    #[test]
+    fn environment_overrides_file() {
+        let text = "[server]\nlisten = \"127.0.0.1:8000\"\n";
+        let env = vec![
+            (
+                "COORDINATOR_SERVER__LISTEN".to_owned(),
+                "127.0.0.1:9999".to_owned(),
+            ),
+            ("COORDINATOR_TIMEOUTS__ROUTE_S".to_owned(), "15".to_owned()),
+            (
+                "COORDINATOR_BACKENDS__0__NAME".to_owned(),
+                "moon".to_owned(),
+            ),
+            (
+                "COORDINATOR_BACKENDS__0__KIND".to_owned(),
+                "openai".to_owned(),
+            ),
+            (
+                "COORDINATOR_BACKENDS__0__URL".to_owned(),
+                "http://h:1/v1".to_owned(),
+            ),
+            ("UNRELATED".to_owned(), "x".to_owned()),
+        ];
+        let c = load_str(text, env).unwrap();
+        assert_eq!(c.server.listen, "127.0.0.1:9999");
+        assert_eq!(c.timeouts.route_s, 15);
+        assert_eq!(c.backends[0].kind, BackendKind::Openai);
+    }
+
+    #[test]
+    fn bad_toml_is_an_error_not_a_panic() {
+        assert!(load_str("[server\nlisten=", no_env()).is_err());
+        assert!(load_str("server = 3", no_env()).is_err());
+    }
+}

@@ -1,0 +1,384 @@
+//! Configuration: compiled-in defaults, then `coordinator.toml`, then `COORDINATOR_...`
+//! environment variables, then CLI flags.
+//!
+//! Unknown keys are collected with `serde_ignored` rather than rejected by
+//! `deny_unknown_fields`, so that `coordinator config check` can name every unknown key
+//! in one run instead of stopping at the first. [`Config::validate`] adds the semantic
+//! problems, all at once as well.
+
+mod load;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use load::{ConfigError, load, load_str};
+
+use crate::domain::{ModelName, WorkerName};
+use crate::routing::RoutingConfig;
+
+/// The whole configuration. Every key is optional.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub store: StoreConfig,
+    pub queue: QueueConfig,
+    pub backends: Vec<BackendConfig>,
+    pub routing: RoutingConfig,
+    pub history: HistoryConfig,
+    pub internal_tasks: InternalTasksConfig,
+    pub timeouts: TimeoutsConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerConfig {
+    pub listen: String,
+    /// API keys clients must present as `Authorization: Bearer <key>`; empty = no auth.
+    pub api_keys: Vec<String>,
+    /// Whether answers carry the routing header and/or footer.
+    pub routing_info: RoutingInfo,
+    /// How long shutdown waits for running tasks before it gives up on them.
+    pub shutdown_grace_s: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8000".to_owned(),
+            api_keys: Vec::new(),
+            routing_info: RoutingInfo::Off,
+            shutdown_grace_s: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutingInfo {
+    #[default]
+    Off,
+    Footer,
+    HeaderFooter,
+}
+
+/// Where tasks are recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum StoreConfig {
+    Sqlite {
+        #[serde(default = "default_sqlite_path")]
+        path: PathBuf,
+    },
+    Postgres {
+        url: String,
+    },
+}
+
+fn default_sqlite_path() -> PathBuf {
+    PathBuf::from("data/coordinator.db")
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self::Sqlite {
+            path: default_sqlite_path(),
+        }
+    }
+}
+
+/// How tasks travel from the router to the workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum QueueConfig {
+    #[default]
+    InProcess,
+    Redis {
+        url: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Ollama,
+    Openai,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BackendConfig {
+    /// The worker / machine name shown to users.
+    pub name: String,
+    pub kind: BackendKind,
+    /// Ollama: `http://host:11434`. OpenAI-compatible: the base URL as SDKs take it (`http://host:8080/v1`).
+    pub url: String,
+    /// Models this backend serves; discovered from the backend when absent.
+    #[serde(default)]
+    pub models: Option<Vec<String>>,
+    /// Name of the environment variable that holds the API key (OpenAI-compatible backends).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: usize,
+}
+
+fn default_max_concurrency() -> usize {
+    2
+}
+
+impl BackendConfig {
+    /// The backend that `serve` uses when no config names any: local Ollama.
+    pub fn default_ollama() -> Self {
+        Self {
+            name: "local".to_owned(),
+            kind: BackendKind::Ollama,
+            url: "http://127.0.0.1:11434".to_owned(),
+            models: None,
+            api_key_env: None,
+            max_concurrency: default_max_concurrency(),
+        }
+    }
+}
+
+/// Conversation history forwarded to the worker (the seed's HISTORY_* valves).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistoryConfig {
+    pub enabled: bool,
+    pub max_turns: usize,
+    pub max_chars: usize,
+}
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_turns: 10,
+            max_chars: 8000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InternalTasksMode {
+    /// Answer by rules, without any model.
+    #[default]
+    Rules,
+    /// Send to `[internal_tasks] model` on the utility lane.
+    Model,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InternalTasksConfig {
+    pub mode: InternalTasksMode,
+    pub model: Option<String>,
+    pub max_tokens: u32,
+}
+
+impl Default for InternalTasksConfig {
+    fn default() -> Self {
+        Self {
+            mode: InternalTasksMode::Rules,
+            model: None,
+            max_tokens: 256,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TimeoutsConfig {
+    /// How long a client waits for its task to start answering (the seed's ROUTE_TIMEOUT).
+    pub route_s: u64,
+    /// Connecting to a backend.
+    pub connect_ms: u64,
+    /// Longest silence between two chunks of a backend stream before it counts as stalled.
+    pub stream_idle_s: u64,
+    /// How often backends' model lists are refreshed.
+    pub discovery_interval_s: u64,
+}
+
+impl Default for TimeoutsConfig {
+    fn default() -> Self {
+        Self {
+            route_s: 60,
+            connect_ms: 2000,
+            stream_idle_s: 120,
+            discovery_interval_s: 30,
+        }
+    }
+}
+
+impl Config {
+    /// Every semantic problem in the configuration, not just the first.
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.server.listen.parse::<SocketAddr>().is_err() {
+            problems.push(format!(
+                "server.listen: {:?} is not an address like 127.0.0.1:8000",
+                self.server.listen
+            ));
+        }
+        if self.server.api_keys.iter().any(|k| k.trim().is_empty()) {
+            problems.push("server.api_keys: a key is empty".to_owned());
+        }
+        match &self.store {
+            StoreConfig::Sqlite { path } if path.as_os_str().is_empty() => {
+                problems.push("store.path: it is empty".to_owned());
+            }
+            StoreConfig::Postgres { url }
+                if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) =>
+            {
+                problems.push(format!(
+                    "store.url: {:?} is not a postgres:// URL",
+                    redact_url(url)
+                ));
+            }
+            _ => {}
+        }
+        if let QueueConfig::Redis { url } = &self.queue
+            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+        {
+            problems.push(format!(
+                "queue.url: {:?} is not a redis:// URL",
+                redact_url(url)
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, b) in self.backends.iter().enumerate() {
+            let at = format!("backends[{i}]");
+            if let Err(e) = WorkerName::parse(&b.name) {
+                problems.push(format!("{at}.name: {e}"));
+            } else if !names.insert(b.name.as_str()) {
+                problems.push(format!(
+                    "{at}.name: {:?} is used by another backend",
+                    b.name
+                ));
+            }
+            match reqwest::Url::parse(&b.url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+                _ => problems.push(format!("{at}.url: {:?} is not an http(s) URL", b.url)),
+            }
+            if b.max_concurrency == 0 {
+                problems.push(format!("{at}.max_concurrency: must be at least 1"));
+            }
+            for m in b.models.iter().flatten() {
+                if let Err(e) = ModelName::parse(m) {
+                    problems.push(format!("{at}.models: {e}"));
+                }
+            }
+            if b.api_key_env.is_some() && b.kind == BackendKind::Ollama {
+                problems.push(format!(
+                    "{at}.api_key_env: only kind = \"openai\" backends take an API key"
+                ));
+            }
+        }
+        if self.history.enabled && self.history.max_chars == 0 {
+            problems.push("history.max_chars: must be above 0 while history is enabled".to_owned());
+        }
+        if self.internal_tasks.mode == InternalTasksMode::Model
+            && self.internal_tasks.model.is_none()
+        {
+            problems.push("internal_tasks.model: mode = \"model\" needs a model".to_owned());
+        }
+        if let Some(m) = &self.internal_tasks.model
+            && let Err(e) = ModelName::parse(m)
+        {
+            problems.push(format!("internal_tasks.model: {e}"));
+        }
+        if self.timeouts.route_s == 0 {
+            problems.push("timeouts.route_s: must be at least 1".to_owned());
+        }
+        if self.timeouts.stream_idle_s == 0 {
+            problems.push("timeouts.stream_idle_s: must be at least 1".to_owned());
+        }
+        problems.extend(self.routing.validate());
+        problems
+    }
+
+    /// The backends to run: the configured ones, or local Ollama when none are configured
+    /// in embedded mode.
+    pub fn effective_backends(&self) -> Vec<BackendConfig> {
+        if self.backends.is_empty() && self.queue == QueueConfig::InProcess {
+            vec![BackendConfig::default_ollama()]
+        } else {
+            self.backends.clone()
+        }
+    }
+
+    /// A one-line summary for the start-up log. Secrets never appear.
+    pub fn summary(&self) -> String {
+        let store = match &self.store {
+            StoreConfig::Sqlite { path } => format!("sqlite:{}", path.display()),
+            StoreConfig::Postgres { url } => format!("postgres:{}", redact_url(url)),
+        };
+        let queue = match &self.queue {
+            QueueConfig::InProcess => "in-process".to_owned(),
+            QueueConfig::Redis { url } => format!("redis:{}", redact_url(url)),
+        };
+        let backends: Vec<String> = self
+            .effective_backends()
+            .iter()
+            .map(|b| format!("{}={}", b.name, b.url))
+            .collect();
+        format!(
+            "listen={} store={} queue={} backends=[{}] history={} internal_tasks={:?} route_timeout={}s api_keys={}",
+            self.server.listen,
+            store,
+            queue,
+            backends.join(","),
+            if self.history.enabled { "on" } else { "off" },
+            self.internal_tasks.mode,
+            self.timeouts.route_s,
+            self.server.api_keys.len(),
+        )
+    }
+}
+
+/// A URL with any password replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "<unparseable url>".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let c = Config::default();
+        assert!(c.validate().is_empty(), "{:?}", c.validate());
+        assert_eq!(c.server.listen, "127.0.0.1:8000");
+        assert_eq!(c.timeouts.route_s, 60);
+        assert_eq!(c.effective_backends().len(), 1);
+    }
+
+    #[test]
+    fn redaction_hides_passwords() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
+        assert!(
+            !Config {
+                store: StoreConfig::Postgres {
+                    url: "postgres://u:secret@h/db".into()
+                },
+                ..Default::default()
+            }
+            .summary()
+            .contains("secret")
+        );
+    }
+}

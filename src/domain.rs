@@ -1,0 +1,401 @@
+//! Domain newtypes shared by every layer: raw strings stop at the API boundary.
+//!
+//! Each type has a `parse` constructor that rejects what the rest of the system
+//! must never see (empty names, whitespace in model names, malformed task ids).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Why a value could not become a domain type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what}: {reason}")]
+pub struct ParseError {
+    pub what: &'static str,
+    pub reason: String,
+}
+
+impl ParseError {
+    fn new(what: &'static str, reason: impl Into<String>) -> Self {
+        Self {
+            what,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A task id: UUID v7, so ids sort by creation time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskId(Uuid);
+
+impl TaskId {
+    pub fn new() -> Self {
+        Self(Uuid::now_v7())
+    }
+
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        Uuid::parse_str(s.trim())
+            .map(Self)
+            .map_err(|e| ParseError::new("task id", e.to_string()))
+    }
+
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+impl Default for TaskId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl From<Uuid> for TaskId {
+    fn from(u: Uuid) -> Self {
+        Self(u)
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+macro_rules! string_newtype {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = ParseError;
+            fn try_from(s: String) -> Result<Self, ParseError> {
+                Self::parse(&s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> String {
+                v.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+string_newtype!(
+    /// A model name as a backend knows it (`qwen2.5:7b`, `gpt-4o-mini`).
+    ModelName
+);
+
+impl ModelName {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(ParseError::new("model name", "it is empty"));
+        }
+        if s.len() > 256 {
+            return Err(ParseError::new("model name", "it is longer than 256 bytes"));
+        }
+        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ParseError::new(
+                "model name",
+                format!("{s:?} contains whitespace or control characters"),
+            ));
+        }
+        Ok(Self(s.to_owned()))
+    }
+}
+
+string_newtype!(
+    /// A worker (machine) name: `moon`, `gpu-desktop`.
+    WorkerName
+);
+
+impl WorkerName {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(ParseError::new("worker name", "it is empty"));
+        }
+        if s.len() > 64 {
+            return Err(ParseError::new("worker name", "it is longer than 64 bytes"));
+        }
+        if !s
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(ParseError::new(
+                "worker name",
+                format!("{s:?} may only hold letters, digits, '-', '_' and '.'"),
+            ));
+        }
+        Ok(Self(s.to_owned()))
+    }
+}
+
+string_newtype!(
+    /// A conversation thread: Open WebUI's chat id, a client's own id, or a stable hash.
+    ThreadId
+);
+
+impl ThreadId {
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(ParseError::new("thread id", "it is empty"));
+        }
+        if s.len() > 256 {
+            return Err(ParseError::new("thread id", "it is longer than 256 bytes"));
+        }
+        if s.chars().any(char::is_control) {
+            return Err(ParseError::new(
+                "thread id",
+                "it contains control characters",
+            ));
+        }
+        Ok(Self(s.to_owned()))
+    }
+}
+
+string_newtype!(
+    /// A queue lane: `tasks:llm:<model>`, `tasks:llm:<model>@<worker>`, `tasks:web`,
+    /// `tasks:rag`, `tasks:utility`.
+    Lane
+);
+
+impl Lane {
+    pub const WEB: &'static str = "tasks:web";
+    pub const RAG: &'static str = "tasks:rag";
+    pub const UTILITY: &'static str = "tasks:utility";
+    const LLM_PREFIX: &'static str = "tasks:llm:";
+
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let s = s.trim();
+        let ok = matches!(s, Self::WEB | Self::RAG | Self::UTILITY)
+            || s.strip_prefix(Self::LLM_PREFIX).is_some_and(|rest| {
+                let (model, worker) = match rest.split_once('@') {
+                    Some((m, w)) => (m, Some(w)),
+                    None => (rest, None),
+                };
+                ModelName::parse(model).is_ok()
+                    && worker.is_none_or(|w| WorkerName::parse(w).is_ok())
+            });
+        if ok {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(ParseError::new(
+                "lane",
+                format!(
+                    "{s:?} is not tasks:llm:<model>[@<worker>], tasks:web, tasks:rag or tasks:utility"
+                ),
+            ))
+        }
+    }
+
+    /// The shared lane of a model: any worker that serves the model may take from it.
+    pub fn llm(model: &ModelName) -> Self {
+        Self(format!("{}{}", Self::LLM_PREFIX, model))
+    }
+
+    /// The lane of a model pinned to one worker (`model@worker` routing).
+    pub fn llm_pinned(model: &ModelName, worker: &WorkerName) -> Self {
+        Self(format!("{}{}@{}", Self::LLM_PREFIX, model, worker))
+    }
+
+    pub fn web() -> Self {
+        Self(Self::WEB.to_owned())
+    }
+
+    pub fn rag() -> Self {
+        Self(Self::RAG.to_owned())
+    }
+
+    pub fn utility() -> Self {
+        Self(Self::UTILITY.to_owned())
+    }
+}
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    Queued,
+    Running,
+    Done,
+    Failed,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        match s.trim() {
+            "queued" => Ok(Self::Queued),
+            "running" => Ok(Self::Running),
+            "done" => Ok(Self::Done),
+            "failed" => Ok(Self::Failed),
+            other => Err(ParseError::new(
+                "task status",
+                format!("{other:?} is not queued, running, done or failed"),
+            )),
+        }
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Done | Self::Failed)
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Open WebUI's background tasks (its `{{TASK}}` header values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InternalTask {
+    TitleGeneration,
+    TagsGeneration,
+    FollowUpGeneration,
+    QueryGeneration,
+    AutocompleteGeneration,
+    EmojiGeneration,
+    ImagePromptGeneration,
+    FunctionCalling,
+    MoaResponseGeneration,
+    MemoryReview,
+    ContextCompaction,
+}
+
+impl InternalTask {
+    pub const ALL: [InternalTask; 11] = [
+        Self::TitleGeneration,
+        Self::TagsGeneration,
+        Self::FollowUpGeneration,
+        Self::QueryGeneration,
+        Self::AutocompleteGeneration,
+        Self::EmojiGeneration,
+        Self::ImagePromptGeneration,
+        Self::FunctionCalling,
+        Self::MoaResponseGeneration,
+        Self::MemoryReview,
+        Self::ContextCompaction,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TitleGeneration => "title_generation",
+            Self::TagsGeneration => "tags_generation",
+            Self::FollowUpGeneration => "follow_up_generation",
+            Self::QueryGeneration => "query_generation",
+            Self::AutocompleteGeneration => "autocomplete_generation",
+            Self::EmojiGeneration => "emoji_generation",
+            Self::ImagePromptGeneration => "image_prompt_generation",
+            Self::FunctionCalling => "function_calling",
+            Self::MoaResponseGeneration => "moa_response_generation",
+            Self::MemoryReview => "memory_review",
+            Self::ContextCompaction => "context_compaction",
+        }
+    }
+
+    /// Parses a `{{TASK}}` header value; `None` for empty or unknown values.
+    pub fn from_header(s: &str) -> Option<Self> {
+        let s = s.trim();
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for InternalTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_are_v7_and_round_trip() {
+        let id = TaskId::new();
+        assert_eq!(id.as_uuid().get_version_num(), 7);
+        assert_eq!(TaskId::parse(&id.to_string()), Ok(id));
+        assert!(TaskId::parse("not-a-uuid").is_err());
+    }
+
+    #[test]
+    fn model_names_reject_blank_and_spaces() {
+        assert!(ModelName::parse("qwen2.5:7b").is_ok());
+        assert!(ModelName::parse("  ").is_err());
+        assert!(ModelName::parse("qwen 7b").is_err());
+    }
+
+    #[test]
+    fn lanes_parse_only_known_shapes() {
+        let m = ModelName::parse("qwen2.5:7b").unwrap();
+        let w = WorkerName::parse("moon").unwrap();
+        assert_eq!(Lane::llm(&m).as_str(), "tasks:llm:qwen2.5:7b");
+        assert_eq!(
+            Lane::llm_pinned(&m, &w).as_str(),
+            "tasks:llm:qwen2.5:7b@moon"
+        );
+        for ok in [
+            "tasks:web",
+            "tasks:rag",
+            "tasks:utility",
+            "tasks:llm:a",
+            "tasks:llm:a@b",
+        ] {
+            assert!(Lane::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "tasks:",
+            "tasks:llm:",
+            "web",
+            "tasks:llm:a b",
+            "tasks:llm:a@",
+        ] {
+            assert!(Lane::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn internal_task_header_values() {
+        for t in InternalTask::ALL {
+            assert_eq!(InternalTask::from_header(t.as_str()), Some(t));
+        }
+        assert_eq!(InternalTask::from_header(""), None);
+        assert_eq!(InternalTask::from_header("something_else"), None);
+    }
+}

@@ -1,0 +1,20 @@
+//! Coordinator: one endpoint that routes LLM chat requests across a home cluster.
+//!
+//! Request flow: `api` (ingress) → `turn` → `routing` → `store` → compose → `queue` →
+//! `worker` → `backend`, with tokens streaming back through `events`.
+
+pub mod api;
+pub mod backend;
+pub mod chat;
+pub mod config;
+pub mod domain;
+pub mod events;
+pub mod queue;
+pub mod routing;
+pub mod service;
+pub mod startup;
+pub mod store;
+pub mod telemetry;
+pub mod testkit;
+pub mod turn;
+pub mod worker;

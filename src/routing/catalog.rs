@@ -1,0 +1,86 @@
+//! A snapshot of what the workers serve right now, for the router.
+
+use serde::Serialize;
+
+use super::RouteError;
+use crate::domain::{ModelName, WorkerName};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CatalogEntry {
+    pub worker: WorkerName,
+    pub model: ModelName,
+    pub healthy: bool,
+    /// Whether the model accepts `tools`; `None` when the backend does not say.
+    pub tools: Option<bool>,
+}
+
+/// Which worker serves which model. Built from the backend registry (embedded) or the
+/// worker heartbeats (cluster).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Catalog {
+    pub entries: Vec<CatalogEntry>,
+}
+
+impl Catalog {
+    pub fn new(entries: Vec<CatalogEntry>) -> Self {
+        Self { entries }
+    }
+
+    /// True when some worker serves `model`.
+    pub fn serves(&self, model: &ModelName) -> bool {
+        self.entries.iter().any(|e| &e.model == model)
+    }
+
+    /// Distinct model names, in catalog order.
+    pub fn model_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for e in &self.entries {
+            if !names.iter().any(|n| n == e.model.as_str()) {
+                names.push(e.model.to_string());
+            }
+        }
+        names
+    }
+
+    /// The first model of a healthy worker, else the first model at all.
+    pub fn first_model(&self) -> Option<ModelName> {
+        self.entries
+            .iter()
+            .find(|e| e.healthy)
+            .or(self.entries.first())
+            .map(|e| e.model.clone())
+    }
+
+    /// Workers that serve `model`.
+    pub fn workers_for(&self, model: &ModelName) -> Vec<&CatalogEntry> {
+        self.entries.iter().filter(|e| &e.model == model).collect()
+    }
+
+    /// Checks a named request: the model exists, and on the pinned worker if one is named.
+    pub fn check_named(
+        &self,
+        model: &ModelName,
+        worker: Option<&WorkerName>,
+    ) -> Result<(), RouteError> {
+        let serving = self.workers_for(model);
+        if serving.is_empty() {
+            return Err(RouteError::UnknownModel {
+                requested: match worker {
+                    Some(w) => format!("{model}@{w}"),
+                    None => model.to_string(),
+                },
+                available: self.model_names(),
+            });
+        }
+        if let Some(w) = worker
+            && !serving.iter().any(|e| &e.worker == w)
+        {
+            return Err(RouteError::NotOnWorker {
+                model: model.to_string(),
+                worker: w.to_string(),
+                serving: serving.iter().map(|e| e.worker.to_string()).collect(),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1 @@
+//! Logging set-up (placeholder).

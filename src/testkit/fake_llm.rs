@@ -1,0 +1,1 @@
+//! A fake LLM server speaking Ollama's and OpenAI's wire formats (placeholder).

@@ -1,0 +1,4 @@
+//! Test and benchmark helpers shipped in the library: fake servers that speak real wire
+//! protocols, started on port 0.
+
+pub mod fake_llm;

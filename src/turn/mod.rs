@@ -1,0 +1,263 @@
+//! The `Turn`: what every front door (OpenAI, Ollama, `/route`) turns a request into.
+//!
+//! A turn holds the user's current prompt exactly as typed, the earlier conversation
+//! (cleaned of whatever Coordinator added to its own answers, and capped), the thread it
+//! belongs to, the model asked for, and the signals the router needs to recognise Open
+//! WebUI's background tasks. The stored prompt and the classifier only ever see
+//! [`Turn::prompt`]; the history goes to the worker alone.
+
+use serde::Serialize;
+
+use crate::chat::{ChatMessage, Role, SamplingParams, ToolSpec};
+use crate::config::HistoryConfig;
+use crate::domain::{ModelName, ParseError, ThreadId, WorkerName};
+
+/// The earlier conversation that goes to the worker (never to the store or the classifier).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(tag = "type", content = "value", rename_all = "snake_case")]
+pub enum History {
+    #[default]
+    None,
+    /// Real chat messages, sent to the backend as messages.
+    Messages(Vec<ChatMessage>),
+    /// A pre-formatted text (the seed's `/route` `history` field), put before the prompt.
+    Text(String),
+}
+
+impl History {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Self::None => true,
+            Self::Messages(m) => m.is_empty(),
+            Self::Text(t) => t.trim().is_empty(),
+        }
+    }
+}
+
+/// Which model the client asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ModelRequest {
+    /// Let the router choose (`auto`, an empty model, or no model field).
+    #[default]
+    Auto,
+    /// A concrete model, optionally pinned to one worker (`model@worker`).
+    Named {
+        model: ModelName,
+        worker: Option<WorkerName>,
+    },
+}
+
+impl ModelRequest {
+    /// Names that mean "let the router choose".
+    pub const AUTO_NAMES: [&'static str; 2] = ["auto", "coordinator"];
+
+    pub fn parse(s: Option<&str>) -> Result<Self, ParseError> {
+        let s = s.map(str::trim).unwrap_or("");
+        let base = s.strip_suffix(":latest").unwrap_or(s);
+        if s.is_empty() || Self::AUTO_NAMES.contains(&base) {
+            return Ok(Self::Auto);
+        }
+        match s.rsplit_once('@') {
+            Some((m, w)) => Ok(Self::Named {
+                model: ModelName::parse(m)?,
+                worker: Some(WorkerName::parse(w)?),
+            }),
+            None => Ok(Self::Named {
+                model: ModelName::parse(s)?,
+                worker: None,
+            }),
+        }
+    }
+}
+
+/// Facts about the request's shape, for recognising internal tasks without trusting text.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RequestSignals {
+    /// The raw `X-OpenWebUI-Task` header, when present.
+    pub task_header: Option<String>,
+    /// All messages in the request, of every role.
+    pub message_count: usize,
+    pub user_message_count: usize,
+    /// The first system message's text, if any.
+    pub system: Option<String>,
+    /// Whether the client asked for a streamed answer.
+    pub stream: bool,
+    pub max_tokens: Option<u32>,
+    pub has_tools: bool,
+}
+
+/// One request, in the form the router, the store and the composer share.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Turn {
+    /// The last user message, exactly as the user wrote it.
+    pub prompt: String,
+    /// System messages the client sent, passed on to the worker.
+    pub system: Vec<String>,
+    pub history: History,
+    pub thread_id: ThreadId,
+    pub model: ModelRequest,
+    pub tools: Vec<ToolSpec>,
+    pub params: SamplingParams,
+    pub signals: RequestSignals,
+    /// False when the client asked that this turn not be remembered.
+    pub remember: bool,
+}
+
+/// A request could not become a turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TurnError {
+    #[error("messages: there is no user message")]
+    NoUserMessage,
+    #[error("messages: the last user message is empty")]
+    EmptyPrompt,
+    #[error("model: {0}")]
+    Model(ParseError),
+    #[error("thread id: {0}")]
+    Thread(ParseError),
+}
+
+/// What a front door knows about a chat request, before it is a turn.
+#[derive(Debug, Clone, Default)]
+pub struct TurnInput {
+    pub messages: Vec<ChatMessage>,
+    pub model: Option<String>,
+    pub stream: bool,
+    pub params: SamplingParams,
+    pub tools: Vec<ToolSpec>,
+    /// `X-OpenWebUI-Chat-Id` header.
+    pub chat_id_header: Option<String>,
+    /// A `chat_id` / `metadata.chat_id` field in the body.
+    pub body_chat_id: Option<String>,
+    /// `X-OpenWebUI-Task` header.
+    pub task_header: Option<String>,
+    /// Who the client is (API key, user header, or peer), for the fallback thread hash.
+    pub client_identity: Option<String>,
+    pub remember: bool,
+}
+
+/// Builds a turn from a chat request: current prompt, cleaned and capped history, thread.
+pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, TurnError> {
+    let last_user = input
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .ok_or(TurnError::NoUserMessage)?;
+    let prompt = input.messages[last_user].content.clone();
+    if prompt.trim().is_empty() && input.messages[last_user].images.is_empty() {
+        return Err(TurnError::EmptyPrompt);
+    }
+    let model = ModelRequest::parse(input.model.as_deref()).map_err(TurnError::Model)?;
+    let thread_id = thread_id(&input).map_err(TurnError::Thread)?;
+    let system: Vec<String> = input
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content.clone())
+        .collect();
+    let signals = RequestSignals {
+        task_header: input.task_header.clone().filter(|h| !h.trim().is_empty()),
+        message_count: input.messages.len(),
+        user_message_count: input
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .count(),
+        system: system.first().cloned(),
+        stream: input.stream,
+        max_tokens: input.params.max_tokens,
+        has_tools: !input.tools.is_empty(),
+    };
+    let earlier: Vec<ChatMessage> = input.messages[..last_user]
+        .iter()
+        .filter(|m| m.role != Role::System)
+        .cloned()
+        .collect();
+    let history = if history.enabled {
+        cap_history(clean_history(earlier), history)
+    } else {
+        History::None
+    };
+    Ok(Turn {
+        prompt,
+        system,
+        history,
+        thread_id,
+        model,
+        tools: input.tools,
+        params: input.params,
+        signals,
+        remember: input.remember,
+    })
+}
+
+/// Removes what Coordinator added to its own earlier answers.
+fn clean_history(mut messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    for m in &mut messages {
+        if m.role == Role::Assistant {
+            m.content = crate::turn::decoration::strip(&m.content);
+        }
+    }
+    messages
+}
+
+/// Keeps the most recent messages within `max_turns` user turns and `max_chars` characters.
+fn cap_history(messages: Vec<ChatMessage>, cfg: &HistoryConfig) -> History {
+    let mut kept = Vec::new();
+    let mut chars = 0usize;
+    let mut user_turns = 0usize;
+    for m in messages.into_iter().rev() {
+        let len = m.content.chars().count();
+        if chars + len > cfg.max_chars {
+            break;
+        }
+        if m.role == Role::User {
+            if user_turns == cfg.max_turns {
+                break;
+            }
+            user_turns += 1;
+        }
+        chars += len;
+        kept.push(m);
+    }
+    kept.reverse();
+    if kept.is_empty() {
+        History::None
+    } else {
+        History::Messages(kept)
+    }
+}
+
+/// The header, then the body field, then a stable hash of the first user message and the client.
+fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
+    if let Some(h) = input
+        .chat_id_header
+        .as_deref()
+        .filter(|h| !h.trim().is_empty())
+    {
+        return ThreadId::parse(h);
+    }
+    if let Some(b) = input
+        .body_chat_id
+        .as_deref()
+        .filter(|b| !b.trim().is_empty())
+    {
+        return ThreadId::parse(b);
+    }
+    use sha2::{Digest, Sha256};
+    let first_user = input
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.as_str())
+        .unwrap_or("");
+    let mut h = Sha256::new();
+    h.update(input.client_identity.as_deref().unwrap_or("").as_bytes());
+    h.update([0]);
+    h.update(first_user.as_bytes());
+    let digest = h.finalize();
+    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    ThreadId::parse(&format!("h-{hex}"))
+}
+
+pub mod decoration;
