@@ -1,1 +1,249 @@
-fn main() {}
+//! The `coordinator` binary: parses the CLI, loads config, sets up logging, runs.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use coordinator::config::{self, Config};
+use coordinator::domain::{TaskId, TaskStatus};
+use coordinator::startup::{Application, open_store};
+use coordinator::store::TaskFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "coordinator",
+    version,
+    about = "Routes LLM chat requests across a home cluster"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the coordinator: HTTP front doors, router, store, queue and local workers.
+    Serve {
+        /// Config file (default: ./coordinator.toml if present, else built-in defaults).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Listen address, overriding the config (e.g. 127.0.0.1:8000, or :0 for any port).
+        #[arg(long)]
+        listen: Option<String>,
+        /// Log as JSON lines.
+        #[arg(long)]
+        log_json: bool,
+    },
+    /// Configuration tools.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Inspect recorded tasks (reads the store directly).
+    Tasks {
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: TasksCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate a config file and print every problem at once.
+    Check {
+        /// The file to check (default: ./coordinator.toml).
+        file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TasksCommand {
+    /// The most recent tasks.
+    List {
+        /// Only tasks with this status: queued, running, done or failed.
+        #[arg(long)]
+        status: Option<String>,
+        /// Only Open WebUI background (internal) tasks.
+        #[arg(long)]
+        internal: bool,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// One task in full, as JSON.
+    Show { id: String },
+}
+
+const DEFAULT_CONFIG: &str = "coordinator.toml";
+
+/// The explicit file, else `./coordinator.toml` when it exists, else none.
+fn config_path(explicit: Option<PathBuf>) -> Option<PathBuf> {
+    explicit.or_else(|| {
+        Path::new(DEFAULT_CONFIG)
+            .exists()
+            .then(|| PathBuf::from(DEFAULT_CONFIG))
+    })
+}
+
+fn load_config(explicit: Option<PathBuf>) -> anyhow::Result<Config> {
+    let path = config_path(explicit);
+    config::load(path.as_deref()).map_err(|e| {
+        let from = path
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "defaults".into());
+        anyhow::anyhow!(
+            "configuration ({from}) has problems:\n  {}",
+            e.problems().join("\n  ")
+        )
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve {
+            config,
+            listen,
+            log_json,
+        } => {
+            coordinator::telemetry::init(log_json);
+            let mut cfg = load_config(config)?;
+            if let Some(l) = listen {
+                cfg.server.listen = if l.starts_with(':') {
+                    format!("127.0.0.1{l}")
+                } else {
+                    l
+                };
+            }
+            tracing::info!(config = %cfg.summary(), "starting coordinator {}", env!("CARGO_PKG_VERSION"));
+            let app = Application::build(cfg).await?;
+            app.run_until_stopped(shutdown_signal()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config {
+            command: ConfigCommand::Check { file },
+        } => {
+            let path = config_path(file);
+            match config::load(path.as_deref()) {
+                Ok(cfg) => {
+                    println!("ok: {}", cfg.summary());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    let from = path
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "defaults".into());
+                    let problems = e.problems();
+                    println!("{from}: {} problem(s)", problems.len());
+                    for p in problems {
+                        println!("  - {p}");
+                    }
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+        Command::Tasks { config, command } => {
+            let cfg = load_config(config)?;
+            let store = open_store(&cfg).await?;
+            match command {
+                TasksCommand::List {
+                    status,
+                    internal,
+                    limit,
+                } => {
+                    let status = status.as_deref().map(TaskStatus::parse).transpose()?;
+                    let filter = TaskFilter {
+                        status,
+                        internal_only: internal,
+                        thread_id: None,
+                        limit,
+                    };
+                    let tasks = store.list(&filter).await?;
+                    println!(
+                        "{:<36}  {:<19}  {:<7}  {:<18}  {:<12}  prompt",
+                        "task_id", "created_at", "status", "model", "internal"
+                    );
+                    for t in tasks {
+                        println!(
+                            "{:<36}  {:<19}  {:<7}  {:<18}  {:<12}  {}",
+                            t.task_id,
+                            t.created_at.format("%Y-%m-%d %H:%M:%S"),
+                            t.status,
+                            t.model,
+                            t.internal_task.as_deref().unwrap_or("-"),
+                            one_line(&t.prompt, 60)
+                        );
+                    }
+                }
+                TasksCommand::Show { id } => {
+                    let id = TaskId::parse(&id)?;
+                    let task = store
+                        .get(id)
+                        .await?
+                        .with_context(|| format!("no task {id}"))?;
+                    println!("{}", serde_json::to_string_pretty(&task)?);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The first `max` characters of `s` on one line.
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown signal received");
+}

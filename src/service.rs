@@ -1,1 +1,177 @@
-//! Service layer (placeholder).
+//! The service layer: one turn in, one recorded and queued task out.
+//!
+//! Every front door calls [`Coordinator::submit`]: it routes the turn, records the task
+//! with the user's original prompt, composes what the worker receives (history +
+//! original prompt), subscribes to the task's events and queues it. Ids and timestamps
+//! are made here; the store only persists them.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+
+use crate::backend::BackendRequest;
+use crate::chat::{ChatMessage, Chunk, FinishReason, Role, Usage};
+use crate::config::Config;
+use crate::domain::{TaskId, TaskStatus, WorkerName};
+use crate::events::{EventBus, EventStream, TaskEvent};
+use crate::queue::{Job, Queue, QueueError};
+use crate::routing::{RouteDecision, RouteError, Router};
+use crate::store::{NewTask, StoreError, TaskStore};
+use crate::turn::{History, Turn};
+use crate::worker::Directory;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("could not queue task {task_id}: {source}")]
+    Queue { task_id: TaskId, source: QueueError },
+}
+
+/// A submitted task: its id, the decision, and its events from the first.
+pub struct Submission {
+    pub task_id: TaskId,
+    pub decision: RouteDecision,
+    /// The worker expected to run the task (the pinned one, or the best candidate now).
+    pub worker_hint: Option<WorkerName>,
+    pub events: EventStream,
+}
+
+/// Cheap to clone: every field is a handle.
+#[derive(Clone)]
+pub struct Coordinator {
+    pub config: Arc<Config>,
+    pub store: Arc<dyn TaskStore>,
+    pub queue: Arc<dyn Queue>,
+    pub events: Arc<dyn EventBus>,
+    pub router: Router,
+    pub directory: Arc<dyn Directory>,
+}
+
+impl Coordinator {
+    /// The routing decision for a turn, without running anything.
+    pub async fn preview(&self, turn: &Turn) -> Result<RouteDecision, RouteError> {
+        self.router.decide(turn, &self.directory.catalog()).await
+    }
+
+    /// Routes, records, composes and queues one turn.
+    pub async fn submit(&self, turn: Turn) -> Result<Submission, SubmitError> {
+        let decision = self.router.decide(&turn, &self.directory.catalog()).await?;
+        let task_id = TaskId::new();
+        let created_at = Utc::now();
+        tracing::info!(
+            task_id = %task_id,
+            thread_id = %turn.thread_id,
+            domain = %decision.domain,
+            model = %decision.model,
+            queue = %decision.lane,
+            internal_task = decision.internal_task.map(|k| k.as_str()),
+            web_search = decision.web_search,
+            reasons = ?decision.reasons,
+            "turn routed"
+        );
+        let worker_hint = decision
+            .worker
+            .clone()
+            .or_else(|| self.directory.best_worker_for(&decision.model));
+        let mut task = NewTask {
+            task_id,
+            created_at,
+            thread_id: turn.thread_id.to_string(),
+            prompt: turn.prompt.clone(),
+            domain: decision.domain.clone(),
+            model: decision.model.to_string(),
+            queue: decision.lane.to_string(),
+            status: TaskStatus::Queued,
+            response: None,
+            worker_id: None,
+            internal_task: decision.internal_task,
+            web_search: decision.web_search,
+            reasons: decision.reasons.clone(),
+            job: None,
+        };
+
+        if let Some(answer) = &decision.rules_answer {
+            task.status = TaskStatus::Done;
+            task.response = Some(answer.clone());
+            task.worker_id = Some(RULES_WORKER.to_owned());
+            self.store.insert(&task).await?;
+            let events = rules_answer_events(answer);
+            return Ok(Submission {
+                task_id,
+                decision,
+                worker_hint: WorkerName::parse(RULES_WORKER).ok(),
+                events,
+            });
+        }
+
+        let job = Job {
+            task_id,
+            lane: decision.lane.clone(),
+            created_at,
+            request: compose(&turn, &decision, &self.config),
+            internal_task: decision.internal_task,
+            attempt: 0,
+            avoid: Vec::new(),
+        };
+        task.job = serde_json::to_string(&job).ok();
+        self.store.insert(&task).await?;
+        let events = self.events.subscribe(task_id).await;
+        self.queue
+            .enqueue(job)
+            .await
+            .map_err(|source| SubmitError::Queue { task_id, source })?;
+        Ok(Submission {
+            task_id,
+            decision,
+            worker_hint,
+            events,
+        })
+    }
+}
+
+/// The worker name recorded for internal tasks answered by rules.
+pub const RULES_WORKER: &str = "rules";
+
+fn rules_answer_events(answer: &str) -> EventStream {
+    let events = vec![
+        TaskEvent::Chunk {
+            chunk: Chunk::Content {
+                text: answer.to_owned(),
+            },
+        },
+        TaskEvent::Chunk {
+            chunk: Chunk::Done {
+                finish_reason: FinishReason::Stop,
+                usage: Usage::default(),
+            },
+        },
+    ];
+    Box::pin(futures::stream::iter(events))
+}
+
+/// What the worker receives: the client's system messages, the history, and the
+/// original prompt last. The stored prompt is never this.
+pub fn compose(turn: &Turn, decision: &RouteDecision, config: &Config) -> BackendRequest {
+    let mut messages: Vec<ChatMessage> = turn.system.iter().map(ChatMessage::system).collect();
+    let mut prompt = turn.prompt.clone();
+    match &turn.history {
+        History::None => {}
+        History::Messages(m) => messages.extend(m.iter().cloned()),
+        History::Text(t) => prompt = format!("{t}\n\n{prompt}"),
+    }
+    messages.push(ChatMessage::new(Role::User, prompt));
+    let mut params = turn.params.clone();
+    if decision.internal_task.is_some() {
+        let cap = config.internal_tasks.max_tokens;
+        params.max_tokens = Some(params.max_tokens.map_or(cap, |m| m.min(cap)));
+    }
+    BackendRequest {
+        model: decision.model.clone(),
+        messages,
+        params,
+        tools: turn.tools.clone(),
+    }
+}

@@ -5,7 +5,7 @@
 
 pub mod ollama;
 pub mod openai;
-mod registry;
+pub mod registry;
 
 use std::time::Duration;
 

@@ -24,6 +24,8 @@ pub struct BackendHandle {
     healthy: AtomicBool,
     last_error: Mutex<Option<String>>,
     in_flight: AtomicUsize,
+    /// Bumped whenever the model list changes, so workers re-read their lanes.
+    models_version: tokio::sync::watch::Sender<u64>,
 }
 
 /// What `GET /workers` shows for one backend.
@@ -78,7 +80,13 @@ impl BackendHandle {
             healthy: AtomicBool::new(false),
             last_error: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
+            models_version: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Changes whenever the model list changes.
+    pub fn watch_models(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.models_version.subscribe()
     }
 
     pub fn name(&self) -> &WorkerName {
@@ -122,7 +130,15 @@ impl BackendHandle {
         match self.backend.list_models().await {
             Ok(found) => {
                 if self.configured_models.is_none() {
-                    *lock(&self.models) = found;
+                    let changed = {
+                        let mut models = lock(&self.models);
+                        let changed = *models != found;
+                        *models = found;
+                        changed
+                    };
+                    if changed {
+                        self.models_version.send_modify(|v| *v += 1);
+                    }
                 } else {
                     // Keep the configured list, but learn capabilities the backend reports.
                     let mut models = lock(&self.models);

@@ -1,1 +1,64 @@
-//! Queues (placeholder).
+//! Queues: how a routed, stored task travels to a worker that can run it.
+//!
+//! One lane per kind of work (`tasks:llm:<model>`, `tasks:llm:<model>@<worker>`,
+//! `tasks:web`, `tasks:rag`, `tasks:utility`). In-process lanes in embedded mode; Redis
+//! Streams with consumer groups in cluster mode, behind the same trait.
+
+pub mod in_process;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::BackendRequest;
+use crate::domain::{InternalTask, Lane, TaskId, WorkerName};
+
+/// What a worker is asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub task_id: TaskId,
+    pub lane: Lane,
+    pub created_at: DateTime<Utc>,
+    /// The composed request: system + history + memory + the original prompt.
+    pub request: BackendRequest,
+    #[serde(default)]
+    pub internal_task: Option<InternalTask>,
+    /// How many times the job was handed to a worker before.
+    #[serde(default)]
+    pub attempt: u32,
+    /// Workers that already failed this job before the first token; others take it first.
+    #[serde(default)]
+    pub avoid: Vec<WorkerName>,
+}
+
+/// A job handed to one worker, to be acknowledged when it is finished.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub job: Job,
+    /// Queue-specific receipt (the stream entry id in Redis).
+    pub receipt: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("queue is closed")]
+    Closed,
+    #[error("queue backend error: {0}")]
+    Backend(String),
+}
+
+#[async_trait]
+pub trait Queue: Send + Sync + 'static {
+    /// Adds a job to its lane.
+    async fn enqueue(&self, job: Job) -> Result<(), QueueError>;
+
+    /// Waits for the next job from any of `lanes` that `consumer` may take. Cancel-safe:
+    /// dropping the future never loses a job.
+    async fn dequeue(&self, lanes: &[Lane], consumer: &WorkerName) -> Result<Delivery, QueueError>;
+
+    /// Confirms a delivered job is finished (done, failed, or handed on).
+    async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError>;
+
+    /// Jobs waiting in each lane.
+    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError>;
+}

@@ -1,1 +1,97 @@
-//! Workers (placeholder).
+//! Workers: take tasks from the lanes their backend can serve, run them, stream the
+//! tokens back as events and record the result.
+//!
+//! In embedded mode `serve` runs one worker per configured backend. A worker respects its
+//! backend's `max_concurrency`, fails over before the first token when another worker
+//! serves the model, and reports a clear error after it.
+
+mod directory;
+mod run;
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use directory::Directory;
+
+use crate::backend::BackendHandle;
+use crate::domain::{Lane, ModelName};
+use crate::events::EventBus;
+use crate::queue::Queue;
+use crate::store::TaskStore;
+
+/// How many workers may try one task before it fails.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// One backend's worker.
+#[derive(Clone)]
+pub struct Worker {
+    pub handle: Arc<BackendHandle>,
+    pub queue: Arc<dyn Queue>,
+    pub store: Arc<dyn TaskStore>,
+    pub events: Arc<dyn EventBus>,
+    pub directory: Arc<dyn Directory>,
+    /// The model that serves `tasks:utility`, if any.
+    pub utility_model: Option<ModelName>,
+}
+
+impl Worker {
+    /// The lanes this worker takes from, given the models its backend serves now.
+    pub fn lanes(&self) -> Vec<Lane> {
+        let me = self.handle.name();
+        let mut lanes = Vec::new();
+        for m in self.handle.models() {
+            lanes.push(Lane::llm(&m.name));
+            lanes.push(Lane::llm_pinned(&m.name, me));
+            if self.utility_model.as_ref() == Some(&m.name) {
+                lanes.push(Lane::utility());
+            }
+        }
+        lanes
+    }
+
+    /// Takes and runs jobs until `shutdown`; running jobs are tracked by `tracker`.
+    pub async fn run(self, shutdown: CancellationToken, tracker: TaskTracker) {
+        let name = self.handle.name().clone();
+        let slots = Arc::new(Semaphore::new(self.handle.max_concurrency));
+        let mut models = self.handle.watch_models();
+        tracing::info!(worker = %name, slots = self.handle.max_concurrency, "worker started");
+        loop {
+            let permit = tokio::select! {
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                () = shutdown.cancelled() => break,
+            };
+            models.mark_unchanged();
+            let lanes = self.lanes();
+            let delivery = tokio::select! {
+                d = self.queue.dequeue(&lanes, &name), if !lanes.is_empty() => d,
+                changed = models.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                () = shutdown.cancelled() => break,
+            };
+            match delivery {
+                Ok(delivery) => {
+                    let worker = self.clone();
+                    tracker.spawn(async move {
+                        worker.execute(delivery).await;
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    tracing::error!(worker = %name, error = %e, "queue failed; worker stops");
+                    break;
+                }
+            }
+        }
+        tracing::info!(worker = %name, "worker stopped taking tasks");
+    }
+}

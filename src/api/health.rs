@@ -1,0 +1,49 @@
+//! Health: `/healthz` (alive), `/readyz` (store answers and a backend is healthy),
+//! `/workers` (each worker and the queue depths).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::service::Coordinator;
+
+pub async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+pub async fn readyz(State(state): State<Coordinator>) -> (StatusCode, Json<Value>) {
+    let store = state.store.ping().await;
+    let backends = state.directory.any_healthy();
+    let mut problems = Vec::new();
+    if let Err(e) = &store {
+        problems.push(format!("task store: {e}"));
+    }
+    if !backends {
+        problems.push("no healthy backend".to_owned());
+    }
+    let status = if problems.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({
+        "ready": problems.is_empty(),
+        "store": store.is_ok(),
+        "healthy_backend": backends,
+        "problems": problems,
+    });
+    (status, Json(body))
+}
+
+pub async fn workers(State(state): State<Coordinator>) -> Json<Value> {
+    let depths: Vec<Value> = state
+        .queue
+        .depths()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(lane, n)| json!({"queue": lane, "waiting": n}))
+        .collect();
+    Json(json!({"workers": state.directory.statuses(), "queues": depths}))
+}

@@ -1,0 +1,162 @@
+//! The seed's own API: `POST /route` answers as soon as the task is queued;
+//! `/route/preview` shows the decision without running anything.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+use super::extract::ApiJson;
+use crate::chat::{ChatMessage, Role};
+use crate::domain::WorkerName;
+use crate::routing::RouteDecision;
+use crate::service::Coordinator;
+use crate::turn::{History, Turn, TurnInput, build_turn};
+
+/// `history` as the seed sent it (one text), or as chat messages.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum HistoryField {
+    Text(String),
+    Messages(Vec<HistoryMessage>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct HistoryMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RouteRequest {
+    pub prompt: String,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    #[serde(default)]
+    pub history: Option<HistoryField>,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RouteResponse {
+    pub task_id: String,
+    pub worker_id: Option<WorkerName>,
+    pub model: String,
+    pub domain: String,
+    pub queue: String,
+    pub web_search: bool,
+    pub internal_task: Option<String>,
+}
+
+/// Turns the seed's request shape into a turn, with the same history rules as chat APIs.
+pub fn turn_from_route(
+    state: &Coordinator,
+    req: RouteRequest,
+    headers: &HeaderMap,
+) -> Result<Turn, ApiError> {
+    let mut messages = Vec::new();
+    let mut text_history = None;
+    match req.history {
+        Some(HistoryField::Messages(m)) => {
+            messages.extend(m.into_iter().map(|h| ChatMessage::new(h.role, h.content)));
+        }
+        Some(HistoryField::Text(t)) if !t.trim().is_empty() => text_history = Some(t),
+        _ => {}
+    }
+    messages.push(ChatMessage::user(req.prompt));
+    let input = TurnInput {
+        messages,
+        model: req.model,
+        stream: false,
+        chat_id_header: header(headers, "x-openwebui-chat-id"),
+        body_chat_id: req.thread_id,
+        task_header: header(headers, "x-openwebui-task"),
+        client_identity: client_identity(headers),
+        remember: true,
+        ..Default::default()
+    };
+    let cfg = &state.config.history;
+    let mut turn = build_turn(input, cfg).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if let Some(t) = text_history
+        && cfg.enabled
+    {
+        turn.history = History::Text(keep_tail(&t, cfg.max_chars));
+    }
+    Ok(turn)
+}
+
+/// The last `max_chars` characters of `text`.
+fn keep_tail(text: &str, max_chars: usize) -> String {
+    let n = text.chars().count();
+    text.chars().skip(n.saturating_sub(max_chars)).collect()
+}
+
+pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// Who the client is, for the fallback thread id: the user header, else the API key's hash.
+pub fn client_identity(headers: &HeaderMap) -> Option<String> {
+    header(headers, "x-openwebui-user-id").or_else(|| {
+        header(headers, "authorization").map(|a| {
+            use sha2::{Digest, Sha256};
+            let d = Sha256::digest(a.as_bytes());
+            d[..8].iter().map(|b| format!("{b:02x}")).collect()
+        })
+    })
+}
+
+pub async fn route(
+    State(state): State<Coordinator>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<RouteRequest>,
+) -> Result<Json<RouteResponse>, ApiError> {
+    let turn = turn_from_route(&state, req, &headers)?;
+    let sub = state.submit(turn).await?;
+    Ok(Json(RouteResponse {
+        task_id: sub.task_id.to_string(),
+        worker_id: sub.worker_hint,
+        model: sub.decision.model.to_string(),
+        domain: sub.decision.domain.clone(),
+        queue: sub.decision.lane.to_string(),
+        web_search: sub.decision.web_search,
+        internal_task: sub.decision.internal_task.map(|k| k.to_string()),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PreviewQuery {
+    pub prompt: String,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+pub async fn preview_get(
+    State(state): State<Coordinator>,
+    headers: HeaderMap,
+    Query(q): Query<PreviewQuery>,
+) -> Result<Json<RouteDecision>, ApiError> {
+    let req = RouteRequest {
+        prompt: q.prompt,
+        thread_id: None,
+        history: None,
+        model: q.model,
+    };
+    let turn = turn_from_route(&state, req, &headers)?;
+    Ok(Json(state.preview(&turn).await?))
+}
+
+pub async fn preview_post(
+    State(state): State<Coordinator>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<RouteRequest>,
+) -> Result<Json<RouteDecision>, ApiError> {
+    let turn = turn_from_route(&state, req, &headers)?;
+    Ok(Json(state.preview(&turn).await?))
+}

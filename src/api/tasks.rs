@@ -1,0 +1,111 @@
+//! Reading tasks: `GET /tasks/{id}` and its token stream `GET /tasks/{id}/events` (SSE).
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::{Stream, StreamExt};
+
+use super::error::ApiError;
+use crate::chat::Chunk;
+use crate::domain::{TaskId, TaskStatus};
+use crate::events::{EventStream, TaskEvent};
+use crate::service::Coordinator;
+use crate::store::TaskRecord;
+
+fn parse_id(id: &str) -> Result<TaskId, ApiError> {
+    TaskId::parse(id).map_err(|e| ApiError::BadRequest {
+        message: e.to_string(),
+        param: Some("id".to_owned()),
+    })
+}
+
+async fn load(state: &Coordinator, id: TaskId) -> Result<TaskRecord, ApiError> {
+    state
+        .store
+        .get(id)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .ok_or_else(|| ApiError::NotFound(format!("no task {id}")))
+}
+
+pub async fn get_task(
+    State(state): State<Coordinator>,
+    Path(id): Path<String>,
+) -> Result<Json<TaskRecord>, ApiError> {
+    let id = parse_id(&id)?;
+    Ok(Json(load(&state, id).await?))
+}
+
+/// Streams a task's events. Subscribes first, then reads the store: a task that already
+/// ended is answered from the store, one still running from its live events.
+pub async fn task_events(
+    State(state): State<Coordinator>,
+    Path(id): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let id = parse_id(&id)?;
+    let live = state.events.subscribe(id).await;
+    let task = load(&state, id).await?;
+    let events: EventStream = if task.status.is_final() {
+        drop(live);
+        Box::pin(futures::stream::iter(stored_events(&task)))
+    } else {
+        live
+    };
+    Ok(Sse::new(events.map(|ev| Ok(sse_event(&ev)))).keep_alive(KeepAlive::default()))
+}
+
+fn stored_events(task: &TaskRecord) -> Vec<TaskEvent> {
+    let mut out = Vec::new();
+    if let Some(text) = task.response.clone().filter(|t| !t.is_empty()) {
+        out.push(TaskEvent::Chunk {
+            chunk: Chunk::Content { text },
+        });
+    }
+    if task.status == TaskStatus::Failed {
+        out.push(TaskEvent::Failed {
+            message: task
+                .error
+                .clone()
+                .unwrap_or_else(|| "the task failed".to_owned()),
+        });
+    } else {
+        out.push(TaskEvent::Chunk {
+            chunk: Chunk::Done {
+                finish_reason: crate::chat::FinishReason::Stop,
+                usage: crate::chat::Usage {
+                    prompt_tokens: task.prompt_tokens.unwrap_or(0).try_into().unwrap_or(0),
+                    completion_tokens: task.completion_tokens.unwrap_or(0).try_into().unwrap_or(0),
+                    backend_total_ms: None,
+                },
+            },
+        });
+    }
+    out
+}
+
+/// SSE event names: `started`, `token`, `reasoning`, `tool_calls`, `retrying`, `done`, `error`.
+fn sse_event(ev: &TaskEvent) -> Event {
+    let (name, data) = match ev {
+        TaskEvent::Started { worker } => ("started", serde_json::json!({ "worker": worker })),
+        TaskEvent::Retrying { worker, reason } => (
+            "retrying",
+            serde_json::json!({ "worker": worker, "reason": reason }),
+        ),
+        TaskEvent::Failed { message } => ("error", serde_json::json!({ "message": message })),
+        TaskEvent::Chunk { chunk } => match chunk {
+            Chunk::Content { text } => ("token", serde_json::json!({ "text": text })),
+            Chunk::Reasoning { text } => ("reasoning", serde_json::json!({ "text": text })),
+            Chunk::ToolCalls { calls } => ("tool_calls", serde_json::json!({ "calls": calls })),
+            Chunk::Done {
+                finish_reason,
+                usage,
+            } => (
+                "done",
+                serde_json::json!({ "finish_reason": finish_reason.as_str(), "usage": usage }),
+            ),
+        },
+    };
+    Event::default().event(name).data(data.to_string())
+}

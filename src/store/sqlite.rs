@@ -1,0 +1,352 @@
+//! The SQLite task store: the embedded default (`[store] type = "sqlite"`).
+//!
+//! WAL mode, so readers (`GET /tasks/{id}`, the `sqlite3` CLI) never block the writer.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Row, SqlitePool};
+
+use super::{Claim, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
+use crate::domain::{TaskId, TaskStatus, WorkerName};
+
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and applies the migrations.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                detail: e.to_string(),
+            })?;
+        }
+        let options = SqliteConnectOptions::from_str("sqlite://")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
+    queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens";
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn insert(&self, t: &NewTask) -> Result<(), StoreError> {
+        let reasons = serde_json::to_string(&t.reasons).unwrap_or_else(|_| "[]".to_owned());
+        sqlx::query(
+            "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
+             worker_id, queue, status, response, internal_task, web_search, reasons, job) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(t.task_id.to_string())
+        .bind(t.created_at)
+        .bind(t.created_at)
+        .bind(&t.thread_id)
+        .bind(&t.prompt)
+        .bind(&t.domain)
+        .bind(&t.model)
+        .bind(&t.worker_id)
+        .bind(&t.queue)
+        .bind(t.status.as_str())
+        .bind(&t.response)
+        .bind(t.internal_task.map(|k| k.as_str()))
+        .bind(t.web_search)
+        .bind(reasons)
+        .bind(&t.job)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        id: TaskId,
+        worker: &WorkerName,
+        at: DateTime<Utc>,
+    ) -> Result<Claim, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tasks SET status = 'running', worker_id = ?, updated_at = ?, attempts = attempts + 1 \
+             WHERE task_id = ? AND status IN ('queued', 'running')",
+        )
+        .bind(worker.as_str())
+        .bind(at)
+        .bind(id.to_string())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            return Ok(Claim::Claimed);
+        }
+        let exists = sqlx::query("SELECT 1 FROM tasks WHERE task_id = ?")
+            .bind(id.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(if exists.is_some() {
+            Claim::AlreadyFinished
+        } else {
+            Claim::Missing
+        })
+    }
+
+    async fn requeue(&self, id: TaskId, job: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE tasks SET status = 'queued', job = ?, updated_at = ? \
+             WHERE task_id = ? AND status IN ('queued', 'running')",
+        )
+        .bind(job)
+        .bind(at)
+        .bind(id.to_string())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tasks SET status = ?, updated_at = ?, worker_id = COALESCE(?, worker_id), \
+             response = ?, error = ?, fallback_used = ?, fallback_reason = ?, \
+             queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
+             prompt_tokens = ?, completion_tokens = ?, job = NULL \
+             WHERE task_id = ? AND status IN ('queued', 'running')",
+        )
+        .bind(o.status.as_str())
+        .bind(o.at)
+        .bind(&o.worker_id)
+        .bind(&o.response)
+        .bind(&o.error)
+        .bind(o.fallback_used)
+        .bind(&o.fallback_reason)
+        .bind(o.queue_wait_ms)
+        .bind(o.first_token_ms)
+        .bind(o.total_ms)
+        .bind(o.prompt_tokens)
+        .bind(o.completion_tokens)
+        .bind(id.to_string())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM tasks WHERE task_id = ?"))
+            .bind(id.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| from_row(&r)).transpose()
+    }
+
+    async fn list(&self, f: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM tasks \
+             WHERE (?1 IS NULL OR status = ?1) AND (?2 = 0 OR internal_task IS NOT NULL) \
+             AND (?3 IS NULL OR thread_id = ?3) \
+             ORDER BY created_at DESC, task_id DESC LIMIT ?4"
+        ))
+        .bind(f.status.map(TaskStatus::as_str))
+        .bind(f.internal_only)
+        .bind(&f.thread_id)
+        .bind(i64::from(f.limit.max(1)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM tasks WHERE status IN ('queued', 'running') ORDER BY created_at, task_id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+fn from_row(r: &SqliteRow) -> Result<TaskRecord, StoreError> {
+    let id_text: String = r.try_get("task_id")?;
+    let corrupt = |detail: String| StoreError::Corrupt {
+        task_id: id_text.clone(),
+        detail,
+    };
+    let task_id = TaskId::parse(&id_text).map_err(|e| corrupt(e.to_string()))?;
+    let status: String = r.try_get("status")?;
+    let status = TaskStatus::parse(&status).map_err(|e| corrupt(e.to_string()))?;
+    let reasons: String = r.try_get("reasons")?;
+    let reasons: Vec<String> =
+        serde_json::from_str(&reasons).map_err(|e| corrupt(format!("reasons: {e}")))?;
+    Ok(TaskRecord {
+        task_id,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+        thread_id: r.try_get("thread_id")?,
+        prompt: r.try_get("prompt")?,
+        domain: r.try_get("domain")?,
+        model: r.try_get("model")?,
+        worker_id: r.try_get("worker_id")?,
+        queue: r.try_get("queue")?,
+        status,
+        response: r.try_get("response")?,
+        error: r.try_get("error")?,
+        internal_task: r.try_get("internal_task")?,
+        web_search: r.try_get("web_search")?,
+        fallback_used: r.try_get("fallback_used")?,
+        fallback_reason: r.try_get("fallback_reason")?,
+        reasons,
+        job: r.try_get("job")?,
+        attempts: r.try_get("attempts")?,
+        queue_wait_ms: r.try_get("queue_wait_ms")?,
+        first_token_ms: r.try_get("first_token_ms")?,
+        total_ms: r.try_get("total_ms")?,
+        prompt_tokens: r.try_get("prompt_tokens")?,
+        completion_tokens: r.try_get("completion_tokens")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::InternalTask;
+
+    fn new_task(prompt: &str) -> NewTask {
+        NewTask {
+            task_id: TaskId::new(),
+            created_at: Utc::now(),
+            thread_id: "t1".into(),
+            prompt: prompt.into(),
+            domain: "general".into(),
+            model: "m".into(),
+            queue: "tasks:llm:m".into(),
+            status: TaskStatus::Queued,
+            response: None,
+            worker_id: None,
+            internal_task: None,
+            web_search: false,
+            reasons: vec!["auto".into()],
+            job: Some("{}".into()),
+        }
+    }
+
+    async fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(&dir.path().join("sub/c.db"))
+            .await
+            .unwrap();
+        (dir, s)
+    }
+
+    #[tokio::test]
+    async fn lifecycle_queued_running_done() {
+        let (_d, s) = store().await;
+        let t = new_task("こんにちは");
+        s.insert(&t).await.unwrap();
+        let w = WorkerName::parse("moon").unwrap();
+        assert_eq!(
+            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+            Claim::Claimed
+        );
+        let got = s.get(t.task_id).await.unwrap().unwrap();
+        assert_eq!(got.status, TaskStatus::Running);
+        assert_eq!(got.attempts, 1);
+        let mut o = TaskOutcome::failed(Utc::now(), "");
+        o.status = TaskStatus::Done;
+        o.error = None;
+        o.response = Some("answer".into());
+        o.total_ms = Some(12);
+        assert!(s.finish(t.task_id, &o).await.unwrap());
+        // A second finish (duplicate delivery) changes nothing.
+        assert!(
+            !s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "late"))
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+            Claim::AlreadyFinished
+        );
+        let got = s.get(t.task_id).await.unwrap().unwrap();
+        assert_eq!(got.status, TaskStatus::Done);
+        assert_eq!(got.prompt, "こんにちは");
+        assert_eq!(got.response.as_deref(), Some("answer"));
+        assert_eq!(got.worker_id.as_deref(), Some("moon"));
+        assert_eq!(got.job, None, "the job is dropped once the task ends");
+        assert_eq!(got.reasons, vec!["auto".to_owned()]);
+        assert_eq!(
+            s.claim(TaskId::new(), &w, Utc::now()).await.unwrap(),
+            Claim::Missing
+        );
+    }
+
+    #[tokio::test]
+    async fn list_filters_and_unfinished() {
+        let (_d, s) = store().await;
+        let a = new_task("a");
+        let mut b = new_task("b");
+        b.internal_task = Some(InternalTask::TitleGeneration);
+        b.status = TaskStatus::Done;
+        b.response = Some("{\"title\":\"x\"}".into());
+        s.insert(&a).await.unwrap();
+        s.insert(&b).await.unwrap();
+        let all = s
+            .list(&TaskFilter {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 2);
+        let internal = s
+            .list(&TaskFilter {
+                limit: 10,
+                internal_only: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(internal.len(), 1);
+        assert_eq!(
+            internal[0].internal_task.as_deref(),
+            Some("title_generation")
+        );
+        let queued = s
+            .list(&TaskFilter {
+                limit: 10,
+                status: Some(TaskStatus::Queued),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].task_id, a.task_id);
+        let unfinished = s.unfinished().await.unwrap();
+        assert_eq!(unfinished.len(), 1);
+        assert_eq!(unfinished[0].job.as_deref(), Some("{}"));
+    }
+}

@@ -1,0 +1,198 @@
+//! Running one job: claim, call the backend, stream, record, acknowledge.
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+
+use super::{MAX_ATTEMPTS, Worker};
+use crate::backend::BackendError;
+use crate::chat::{Chunk, ToolCall, Usage};
+use crate::domain::TaskStatus;
+use crate::events::TaskEvent;
+use crate::queue::{Delivery, Job};
+use crate::store::{Claim, TaskOutcome};
+
+/// What a stream produced so far.
+#[derive(Default)]
+struct Collected {
+    content: String,
+    tool_calls: Vec<ToolCall>,
+    first_token_at: Option<DateTime<Utc>>,
+    usage: Option<Usage>,
+}
+
+impl Collected {
+    fn response(&self) -> Option<String> {
+        if self.tool_calls.is_empty() {
+            return (!self.content.is_empty() || self.first_token_at.is_some())
+                .then(|| self.content.clone());
+        }
+        let calls = serde_json::to_string(&self.tool_calls).unwrap_or_default();
+        Some(format!("{}[tool_calls] {calls}", self.content))
+    }
+}
+
+fn ms_between(a: DateTime<Utc>, b: DateTime<Utc>) -> i64 {
+    (b - a).num_milliseconds().max(0)
+}
+
+impl Worker {
+    pub(super) async fn execute(&self, delivery: Delivery) {
+        let job = &delivery.job;
+        let me = self.handle.name().clone();
+        let started = Utc::now();
+        match self.store.claim(job.task_id, &me, started).await {
+            Ok(Claim::Claimed) => {}
+            Ok(Claim::AlreadyFinished) => {
+                tracing::info!(task_id = %job.task_id, worker = %me, "task already finished; duplicate delivery skipped");
+                self.ack(&delivery).await;
+                return;
+            }
+            Ok(Claim::Missing) => {
+                tracing::warn!(task_id = %job.task_id, worker = %me, "task is not in the store; skipped");
+                self.ack(&delivery).await;
+                return;
+            }
+            Err(e) => {
+                // Run it anyway: the answer matters more than the bookkeeping.
+                tracing::error!(task_id = %job.task_id, error = %e, "could not mark task running");
+            }
+        }
+        self.events
+            .publish(job.task_id, TaskEvent::Started { worker: me.clone() })
+            .await;
+        let in_flight = self.handle.start_request();
+        let mut got = Collected::default();
+        let result = self.stream(job, &mut got).await;
+        drop(in_flight);
+        let finished = Utc::now();
+        let mut outcome = TaskOutcome {
+            status: TaskStatus::Done,
+            at: finished,
+            worker_id: Some(me.to_string()),
+            response: got.response(),
+            error: None,
+            fallback_used: false,
+            fallback_reason: None,
+            queue_wait_ms: Some(ms_between(job.created_at, started)),
+            first_token_ms: got.first_token_at.map(|t| ms_between(job.created_at, t)),
+            total_ms: Some(ms_between(job.created_at, finished)),
+            prompt_tokens: got.usage.as_ref().map(|u| i64::from(u.prompt_tokens)),
+            completion_tokens: got.usage.as_ref().map(|u| i64::from(u.completion_tokens)),
+        };
+        match result {
+            Ok(()) => {
+                self.handle.mark_ok();
+                tracing::info!(task_id = %job.task_id, worker = %me, total_ms = outcome.total_ms, "task done");
+            }
+            Err(e) if got.first_token_at.is_none() && self.try_failover(job, &e).await => {
+                self.ack(&delivery).await;
+                return;
+            }
+            Err(e) => {
+                if got.first_token_at.is_none() {
+                    self.handle.mark_failed(&e.to_string());
+                }
+                tracing::warn!(task_id = %job.task_id, worker = %me, error = %e, "task failed");
+                outcome.status = TaskStatus::Failed;
+                outcome.error = Some(e.to_string());
+                self.events
+                    .publish(
+                        job.task_id,
+                        TaskEvent::Failed {
+                            message: e.to_string(),
+                        },
+                    )
+                    .await;
+            }
+        }
+        if let Err(e) = self.store.finish(job.task_id, &outcome).await {
+            tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
+        }
+        self.ack(&delivery).await;
+    }
+
+    /// Calls the backend and forwards its chunks as events until the end.
+    async fn stream(&self, job: &Job, got: &mut Collected) -> Result<(), BackendError> {
+        let mut chunks = self.handle.backend.chat(&job.request).await?;
+        while let Some(item) = chunks.next().await {
+            let chunk = item?;
+            if got.first_token_at.is_none() {
+                got.first_token_at = Some(Utc::now());
+            }
+            let done = match &chunk {
+                Chunk::Content { text } => {
+                    got.content.push_str(text);
+                    false
+                }
+                Chunk::Reasoning { .. } => false,
+                Chunk::ToolCalls { calls } => {
+                    got.tool_calls.extend(calls.iter().cloned());
+                    false
+                }
+                Chunk::Done { usage, .. } => {
+                    got.usage = Some(usage.clone());
+                    true
+                }
+            };
+            self.events
+                .publish(job.task_id, TaskEvent::Chunk { chunk })
+                .await;
+            if done {
+                return Ok(());
+            }
+        }
+        Err(BackendError::Protocol {
+            backend: self.handle.name().to_string(),
+            message: "the stream ended without a final record".to_owned(),
+        })
+    }
+
+    /// Hands a job that failed before its first token to another worker, when one serves
+    /// the model and attempts remain. Returns whether it did.
+    async fn try_failover(&self, job: &Job, error: &BackendError) -> bool {
+        let me = self.handle.name().clone();
+        self.handle.mark_failed(&error.to_string());
+        let pinned = job.lane.as_str().contains('@');
+        let mut avoid = job.avoid.clone();
+        avoid.push(me.clone());
+        if pinned
+            || !error.is_retryable()
+            || job.attempt + 1 >= MAX_ATTEMPTS
+            || self.directory.others_serving(&job.request.model, &avoid) == 0
+        {
+            return false;
+        }
+        let next = Job {
+            attempt: job.attempt + 1,
+            avoid,
+            ..job.clone()
+        };
+        let Ok(text) = serde_json::to_string(&next) else {
+            return false;
+        };
+        if let Err(e) = self.store.requeue(job.task_id, &text, Utc::now()).await {
+            tracing::error!(task_id = %job.task_id, error = %e, "could not record the retry");
+        }
+        if let Err(e) = self.queue.enqueue(next).await {
+            tracing::error!(task_id = %job.task_id, error = %e, "could not queue the retry");
+            return false;
+        }
+        tracing::warn!(task_id = %job.task_id, worker = %me, error = %error, "backend failed before the first token; handed to another worker");
+        self.events
+            .publish(
+                job.task_id,
+                TaskEvent::Retrying {
+                    worker: me,
+                    reason: error.to_string(),
+                },
+            )
+            .await;
+        true
+    }
+
+    async fn ack(&self, delivery: &Delivery) {
+        if let Err(e) = self.queue.ack(delivery).await {
+            tracing::error!(task_id = %delivery.job.task_id, error = %e, "could not acknowledge the job");
+        }
+    }
+}
