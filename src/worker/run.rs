@@ -79,10 +79,11 @@ impl Worker {
             prompt_tokens: got.usage.as_ref().map(|u| i64::from(u.prompt_tokens)),
             completion_tokens: got.usage.as_ref().map(|u| i64::from(u.completion_tokens)),
         };
-        match result {
-            Ok(()) => {
+        let terminal = match result {
+            Ok(done) => {
                 self.handle.mark_ok();
                 tracing::info!(task_id = %job.task_id, worker = %me, total_ms = outcome.total_ms, "task done");
+                TaskEvent::Chunk { chunk: done }
             }
             Err(e) if got.first_token_at.is_none() && self.try_failover(job, &e).await => {
                 self.ack(&delivery).await;
@@ -95,51 +96,39 @@ impl Worker {
                 tracing::warn!(task_id = %job.task_id, worker = %me, error = %e, "task failed");
                 outcome.status = TaskStatus::Failed;
                 outcome.error = Some(e.to_string());
-                self.events
-                    .publish(
-                        job.task_id,
-                        TaskEvent::Failed {
-                            message: e.to_string(),
-                        },
-                    )
-                    .await;
+                TaskEvent::Failed {
+                    message: e.to_string(),
+                }
             }
-        }
+        };
         if let Err(e) = self.store.finish(job.task_id, &outcome).await {
             tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
         }
+        self.events.publish(job.task_id, terminal).await;
         self.ack(&delivery).await;
     }
 
-    /// Calls the backend and forwards its chunks as events until the end.
-    async fn stream(&self, job: &Job, got: &mut Collected) -> Result<(), BackendError> {
+    /// Calls the backend and forwards its chunks as events, all but the final `Done`, which
+    /// it returns so that the outcome is recorded before the client hears the end.
+    async fn stream(&self, job: &Job, got: &mut Collected) -> Result<Chunk, BackendError> {
         let mut chunks = self.handle.backend.chat(&job.request).await?;
         while let Some(item) = chunks.next().await {
             let chunk = item?;
             if got.first_token_at.is_none() {
                 got.first_token_at = Some(Utc::now());
             }
-            let done = match &chunk {
-                Chunk::Content { text } => {
-                    got.content.push_str(text);
-                    false
-                }
-                Chunk::Reasoning { .. } => false,
-                Chunk::ToolCalls { calls } => {
-                    got.tool_calls.extend(calls.iter().cloned());
-                    false
-                }
+            match &chunk {
+                Chunk::Content { text } => got.content.push_str(text),
+                Chunk::Reasoning { .. } => {}
+                Chunk::ToolCalls { calls } => got.tool_calls.extend(calls.iter().cloned()),
                 Chunk::Done { usage, .. } => {
                     got.usage = Some(usage.clone());
-                    true
+                    return Ok(chunk);
                 }
-            };
+            }
             self.events
                 .publish(job.task_id, TaskEvent::Chunk { chunk })
                 .await;
-            if done {
-                return Ok(());
-            }
         }
         Err(BackendError::Protocol {
             backend: self.handle.name().to_string(),
