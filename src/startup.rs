@@ -126,6 +126,7 @@ impl Application {
         } = self;
         let config = coordinator.config.clone();
         let stop = CancellationToken::new();
+        let abort = CancellationToken::new();
         let tracker = TaskTracker::new();
 
         recover_unfinished(&coordinator).await?;
@@ -146,6 +147,7 @@ impl Application {
                 events: coordinator.events.clone(),
                 directory: coordinator.directory.clone(),
                 utility_model: utility_model.clone(),
+                abort: abort.clone(),
             };
             tracker.spawn(worker.run(stop.clone(), tracker.clone()));
         }
@@ -189,11 +191,16 @@ impl Application {
             tracing::warn!(
                 "running tasks did not finish within the grace period; they stay recorded and are queued again at the next start"
             );
+            abort.cancel();
+            tracker.wait().await;
         }
-        match tokio::time::timeout(Duration::from_secs(1), http).await {
+        match tokio::time::timeout(Duration::from_secs(1), &mut http).await {
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
             Ok(_) => {}
-            Err(_) => tracing::info!("open client connections closed at shutdown"),
+            Err(_) => {
+                http.abort();
+                tracing::info!("open client connections closed at shutdown");
+            }
         }
         tracing::info!("coordinator stopped");
         Ok(())

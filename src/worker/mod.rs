@@ -35,6 +35,10 @@ pub struct Worker {
     pub directory: Arc<dyn Directory>,
     /// The model that serves `tasks:utility`, if any.
     pub utility_model: Option<ModelName>,
+    /// Cancelled when shutdown's grace period is over: running jobs are abandoned without
+    /// writing anything, so the store still has them as running and the next start
+    /// queues them again.
+    pub abort: CancellationToken,
 }
 
 impl Worker {
@@ -82,7 +86,13 @@ impl Worker {
                 Ok(delivery) => {
                     let worker = self.clone();
                     tracker.spawn(async move {
-                        worker.execute(delivery).await;
+                        let task_id = delivery.job.task_id;
+                        tokio::select! {
+                            () = worker.execute(delivery) => {}
+                            () = worker.abort.cancelled() => {
+                                tracing::warn!(task_id = %task_id, worker = %worker.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
+                            }
+                        }
                         drop(permit);
                     });
                 }

@@ -1,0 +1,206 @@
+//! The embedded coordinator end to end: `/route` → store → queue → worker → backend →
+//! `GET /tasks/{id}`, with the failure modes a user meets.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{MODEL, spawn_app, spawn_app_with, spawn_fake, start, test_config};
+
+#[tokio::test]
+async fn route_queues_a_task_that_a_worker_finishes() {
+    let app = spawn_app().await;
+    let prompt = "Ubuntuでpingコマンドが見つかりません。何をインストールすればいいですか？";
+    let routed = app.route(json!({ "prompt": prompt })).await;
+    assert_eq!(routed["model"], MODEL);
+    assert_eq!(routed["worker_id"], "moon");
+    assert_eq!(routed["queue"], format!("tasks:llm:{MODEL}"));
+    assert_eq!(routed["domain"], "general");
+    let id = routed["task_id"].as_str().unwrap();
+    assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 7);
+
+    let task = app.finished_task(id).await;
+    assert_eq!(task["status"], "done", "{task}");
+    assert_eq!(task["prompt"], prompt);
+    assert_eq!(task["response"], format!("Echo from {MODEL}: {prompt}"));
+    assert_eq!(task["worker_id"], "moon");
+    assert_eq!(task["attempts"], 1);
+    assert!(task["total_ms"].as_i64().unwrap() >= 0);
+    assert!(task["first_token_ms"].is_i64(), "{task}");
+    assert!(task["queue_wait_ms"].is_i64(), "{task}");
+}
+
+#[tokio::test]
+async fn stored_prompt_is_the_original_even_with_history() {
+    let app = spawn_app().await;
+    let history = "これまでの会話:\nユーザー: 千葉県柏市の今日の天気を教えて\nアシスタント: 晴れです";
+    let prompt = "この市の特徴は何かある？";
+    let routed = app
+        .route(json!({ "prompt": prompt, "history": history, "thread_id": "thread-1" }))
+        .await;
+    let task = app.finished_task(routed["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["prompt"], prompt, "the stored prompt must be the user's text only");
+    assert_eq!(task["thread_id"], "thread-1");
+
+    // The worker, and so the backend, did get the history.
+    let chats = app.fake.requests_to("/api/chat");
+    assert_eq!(chats.len(), 1);
+    let sent = chats[0].body.as_ref().unwrap()["messages"].to_string();
+    assert!(sent.contains("千葉県柏市"), "{sent}");
+    assert!(sent.contains(prompt), "{sent}");
+
+    // And in the database file itself, as `sqlite3 data/coordinator.db` would show.
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", app.db_path.display()))
+        .await
+        .unwrap();
+    let stored: String = sqlx::query_scalar("SELECT prompt FROM tasks WHERE task_id = ?")
+        .bind(task["task_id"].as_str().unwrap())
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, prompt);
+}
+
+#[tokio::test]
+async fn events_stream_the_tokens_as_sse() {
+    let fake = spawn_fake().await;
+    let app = spawn_app_with(fake, |_| {}).await;
+    let routed = app.route(json!({ "prompt": "one two three four" })).await;
+    let id = routed["task_id"].as_str().unwrap();
+    let events = app.events(id).await;
+    let tokens: Vec<&str> = events
+        .iter()
+        .filter(|(n, _)| n == "token")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    assert!(tokens.len() >= 5, "expected one event per word: {events:?}");
+    assert_eq!(tokens.concat(), format!("Echo from {MODEL}: one two three four"));
+    assert_eq!(events.last().unwrap().0, "done");
+    // Read again after it ended: the stored answer is replayed.
+    let again = app.events(id).await;
+    assert_eq!(again.first().unwrap().1["text"], tokens.concat());
+    assert_eq!(again.last().unwrap().0, "done");
+}
+
+#[tokio::test]
+async fn a_dead_backend_fails_the_task_naming_the_backend() {
+    let fake = spawn_fake().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Port 1 is never served: connections are refused at once.
+    let mut config = test_config(&dir, "http://127.0.0.1:1");
+    config.backends[0].models = Some(vec![MODEL.to_owned()]);
+    let app = start(config, dir, fake).await;
+    let routed = app.route(json!({ "prompt": "hello" })).await;
+    let task = app.finished_task(routed["task_id"].as_str().unwrap()).await;
+    assert_eq!(task["status"], "failed");
+    let error = task["error"].as_str().unwrap();
+    assert!(error.contains("cannot connect to backend moon"), "{error}");
+    assert!(error.contains("127.0.0.1:1"), "{error}");
+
+    let ready = app.get("/readyz").await;
+    assert_eq!(ready.status(), 503);
+}
+
+#[tokio::test]
+async fn no_reachable_backend_and_no_models_is_a_clear_503() {
+    let fake = spawn_fake().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&dir, "http://127.0.0.1:1");
+    let app = start(config, dir, fake).await;
+    let res = app.post("/route", json!({ "prompt": "hello" })).await;
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("no model is available"), "{body}");
+}
+
+#[tokio::test]
+async fn unknown_model_lists_the_models_that_exist() {
+    let app = spawn_app().await;
+    let res = app.post("/route", json!({ "prompt": "hi", "model": "nope:1b" })).await;
+    assert_eq!(res.status(), 404);
+    let body: Value = res.json().await.unwrap();
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("nope:1b") && msg.contains(MODEL), "{msg}");
+    assert_eq!(body["error"]["code"], "model_not_found");
+
+    let res = app
+        .post("/route", json!({ "prompt": "hi", "model": format!("{MODEL}@mars") }))
+        .await;
+    assert_eq!(res.status(), 404);
+    let body: Value = res.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("moon"), "{body}");
+}
+
+#[tokio::test]
+async fn malformed_requests_get_a_400_naming_the_field_and_record_nothing() {
+    let app = spawn_app().await;
+    for (body, needle) in [
+        (r#"{"prompt": 5}"#, "prompt"),
+        (r#"{"history": "x"}"#, "prompt"),
+        (r#"{"prompt": "x", "model": "two words"}"#, "model"),
+        (r#"{"prompt": "#, "malformed"),
+        ("", "empty"),
+    ] {
+        let res = app
+            .http
+            .post(app.url("/route"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{body}");
+        let err: Value = res.json().await.unwrap();
+        let msg = err["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{body} -> {msg}");
+    }
+    let res = app.get("/tasks/not-a-uuid").await;
+    assert_eq!(res.status(), 400);
+    let res = app.get(&format!("/tasks/{}", uuid::Uuid::now_v7())).await;
+    assert_eq!(res.status(), 404);
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", app.db_path.display()))
+        .await
+        .unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks").fetch_one(&pool).await.unwrap();
+    assert_eq!(n, 0, "bad input must change nothing");
+}
+
+#[tokio::test]
+async fn health_readiness_and_workers() {
+    let app = spawn_app().await;
+    assert_eq!(app.get("/healthz").await.status(), 200);
+    let ready = app.get("/readyz").await;
+    assert_eq!(ready.status(), 200);
+    let workers: Value = app.get("/workers").await.json().await.unwrap();
+    let w = &workers["workers"][0];
+    assert_eq!(w["name"], "moon");
+    assert_eq!(w["healthy"], true);
+    assert_eq!(w["models"][0], MODEL);
+    assert_eq!(w["in_flight"], 0);
+}
+
+#[tokio::test]
+async fn a_task_interrupted_by_shutdown_is_queued_again_at_restart() {
+    let fake = spawn_fake().await;
+    // The first run's backend stalls after one token, so the task is mid-answer at shutdown.
+    fake.update_knobs(|k| k.stall_after = Some(1));
+    let app = spawn_app_with(fake, |c| c.server.shutdown_grace_s = 0).await;
+    let routed = app.route(json!({ "prompt": "survive a restart" })).await;
+    let id = routed["task_id"].as_str().unwrap().to_owned();
+    // Wait until the worker has it (its first token arrives as an event).
+    let res = app.get(&format!("/tasks/{id}/events")).await;
+    let mut body = res.bytes_stream();
+    use futures::StreamExt;
+    let first = body.next().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("started"), "{first:?}");
+    drop(body);
+    let running: Value = app.get(&format!("/tasks/{id}")).await.json().await.unwrap();
+    assert_eq!(running["status"], "running");
+
+    let (dir, fake) = app.stop().await;
+    fake.update_knobs(|k| k.stall_after = None);
+    let config = test_config(&dir, &fake.base_url());
+    let app = start(config, dir, fake).await;
+    let task = app.finished_task(&id).await;
+    assert_eq!(task["status"], "done", "{task}");
+    assert_eq!(task["attempts"], 2);
+    assert_eq!(task["response"], format!("Echo from {MODEL}: survive a restart"));
+}

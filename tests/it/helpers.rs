@@ -1,0 +1,161 @@
+//! `spawn_app()` and friends: start the application and its fakes on port 0.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use coordinator::config::{BackendConfig, BackendKind, Config, StoreConfig};
+use coordinator::startup::Application;
+use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const MODEL: &str = "qwen2.5:7b";
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub http: reqwest::Client,
+    pub fake: FakeLlmServer,
+    pub db_path: PathBuf,
+    pub dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.http.post(self.url(path)).json(&body).send().await.unwrap()
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http.get(self.url(path)).send().await.unwrap()
+    }
+
+    /// `POST /route` and its JSON answer; panics unless 200.
+    pub async fn route(&self, body: Value) -> Value {
+        let res = self.post("/route", body).await;
+        let status = res.status();
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// Reads the task's SSE events to their end; returns (event name, data) pairs.
+    pub async fn events(&self, task_id: &str) -> Vec<(String, Value)> {
+        let res = self.get(&format!("/tasks/{task_id}/events")).await;
+        assert_eq!(res.status(), 200);
+        read_sse(res).await
+    }
+
+    /// Waits for the task to end (through its event stream) and returns the stored task.
+    pub async fn finished_task(&self, task_id: &str) -> Value {
+        let events = tokio::time::timeout(Duration::from_secs(30), self.events(task_id))
+            .await
+            .expect("task did not finish in 30 s");
+        let last = &events.last().expect("no events").0;
+        assert!(last == "done" || last == "error", "{events:?}");
+        self.get(&format!("/tasks/{task_id}")).await.json().await.unwrap()
+    }
+
+    /// Stops the server (as SIGTERM would) and waits for it to finish shutting down.
+    pub async fn stop(mut self) -> (tempfile::TempDir, FakeLlmServer) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            h.await.unwrap().unwrap();
+        }
+        (self.dir, self.fake)
+    }
+}
+
+/// Reads a whole SSE body into (event, data) pairs.
+pub async fn read_sse(res: reqwest::Response) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut buf = String::new();
+    let mut stream = res.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        buf.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        while let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let mut name = String::from("message");
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    name = v.trim().to_owned();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data.push_str(v.trim_start());
+                }
+            }
+            if !data.is_empty() {
+                let value = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                out.push((name, value));
+            }
+        }
+    }
+    out
+}
+
+/// A config for tests: port 0, SQLite in `dir`, one Ollama backend `moon` at `backend_url`.
+pub fn test_config(dir: &tempfile::TempDir, backend_url: &str) -> Config {
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".to_owned();
+    config.server.shutdown_grace_s = 5;
+    config.store = StoreConfig::Sqlite {
+        path: dir.path().join("coordinator.db"),
+    };
+    config.backends = vec![BackendConfig {
+        name: "moon".to_owned(),
+        kind: BackendKind::Ollama,
+        url: backend_url.to_owned(),
+        models: None,
+        api_key_env: None,
+        max_concurrency: 4,
+    }];
+    config
+}
+
+pub async fn spawn_fake() -> FakeLlmServer {
+    FakeLlm::builder().model(MODEL).spawn().await.unwrap()
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(spawn_fake().await, |_| {}).await
+}
+
+/// Starts the app against `fake`, with `tweak` applied to the test config.
+pub async fn spawn_app_with(fake: FakeLlmServer, tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(&dir, &fake.base_url());
+    tweak(&mut config);
+    start(config, dir, fake).await
+}
+
+/// Starts the app with a ready config, keeping `dir` alive for it.
+pub async fn start(config: Config, dir: tempfile::TempDir, fake: FakeLlmServer) -> TestApp {
+    let db_path = match &config.store {
+        StoreConfig::Sqlite { path } => path.clone(),
+        StoreConfig::Postgres { .. } => PathBuf::new(),
+    };
+    let app = Application::build(config).await.unwrap();
+    let addr = app.local_addr();
+    let (tx, rx) = oneshot::channel::<()>();
+    let handle = tokio::spawn(app.run_until_stopped(async move {
+        let _ = rx.await;
+    }));
+    TestApp {
+        addr,
+        http: reqwest::Client::new(),
+        fake,
+        db_path,
+        dir,
+        stop: Some(tx),
+        handle: Some(handle),
+    }
+}

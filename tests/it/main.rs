@@ -1,0 +1,7 @@
+//! Integration tests: the whole application on port 0 with a fresh SQLite file and the
+//! in-repo fake LLM server, driven over HTTP as a client would.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod foundation;
+mod helpers;
