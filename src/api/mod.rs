@@ -1,1 +1,4 @@
 //! HTTP ingress (placeholder).
+
+pub mod ollama;
+pub mod openai;
