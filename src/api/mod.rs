@@ -5,6 +5,8 @@
 pub mod answer;
 pub mod error;
 pub mod extract;
+pub mod ollama;
+pub mod openai;
 mod health;
 mod route;
 mod tasks;

@@ -6,11 +6,21 @@
 //! WebUI's background tasks. The stored prompt and the classifier only ever see
 //! [`Turn::prompt`]; the history goes to the worker alone.
 
+use std::fmt::Write as _;
+
 use serde::Serialize;
 
 use crate::chat::{ChatMessage, Role, SamplingParams, ToolSpec};
 use crate::config::HistoryConfig;
 use crate::domain::{ModelName, ParseError, ThreadId, WorkerName};
+
+pub mod answer;
+pub mod decoration;
+mod history;
+
+pub use answer::Answer;
+pub use decoration::{Decoration, RouteInfo};
+pub use history::message_chars;
 
 /// The earlier conversation that goes to the worker (never to the store or the classifier).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -92,9 +102,14 @@ pub struct RequestSignals {
 pub struct Turn {
     /// The last user message, exactly as the user wrote it.
     pub prompt: String,
+    /// Images attached to the last user message (base64, no data-URI prefix).
+    pub images: Vec<String>,
     /// System messages the client sent, passed on to the worker.
     pub system: Vec<String>,
     pub history: History,
+    /// Messages after the prompt in this same turn (an assistant's tool calls and their
+    /// results, or a partial answer to continue), in order; empty for a plain chat turn.
+    pub continuation: Vec<ChatMessage>,
     pub thread_id: ThreadId,
     pub model: ModelRequest,
     pub tools: Vec<ToolSpec>,
@@ -136,15 +151,30 @@ pub struct TurnInput {
     pub remember: bool,
 }
 
+/// Headers and identity a front door read from the HTTP request, shared by every wire format.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientContext {
+    /// `X-OpenWebUI-Chat-Id` header.
+    pub chat_id_header: Option<String>,
+    /// `X-OpenWebUI-Task` header.
+    pub task_header: Option<String>,
+    /// Who the client is (API key, user header, or peer), for the fallback thread hash.
+    pub client_identity: Option<String>,
+}
+
 /// Builds a turn from a chat request: current prompt, cleaned and capped history, thread.
+///
+/// The prompt is the last user message. Messages after it (an assistant's tool calls and
+/// their results, in an agent loop) are the turn's [`Turn::continuation`]; messages
+/// before it become the history. The prompt itself is never part of the history.
 pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, TurnError> {
     let last_user = input
         .messages
         .iter()
         .rposition(|m| m.role == Role::User)
         .ok_or(TurnError::NoUserMessage)?;
-    let prompt = input.messages[last_user].content.clone();
-    if prompt.trim().is_empty() && input.messages[last_user].images.is_empty() {
+    let current = &input.messages[last_user];
+    if current.content.trim().is_empty() && current.images.is_empty() {
         return Err(TurnError::EmptyPrompt);
     }
     let model = ModelRequest::parse(input.model.as_deref()).map_err(TurnError::Model)?;
@@ -168,20 +198,20 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         max_tokens: input.params.max_tokens,
         has_tools: !input.tools.is_empty(),
     };
-    let earlier: Vec<ChatMessage> = input.messages[..last_user]
-        .iter()
+    let history = history::prepare(&input.messages[..last_user], history);
+    let mut messages = input.messages;
+    let continuation: Vec<ChatMessage> = messages
+        .drain(last_user + 1..)
         .filter(|m| m.role != Role::System)
-        .cloned()
         .collect();
-    let history = if history.enabled {
-        cap_history(clean_history(earlier), history)
-    } else {
-        History::None
-    };
+    let prompt = std::mem::take(&mut messages[last_user].content);
+    let images = std::mem::take(&mut messages[last_user].images);
     Ok(Turn {
         prompt,
+        images,
         system,
         history,
+        continuation,
         thread_id,
         model,
         tools: input.tools,
@@ -189,43 +219,6 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         signals,
         remember: input.remember,
     })
-}
-
-/// Removes what Coordinator added to its own earlier answers.
-fn clean_history(mut messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
-    for m in &mut messages {
-        if m.role == Role::Assistant {
-            m.content = crate::turn::decoration::strip(&m.content);
-        }
-    }
-    messages
-}
-
-/// Keeps the most recent messages within `max_turns` user turns and `max_chars` characters.
-fn cap_history(messages: Vec<ChatMessage>, cfg: &HistoryConfig) -> History {
-    let mut kept = Vec::new();
-    let mut chars = 0usize;
-    let mut user_turns = 0usize;
-    for m in messages.into_iter().rev() {
-        let len = m.content.chars().count();
-        if chars + len > cfg.max_chars {
-            break;
-        }
-        if m.role == Role::User {
-            if user_turns == cfg.max_turns {
-                break;
-            }
-            user_turns += 1;
-        }
-        chars += len;
-        kept.push(m);
-    }
-    kept.reverse();
-    if kept.is_empty() {
-        History::None
-    } else {
-        History::Messages(kept)
-    }
 }
 
 /// The header, then the body field, then a stable hash of the first user message and the client.
@@ -256,8 +249,23 @@ fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
     h.update([0]);
     h.update(first_user.as_bytes());
     let digest = h.finalize();
-    let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-    ThreadId::parse(&format!("h-{hex}"))
+    let mut id = String::with_capacity(2 + 24);
+    id.push_str("h-");
+    for b in &digest[..12] {
+        let _ = write!(id, "{b:02x}");
+    }
+    ThreadId::parse(&id)
 }
 
-pub mod decoration;
+impl TurnInput {
+    /// Copies the client's headers and identity into the input.
+    pub fn with_client(mut self, client: ClientContext) -> Self {
+        self.chat_id_header = client.chat_id_header;
+        self.task_header = client.task_header;
+        self.client_identity = client.client_identity;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,369 @@
+//! `POST /v1/chat/completions` request body, as Open WebUI and the OpenAI SDKs send it,
+//! and its conversion into a [`TurnInput`].
+//!
+//! Unknown fields are ignored. Shape errors name the field through [`super::parse_body`];
+//! meaning errors found during conversion (an `image_url` that is not a data URI, an
+//! unsupported content part) name it too.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::BodyError;
+use crate::chat::{ChatMessage, Role, SamplingParams, ToolCall, ToolSpec};
+use crate::turn::{ClientContext, TurnInput};
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChatCompletionRequest {
+    pub model: Option<String>,
+    pub messages: Vec<RequestMessage>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub max_completion_tokens: Option<u32>,
+    #[serde(default)]
+    pub stop: Stop,
+    pub seed: Option<i64>,
+    pub tools: Option<Vec<RequestTool>>,
+    /// `"none"` drops the tools; other choices are not forwarded.
+    pub tool_choice: Option<Value>,
+    /// A string (OpenAI) or an object (Open WebUI Pipelines: `{name, id, email, role}`).
+    pub user: Option<Value>,
+    pub chat_id: Option<String>,
+    pub metadata: Option<Metadata>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Metadata {
+    pub chat_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WireRole {
+    System,
+    Developer,
+    User,
+    Assistant,
+    Tool,
+    Function,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RequestMessage {
+    pub role: WireRole,
+    #[serde(default)]
+    pub content: Content,
+    pub name: Option<String>,
+    pub tool_calls: Option<Vec<RequestToolCall>>,
+    pub tool_call_id: Option<String>,
+}
+
+/// Message content: a string, an array of parts, or null.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Content {
+    #[default]
+    None,
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: Option<String>,
+    pub image_url: Option<ImageUrl>,
+    pub refusal: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ImageUrl {
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RequestToolCall {
+    pub id: Option<String>,
+    pub function: RequestFunctionCall,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RequestFunctionCall {
+    pub name: String,
+    /// A JSON text (OpenAI); an object is accepted as well.
+    pub arguments: Option<Value>,
+}
+
+/// A tool offered to the model; the same shape in OpenAI and Ollama requests.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct RequestTool {
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: Option<RequestFunctionSpec>,
+}
+
+fn function_type() -> String {
+    "function".to_owned()
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct RequestFunctionSpec {
+    pub name: String,
+    pub description: Option<String>,
+    pub parameters: Option<Value>,
+}
+
+/// `stop`: a string, an array of strings, or null.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stop(pub Vec<String>);
+
+/// A request ready for [`crate::turn::build_turn`], plus what only the encoder needs.
+#[derive(Debug, Clone)]
+pub struct ParsedChat {
+    pub input: TurnInput,
+    /// `stream_options.include_usage` on a streamed request: send the usage chunk.
+    pub include_usage: bool,
+}
+
+impl ChatCompletionRequest {
+    /// `stream` defaults to false.
+    pub fn wants_stream(&self) -> bool {
+        self.stream.unwrap_or(false)
+    }
+
+    /// The `user` field as an identity: the string, or the object's `id`.
+    pub fn user_id(&self) -> Option<String> {
+        match self.user.as_ref()? {
+            Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+            Value::Object(o) => o.get("id")?.as_str().map(str::to_owned),
+            _ => None,
+        }
+    }
+
+    /// Converts into the shared turn input; the client's headers come from the handler.
+    pub fn into_turn_input(self, client: ClientContext) -> Result<ParsedChat, BodyError> {
+        let stream = self.wants_stream();
+        let include_usage =
+            stream && self.stream_options.as_ref().and_then(|o| o.include_usage) == Some(true);
+        let user_id = self.user_id();
+        let messages = self
+            .messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| convert_message(i, m))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tools = if self.tool_choice.as_ref().and_then(Value::as_str) == Some("none") {
+            Vec::new()
+        } else {
+            convert_tools(self.tools.unwrap_or_default(), "tools")?
+        };
+        let params = SamplingParams {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_tokens: self.max_completion_tokens.or(self.max_tokens),
+            stop: self.stop.0,
+            seed: self.seed,
+        };
+        let body_chat_id = self
+            .chat_id
+            .or_else(|| self.metadata.and_then(|m| m.chat_id));
+        let client_identity = client.client_identity.clone().or(user_id);
+        let input = TurnInput {
+            messages,
+            model: self.model,
+            stream,
+            params,
+            tools,
+            body_chat_id,
+            remember: true,
+            ..Default::default()
+        }
+        .with_client(ClientContext {
+            client_identity,
+            ..client
+        });
+        Ok(ParsedChat {
+            input,
+            include_usage,
+        })
+    }
+}
+
+fn convert_message(i: usize, m: RequestMessage) -> Result<ChatMessage, BodyError> {
+    let role = match m.role {
+        WireRole::System | WireRole::Developer => Role::System,
+        WireRole::User => Role::User,
+        WireRole::Assistant => Role::Assistant,
+        WireRole::Tool | WireRole::Function => Role::Tool,
+    };
+    let mut msg = ChatMessage::new(role, "");
+    match m.content {
+        Content::None => {}
+        Content::Text(t) => msg.content = t,
+        Content::Parts(parts) => {
+            let mut texts = Vec::new();
+            for (j, part) in parts.into_iter().enumerate() {
+                let at = format!("messages[{i}].content[{j}]");
+                match part.kind.as_str() {
+                    "text" | "input_text" => texts.push(
+                        part.text
+                            .ok_or_else(|| BodyError::new(format!("{at}.text"), "missing"))?,
+                    ),
+                    "refusal" => texts.extend(part.refusal),
+                    "image_url" => {
+                        let url = part
+                            .image_url
+                            .ok_or_else(|| BodyError::new(format!("{at}.image_url"), "missing"))?
+                            .url;
+                        msg.images.push(data_uri_payload(&url).ok_or_else(|| {
+                            BodyError::new(
+                                format!("{at}.image_url.url"),
+                                "only base64 data: URIs are supported",
+                            )
+                        })?);
+                    }
+                    other => {
+                        return Err(BodyError::new(
+                            format!("{at}.type"),
+                            format!("content parts of type {other:?} are not supported"),
+                        ));
+                    }
+                }
+            }
+            msg.content = texts.join("\n");
+        }
+    }
+    for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+        msg.tool_calls.push(ToolCall {
+            id: call
+                .id
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| format!("call_{i}_{j}")),
+            name: call.function.name,
+            arguments: arguments_text(call.function.arguments),
+        });
+    }
+    msg.tool_call_id = m.tool_call_id;
+    if role == Role::Tool {
+        msg.name = m.name;
+    }
+    Ok(msg)
+}
+
+/// Tool-call arguments as JSON text: a string as is, any other JSON serialised, none as `{}`.
+pub(crate) fn arguments_text(arguments: Option<Value>) -> String {
+    match arguments {
+        None | Some(Value::Null) => "{}".to_owned(),
+        Some(Value::String(s)) => s,
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The base64 payload of a `data:<mime>;base64,<payload>` URI.
+pub(crate) fn data_uri_payload(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("data:")?;
+    let (meta, payload) = rest.split_once(',')?;
+    meta.ends_with(";base64").then(|| payload.to_owned())
+}
+
+/// Converts offered tools; `at` is the field name for errors.
+pub(crate) fn convert_tools(tools: Vec<RequestTool>, at: &str) -> Result<Vec<ToolSpec>, BodyError> {
+    tools
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if t.kind != "function" {
+                return Err(BodyError::new(
+                    format!("{at}[{i}].type"),
+                    format!("only \"function\" tools are supported, not {:?}", t.kind),
+                ));
+            }
+            let f = t
+                .function
+                .ok_or_else(|| BodyError::new(format!("{at}[{i}].function"), "missing"))?;
+            Ok(ToolSpec {
+                name: f.name,
+                description: f.description,
+                parameters: f
+                    .parameters
+                    .unwrap_or_else(|| Value::Object(Default::default())),
+            })
+        })
+        .collect()
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, an array of content parts, or null")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
+                Ok(Content::Text(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
+                Ok(Content::Text(v))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Content, E> {
+                Ok(Content::None)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Content, E> {
+                Ok(Content::None)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(p) = seq.next_element()? {
+                    parts.push(p);
+                }
+                Ok(Content::Parts(parts))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Stop {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Stop;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string, an array of strings, or null")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Stop, E> {
+                Ok(Stop(vec![v.to_owned()]))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Stop, E> {
+                Ok(Stop::default())
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Stop, E> {
+                Ok(Stop::default())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Stop, A::Error> {
+                let mut stops = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    stops.push(s);
+                }
+                Ok(Stop(stops))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

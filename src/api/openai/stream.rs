@@ -1,0 +1,186 @@
+//! The `chat.completion.chunk` SSE encoder: turns a task's [`Chunk`]s into the exact bytes
+//! Open WebUI and the OpenAI SDKs read.
+//!
+//! Order on the wire: a role chunk (`delta: {role: "assistant", content: ""}`), content /
+//! `reasoning_content` / `tool_calls` deltas, the final chunk with `finish_reason`, a usage
+//! chunk with `choices: []` when `include_usage` was asked, then `data: [DONE]`. A failure
+//! after the stream started is one `data: {"error":{...}}` event, then `data: [DONE]`.
+
+use serde::Serialize;
+
+use super::response::{CompletionMeta, ErrorBody, ToolCallsOut, UsageBody};
+use super::write_json;
+use crate::chat::{Chunk, FinishReason, Usage};
+
+const DONE: &[u8] = b"data: [DONE]\n\n";
+
+#[derive(Serialize)]
+struct Frame<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: i64,
+    model: &'a str,
+    choices: &'a [Choice<'a>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<UsageBody>,
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    index: u32,
+    delta: Delta<'a>,
+    logprobs: Option<()>,
+    finish_reason: Option<&'static str>,
+}
+
+#[derive(Serialize, Default)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<ToolCallsOut<'a>>,
+}
+
+/// Encodes one task's stream. Feed every chunk to [`SseEncoder::push`], or end with
+/// [`SseEncoder::push_error`]; both append to a caller-owned buffer that can be reused.
+#[derive(Debug, Clone)]
+pub struct SseEncoder {
+    meta: CompletionMeta,
+    include_usage: bool,
+    started: bool,
+    finished: bool,
+    next_tool_index: u32,
+}
+
+impl SseEncoder {
+    pub fn new(meta: CompletionMeta, include_usage: bool) -> Self {
+        Self {
+            meta,
+            include_usage,
+            started: false,
+            finished: false,
+            next_tool_index: 0,
+        }
+    }
+
+    /// Whether `[DONE]` has been written; later chunks are ignored.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Appends the events for one chunk (the role chunk first, once). Empty text is skipped.
+    pub fn push(&mut self, chunk: &Chunk, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            self.delta(
+                Delta {
+                    role: Some("assistant"),
+                    content: Some(""),
+                    ..Delta::default()
+                },
+                out,
+            );
+        }
+        match chunk {
+            Chunk::Content { text } if !text.is_empty() => self.delta(
+                Delta {
+                    content: Some(text),
+                    ..Delta::default()
+                },
+                out,
+            ),
+            Chunk::Reasoning { text } if !text.is_empty() => self.delta(
+                Delta {
+                    reasoning_content: Some(text),
+                    ..Delta::default()
+                },
+                out,
+            ),
+            Chunk::ToolCalls { calls } if !calls.is_empty() => {
+                let first_index = self.next_tool_index;
+                self.next_tool_index = first_index.saturating_add(calls.len() as u32);
+                self.delta(
+                    Delta {
+                        tool_calls: Some(ToolCallsOut {
+                            calls,
+                            first_index: Some(first_index),
+                        }),
+                        ..Delta::default()
+                    },
+                    out,
+                );
+            }
+            Chunk::Done {
+                finish_reason,
+                usage,
+            } => self.finish(*finish_reason, usage, out),
+            _ => {}
+        }
+    }
+
+    /// Appends an error event and `[DONE]`, for a failure after the stream started.
+    pub fn push_error(&mut self, error: &ErrorBody, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        out.extend_from_slice(b"data: ");
+        write_json(out, error);
+        out.extend_from_slice(b"\n\n");
+        out.extend_from_slice(DONE);
+    }
+
+    fn finish(&mut self, reason: FinishReason, usage: &Usage, out: &mut Vec<u8>) {
+        self.finished = true;
+        self.frame(
+            &[Choice {
+                index: 0,
+                delta: Delta::default(),
+                logprobs: None,
+                finish_reason: Some(reason.as_str()),
+            }],
+            None,
+            out,
+        );
+        if self.include_usage {
+            self.frame(&[], Some(UsageBody::from(usage)), out);
+        }
+        out.extend_from_slice(DONE);
+    }
+
+    fn delta(&self, delta: Delta<'_>, out: &mut Vec<u8>) {
+        self.frame(
+            &[Choice {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason: None,
+            }],
+            None,
+            out,
+        );
+    }
+
+    fn frame(&self, choices: &[Choice<'_>], usage: Option<UsageBody>, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"data: ");
+        write_json(
+            out,
+            &Frame {
+                id: &self.meta.id,
+                object: "chat.completion.chunk",
+                created: self.meta.created,
+                model: &self.meta.model,
+                choices,
+                usage,
+            },
+        );
+        out.extend_from_slice(b"\n\n");
+    }
+}
