@@ -48,6 +48,8 @@ pub struct Coordinator {
     pub events: Arc<dyn EventBus>,
     pub router: Router,
     pub directory: Arc<dyn Directory>,
+    /// When this process started (shown as model creation times).
+    pub started_at: chrono::DateTime<Utc>,
 }
 
 impl Coordinator {
@@ -162,7 +164,11 @@ pub fn compose(turn: &Turn, decision: &RouteDecision, config: &Config) -> Backen
         History::Messages(m) => messages.extend(m.iter().cloned()),
         History::Text(t) => prompt = format!("{t}\n\n{prompt}"),
     }
-    messages.push(ChatMessage::new(Role::User, prompt));
+    let mut user = ChatMessage::new(Role::User, prompt);
+    user.images = turn.images.clone();
+    messages.push(user);
+    // An agent loop's tool calls and results that followed the prompt.
+    messages.extend(turn.continuation.iter().cloned());
     let mut params = turn.params.clone();
     if decision.internal_task.is_some() {
         let cap = config.internal_tasks.max_tokens;

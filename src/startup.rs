@@ -87,6 +87,7 @@ impl Application {
             events,
             router,
             directory: Arc::new(registry.clone()),
+            started_at: Utc::now(),
         };
         let listener = TcpListener::bind(&config.server.listen)
             .await

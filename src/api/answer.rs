@@ -8,15 +8,23 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use super::error::ApiError;
-use crate::chat::{Chunk, FinishReason, ToolCall, Usage};
+use crate::chat::Chunk;
 use crate::domain::{TaskId, WorkerName};
 use crate::events::{EventStream, TaskEvent};
+use crate::turn::Answer;
 
 /// The first chunk of an answer and the stream of what follows.
 pub struct Started {
     pub first: Chunk,
     pub worker: Option<WorkerName>,
     pub rest: EventStream,
+}
+
+fn failed(task_id: TaskId, message: &str) -> ApiError {
+    ApiError::Upstream {
+        message: format!("task {task_id} failed: {message}"),
+        task_id: Some(task_id),
+    }
 }
 
 /// Waits up to `timeout` for the first chunk. A failure before it is an error response;
@@ -33,12 +41,7 @@ pub async fn first_chunk(
                 TaskEvent::Started { worker: w } => worker = Some(w),
                 TaskEvent::Retrying { .. } => worker = None,
                 TaskEvent::Chunk { chunk } => return Ok(chunk),
-                TaskEvent::Failed { message } => {
-                    return Err(ApiError::Upstream {
-                        message: format!("task {task_id} failed: {message}"),
-                        task_id: Some(task_id),
-                    });
-                }
+                TaskEvent::Failed { message } => return Err(failed(task_id, &message)),
             }
         }
         Err(ApiError::Internal(format!(
@@ -59,51 +62,16 @@ pub async fn first_chunk(
     }
 }
 
-/// A whole answer, for non-streaming responses.
-#[derive(Debug, Default)]
-pub struct Collected {
-    pub content: String,
-    pub reasoning: String,
-    pub tool_calls: Vec<ToolCall>,
-    pub finish_reason: Option<FinishReason>,
-    pub usage: Usage,
-}
-
-impl Collected {
-    pub fn push(&mut self, chunk: Chunk) {
-        match chunk {
-            Chunk::Content { text } => self.content.push_str(&text),
-            Chunk::Reasoning { text } => self.reasoning.push_str(&text),
-            Chunk::ToolCalls { calls } => self.tool_calls.extend(calls),
-            Chunk::Done {
-                finish_reason,
-                usage,
-            } => {
-                self.finish_reason = Some(finish_reason);
-                self.usage = usage;
-            }
-        }
-    }
-}
-
 /// Reads an answer to its end. A failure after the first token is an error response too:
 /// a non-streaming client has nothing else to show.
-pub async fn collect(
-    task_id: TaskId,
-    started: Started,
-) -> Result<(Collected, Option<WorkerName>), ApiError> {
-    let mut out = Collected::default();
-    out.push(started.first);
+pub async fn collect(task_id: TaskId, started: Started) -> Result<Answer, ApiError> {
+    let mut out = Answer::default();
+    out.push(&started.first);
     let mut rest = started.rest;
     while out.finish_reason.is_none() {
         match rest.next().await {
-            Some(TaskEvent::Chunk { chunk }) => out.push(chunk),
-            Some(TaskEvent::Failed { message }) => {
-                return Err(ApiError::Upstream {
-                    message: format!("task {task_id} failed: {message}"),
-                    task_id: Some(task_id),
-                });
-            }
+            Some(TaskEvent::Chunk { chunk }) => out.push(&chunk),
+            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message)),
             Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => {}
             None => {
                 return Err(ApiError::Internal(format!(
@@ -112,5 +80,5 @@ pub async fn collect(
             }
         }
     }
-    Ok((out, started.worker))
+    Ok(out)
 }

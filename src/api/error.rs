@@ -131,6 +131,15 @@ impl IntoResponse for OllamaError {
     }
 }
 
+impl From<super::json::BodyError> for ApiError {
+    fn from(e: super::json::BodyError) -> Self {
+        Self::BadRequest {
+            message: e.to_string(),
+            param: (e.path != "body").then(|| e.path.clone()),
+        }
+    }
+}
+
 impl From<RouteError> for ApiError {
     fn from(e: RouteError) -> Self {
         match e {

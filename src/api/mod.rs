@@ -3,11 +3,13 @@
 //! to one `Turn` and hands it to the service layer.
 
 pub mod answer;
+pub mod chat;
 pub mod error;
 pub mod extract;
+mod health;
+pub mod json;
 pub mod ollama;
 pub mod openai;
-mod health;
 mod route;
 mod tasks;
 
@@ -36,6 +38,15 @@ pub fn router(state: Coordinator) -> Router {
         )
         .route("/tasks/{id}", get(tasks::get_task))
         .route("/tasks/{id}/events", get(tasks::task_events))
+        .route("/v1/models", get(openai::handlers::list_models))
+        .route(
+            "/v1/chat/completions",
+            post(openai::handlers::chat_completions),
+        )
+        .route("/api/tags", get(ollama::handlers::tags))
+        .route("/api/ps", get(ollama::handlers::ps))
+        .route("/api/version", get(ollama::handlers::version))
+        .route("/api/chat", post(ollama::handlers::chat))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_api_key,

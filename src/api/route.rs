@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use super::extract::ApiJson;
+use super::json::parse_body;
+use super::openai::ChatCompletionRequest;
 use crate::chat::{ChatMessage, Role};
 use crate::domain::WorkerName;
 use crate::routing::RouteDecision;
@@ -152,11 +154,22 @@ pub async fn preview_get(
     Ok(Json(state.preview(&turn).await?))
 }
 
+/// Accepts the seed's `{"prompt": ...}` or a whole OpenAI chat request (headers included),
+/// so the decision for an Open WebUI request can be checked without running it.
 pub async fn preview_post(
     State(state): State<Coordinator>,
     headers: HeaderMap,
-    ApiJson(req): ApiJson<RouteRequest>,
+    body: axum::body::Bytes,
 ) -> Result<Json<RouteDecision>, ApiError> {
-    let turn = turn_from_route(&state, req, &headers)?;
+    let probe: serde_json::Value = parse_body(&body)?;
+    let turn = if probe.get("messages").is_some() {
+        let req: ChatCompletionRequest = parse_body(&body)?;
+        let parsed = req.into_turn_input(super::chat::client_context(&headers))?;
+        build_turn(parsed.input, &state.config.history)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?
+    } else {
+        let req: RouteRequest = parse_body(&body)?;
+        turn_from_route(&state, req, &headers)?
+    };
     Ok(Json(state.preview(&turn).await?))
 }

@@ -31,13 +31,17 @@ async fn route_queues_a_task_that_a_worker_finishes() {
 #[tokio::test]
 async fn stored_prompt_is_the_original_even_with_history() {
     let app = spawn_app().await;
-    let history = "これまでの会話:\nユーザー: 千葉県柏市の今日の天気を教えて\nアシスタント: 晴れです";
+    let history =
+        "これまでの会話:\nユーザー: 千葉県柏市の今日の天気を教えて\nアシスタント: 晴れです";
     let prompt = "この市の特徴は何かある？";
     let routed = app
         .route(json!({ "prompt": prompt, "history": history, "thread_id": "thread-1" }))
         .await;
     let task = app.finished_task(routed["task_id"].as_str().unwrap()).await;
-    assert_eq!(task["prompt"], prompt, "the stored prompt must be the user's text only");
+    assert_eq!(
+        task["prompt"], prompt,
+        "the stored prompt must be the user's text only"
+    );
     assert_eq!(task["thread_id"], "thread-1");
 
     // The worker, and so the backend, did get the history.
@@ -72,7 +76,10 @@ async fn events_stream_the_tokens_as_sse() {
         .map(|(_, d)| d["text"].as_str().unwrap())
         .collect();
     assert!(tokens.len() >= 5, "expected one event per word: {events:?}");
-    assert_eq!(tokens.concat(), format!("Echo from {MODEL}: one two three four"));
+    assert_eq!(
+        tokens.concat(),
+        format!("Echo from {MODEL}: one two three four")
+    );
     assert_eq!(events.last().unwrap().0, "done");
     // Read again after it ended: the stored answer is replayed.
     let again = app.events(id).await;
@@ -108,13 +115,21 @@ async fn no_reachable_backend_and_no_models_is_a_clear_503() {
     let res = app.post("/route", json!({ "prompt": "hello" })).await;
     assert_eq!(res.status(), 503);
     let body: Value = res.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("no model is available"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no model is available"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
 async fn unknown_model_lists_the_models_that_exist() {
     let app = spawn_app().await;
-    let res = app.post("/route", json!({ "prompt": "hi", "model": "nope:1b" })).await;
+    let res = app
+        .post("/route", json!({ "prompt": "hi", "model": "nope:1b" }))
+        .await;
     assert_eq!(res.status(), 404);
     let body: Value = res.json().await.unwrap();
     let msg = body["error"]["message"].as_str().unwrap();
@@ -122,11 +137,17 @@ async fn unknown_model_lists_the_models_that_exist() {
     assert_eq!(body["error"]["code"], "model_not_found");
 
     let res = app
-        .post("/route", json!({ "prompt": "hi", "model": format!("{MODEL}@mars") }))
+        .post(
+            "/route",
+            json!({ "prompt": "hi", "model": format!("{MODEL}@mars") }),
+        )
         .await;
     assert_eq!(res.status(), 404);
     let body: Value = res.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("moon"), "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("moon"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -159,7 +180,10 @@ async fn malformed_requests_get_a_400_naming_the_field_and_record_nothing() {
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", app.db_path.display()))
         .await
         .unwrap();
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks").fetch_one(&pool).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(n, 0, "bad input must change nothing");
 }
 
@@ -190,7 +214,10 @@ async fn a_task_interrupted_by_shutdown_is_queued_again_at_restart() {
     let mut body = res.bytes_stream();
     use futures::StreamExt;
     let first = body.next().await.unwrap().unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("started"), "{first:?}");
+    assert!(
+        String::from_utf8_lossy(&first).contains("started"),
+        "{first:?}"
+    );
     drop(body);
     let running: Value = app.get(&format!("/tasks/{id}")).await.json().await.unwrap();
     assert_eq!(running["status"], "running");
@@ -202,5 +229,8 @@ async fn a_task_interrupted_by_shutdown_is_queued_again_at_restart() {
     let task = app.finished_task(&id).await;
     assert_eq!(task["status"], "done", "{task}");
     assert_eq!(task["attempts"], 2);
-    assert_eq!(task["response"], format!("Echo from {MODEL}: survive a restart"));
+    assert_eq!(
+        task["response"],
+        format!("Echo from {MODEL}: survive a restart")
+    );
 }

@@ -30,7 +30,12 @@ impl TestApp {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
-        self.http.post(self.url(path)).json(&body).send().await.unwrap()
+        self.http
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
@@ -60,7 +65,11 @@ impl TestApp {
             .expect("task did not finish in 30 s");
         let last = &events.last().expect("no events").0;
         assert!(last == "done" || last == "error", "{events:?}");
-        self.get(&format!("/tasks/{task_id}")).await.json().await.unwrap()
+        self.get(&format!("/tasks/{task_id}"))
+            .await
+            .json()
+            .await
+            .unwrap()
     }
 
     /// Stops the server (as SIGTERM would) and waits for it to finish shutting down.

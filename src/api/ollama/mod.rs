@@ -4,6 +4,7 @@
 //! Pure types and encoders, no HTTP. Open WebUI's Ollama connection needs every `/api/tags`
 //! entry to carry both `model` and `name`. Durations are in nanoseconds throughout.
 
+pub mod handlers;
 pub mod request;
 pub mod stream;
 

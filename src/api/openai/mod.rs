@@ -6,12 +6,12 @@
 //! and encode the worker's [`crate::chat::Chunk`]s with [`SseEncoder`] or
 //! [`encode_completion`].
 
-mod body;
+pub mod handlers;
 pub mod request;
 pub mod response;
 pub mod stream;
 
-pub use body::{BodyError, parse_body, write_json};
+pub use crate::api::json::{BodyError, parse_body, write_json};
 pub use request::{ChatCompletionRequest, ParsedChat};
 pub use response::{
     CompletionMeta, ErrorBody, ErrorDetail, ModelEntry, ModelList, encode_completion, encode_error,

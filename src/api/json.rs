@@ -23,15 +23,25 @@ impl BodyError {
 
 /// Parses a JSON body; unknown fields are ignored, trailing garbage is an error.
 pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, BodyError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(BodyError::new(
+            "body",
+            "the request body is empty; expected JSON",
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        let path = if matches!(path.as_str(), "." | "?") {
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return BodyError::new("body", format!("malformed JSON: {inner}"));
+        }
+        let path = if matches!(path.as_str(), "." | "?" | "") {
             "body".to_owned()
         } else {
             path
         };
-        BodyError::new(path, e.into_inner().to_string())
+        BodyError::new(path, inner.to_string())
     })?;
     de.end()
         .map_err(|e| BodyError::new("body", e.to_string()))?;
