@@ -6,6 +6,7 @@
 pub mod ollama;
 pub mod openai;
 pub mod registry;
+mod wire;
 
 use std::time::Duration;
 

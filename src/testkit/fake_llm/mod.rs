@@ -1,0 +1,568 @@
+//! A fake LLM server speaking Ollama's and OpenAI's wire formats, for tests, demos and
+//! benchmarks (where it is the "direct" baseline, so the hot path stays cheap).
+//!
+//! Routes: Ollama `GET /api/tags`, `GET /api/ps`, `POST /api/show`, `GET /api/version`,
+//! `POST /api/chat`, `POST /api/embed`; OpenAI `GET /v1/models`,
+//! `POST /v1/chat/completions`, `POST /v1/embeddings`.
+//!
+//! Replies are deterministic (see [`reply`](self) rules below) so tests can predict them:
+//! - default: `"Echo from <model>: <last user message>"`, streamed word by word (each word
+//!   after the first keeps its leading space); with [`Knobs::tokens`] set, those words repeat
+//!   cyclically until exactly that many tokens;
+//! - a per-model [`Script`] replaces the text (and can add reasoning);
+//! - when the request offers tools, the model has the tools capability and the last user
+//!   message contains `call tool <name>` naming an offered tool, the answer is a call to it;
+//!   a JSON object right after the name becomes the arguments (else `{}`);
+//! - when the last message is a tool result, the answer is
+//!   `"Tool <name> returned: <content>"`;
+//! - `max_tokens` / `options.num_predict` cut the content and report `length`.
+//!
+//! Timestamps and ids are fixed (`created_at` 2025-01-01T00:00:00Z, `created` 1735689600,
+//! `chatcmpl-fake-<n>` with `n` counting chat requests from 1) and durations are synthetic,
+//! so whole streams can be compared byte for byte.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use coordinator::testkit::fake_llm::FakeLlm;
+//! let server = FakeLlm::builder()
+//!     .model("qwen2.5:7b")
+//!     .model_with_tools("llama3.1:8b")
+//!     .spawn()
+//!     .await?;
+//! server.update_knobs(|k| k.stall_after = Some(3));
+//! let url = server.base_url(); // http://127.0.0.1:PORT
+//! # let _ = url;
+//! server.shutdown().await
+//! # }
+//! ```
+
+mod ollama;
+mod openai;
+mod reply;
+mod stream;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::ClientSettings;
+use crate::domain::WorkerName;
+
+/// Largest request body the fake accepts.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// A model the fake serves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpec {
+    pub name: String,
+    /// Whether `/api/show` lists the `tools` capability and tool requests are accepted.
+    pub tools: bool,
+    /// A fixed reply instead of the echo.
+    pub script: Option<Script>,
+}
+
+impl ModelSpec {
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            tools: false,
+            script: None,
+        }
+    }
+
+    pub fn with_tools(mut self) -> Self {
+        self.tools = true;
+        self
+    }
+}
+
+/// A scripted reply: exact content, optionally preceded by reasoning ("thinking").
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Script {
+    pub content: String,
+    pub reasoning: Option<String>,
+}
+
+impl Script {
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            reasoning: None,
+        }
+    }
+
+    pub fn with_reasoning(mut self, reasoning: impl Into<String>) -> Self {
+        self.reasoning = Some(reasoning.into());
+        self
+    }
+}
+
+/// How an injected failure looks to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Answer with this HTTP status and the API's error body.
+    Status(u16),
+    /// Close the connection without a (complete) response.
+    Drop,
+}
+
+/// Behaviour switches, changeable while the server runs. Faults apply to the generation
+/// routes (chat and embeddings) only, so discovery keeps working.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Knobs {
+    /// Wait before the response head.
+    pub latency: Duration,
+    /// Wait before each streamed token.
+    pub token_delay: Duration,
+    /// Exact length of the default (echo) reply, in tokens.
+    pub tokens: Option<usize>,
+    /// Fail this many of the next generation requests (counts down).
+    pub fail_next: u32,
+    /// Fail this share (0.0–1.0) of generation requests, drawn from an RNG seeded by `seed`.
+    pub failure_rate: f64,
+    pub seed: u64,
+    /// How failures from `fail_next` / `failure_rate` look.
+    pub failure: Failure,
+    /// Stop sending (keeping the connection open) after this many tokens (at most all).
+    pub stall_after: Option<usize>,
+    /// Send an in-stream error after this many tokens (at most all).
+    pub error_after: Option<usize>,
+    /// Whether requests are kept for [`FakeLlmServer::requests`]; they are always counted.
+    pub record: bool,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Self {
+            latency: Duration::ZERO,
+            token_delay: Duration::ZERO,
+            tokens: None,
+            fail_next: 0,
+            failure_rate: 0.0,
+            seed: 0,
+            failure: Failure::Status(500),
+            stall_after: None,
+            error_after: None,
+            record: true,
+        }
+    }
+}
+
+/// One request the fake received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// `authorization`, `content-type`, `accept`, `user-agent` and every `x-*` header,
+    /// names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The body, when it was JSON.
+    pub body: Option<Value>,
+}
+
+impl RecordedRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What a fake server starts with.
+#[derive(Debug, Clone, Default)]
+pub struct FakeLlmConfig {
+    pub models: Vec<ModelSpec>,
+    pub knobs: Knobs,
+}
+
+/// Builds and starts a fake server: `FakeLlm::builder().model("m").spawn().await?`.
+#[derive(Debug, Clone)]
+pub struct FakeLlm {
+    config: FakeLlmConfig,
+    addr: SocketAddr,
+}
+
+impl FakeLlm {
+    pub fn builder() -> Self {
+        Self {
+            config: FakeLlmConfig::default(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
+
+    /// A model without the tools capability.
+    pub fn model(mut self, name: impl Into<String>) -> Self {
+        self.config.models.push(ModelSpec::new(name));
+        self
+    }
+
+    /// A model with the tools capability.
+    pub fn model_with_tools(mut self, name: impl Into<String>) -> Self {
+        self.config.models.push(ModelSpec::new(name).with_tools());
+        self
+    }
+
+    pub fn model_spec(mut self, spec: ModelSpec) -> Self {
+        self.config.models.push(spec);
+        self
+    }
+
+    pub fn knobs(mut self, knobs: Knobs) -> Self {
+        self.config.knobs = knobs;
+        self
+    }
+
+    /// Where to listen; `127.0.0.1:0` (a free port) by default.
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// Binds and starts serving in a task the returned handle owns.
+    pub async fn spawn(self) -> std::io::Result<FakeLlmServer> {
+        let listener = TcpListener::bind(self.addr).await?;
+        let addr = listener.local_addr()?;
+        let shutdown = CancellationToken::new();
+        let shared = Arc::new(Shared::new(self.config, shutdown.clone()));
+        let task = tokio::spawn(run(listener, shared.clone()));
+        Ok(FakeLlmServer {
+            addr,
+            shared,
+            shutdown,
+            task: Some(task),
+        })
+    }
+}
+
+/// Serves the fake on `listener` until `shutdown` is cancelled (for binaries).
+pub async fn serve(
+    listener: TcpListener,
+    config: FakeLlmConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    run(listener, Arc::new(Shared::new(config, shutdown))).await
+}
+
+async fn run(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> {
+    let shutdown = shared.shutdown.clone();
+    let listener = listener.tap_io(|tcp| {
+        // Without it small token frames wait for ACKs (Nagle), which distorts latency.
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router(shared))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .merge(ollama::routes())
+        .merge(openai::routes())
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
+        .with_state(shared)
+}
+
+/// A running fake server. Dropping it stops the server too; [`Self::shutdown`] also waits.
+#[derive(Debug)]
+pub struct FakeLlmServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl FakeLlmServer {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`: what an Ollama client is pointed at.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: what an OpenAI client is pointed at.
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Settings for an Ollama client of this server (idle timeout 10 s, no API key).
+    pub fn ollama_settings(&self, name: WorkerName) -> anyhow::Result<ClientSettings> {
+        self.client_settings(name, format!("{}/", self.base_url()))
+    }
+
+    /// Settings for an OpenAI-compatible client of this server (`.../v1/`).
+    pub fn openai_settings(&self, name: WorkerName) -> anyhow::Result<ClientSettings> {
+        self.client_settings(name, format!("{}/", self.openai_base_url()))
+    }
+
+    fn client_settings(&self, name: WorkerName, url: String) -> anyhow::Result<ClientSettings> {
+        Ok(ClientSettings {
+            name,
+            base_url: reqwest::Url::parse(&url)?,
+            connect_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(10),
+            api_key: None,
+        })
+    }
+
+    /// Every request received so far (while [`Knobs::record`] was on), oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// The recorded requests to `path`, oldest first.
+    pub fn requests_to(&self, path: &str) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests)
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
+    }
+
+    /// How many requests arrived, recorded or not.
+    pub fn request_count(&self) -> u64 {
+        self.shared.count.load(Ordering::Relaxed)
+    }
+
+    pub fn clear_requests(&self) {
+        lock(&self.shared.requests).clear();
+    }
+
+    pub fn knobs(&self) -> Knobs {
+        lock(&self.shared.live).knobs
+    }
+
+    pub fn set_knobs(&self, knobs: Knobs) {
+        self.update_knobs(|k| *k = knobs);
+    }
+
+    /// Changes knobs in place; a new `seed` restarts the failure RNG.
+    pub fn update_knobs(&self, change: impl FnOnce(&mut Knobs)) {
+        let mut live = lock(&self.shared.live);
+        let seed = live.knobs.seed;
+        change(&mut live.knobs);
+        if live.knobs.seed != seed {
+            live.rng = live.knobs.seed;
+        }
+    }
+
+    /// Sets (or with `None` clears) the scripted reply of a model.
+    pub fn set_script(&self, model: &str, script: Option<Script>) {
+        let mut live = lock(&self.shared.live);
+        match script {
+            Some(s) => live.scripts.insert(model.to_owned(), Arc::new(s)),
+            None => live.scripts.remove(model),
+        };
+    }
+
+    /// Stops accepting, ends open streams (stalled ones included) and waits for the server.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        self.shutdown.cancel();
+        match self.task.take() {
+            Some(task) => task.await.map_err(std::io::Error::other)?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for FakeLlmServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+// ---- shared state ----------------------------------------------------------------------
+
+pub(crate) struct Model {
+    spec: ModelSpec,
+    digest: String,
+    loaded: AtomicBool,
+}
+
+/// What changes at run time, behind one lock.
+struct Live {
+    knobs: Knobs,
+    rng: u64,
+    scripts: HashMap<String, Arc<Script>>,
+}
+
+pub(crate) struct Shared {
+    models: Vec<Model>,
+    live: Mutex<Live>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    count: AtomicU64,
+    chats: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("models", &self.models.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one generation request gets to work with.
+pub(crate) struct Call {
+    pub knobs: Knobs,
+    pub script: Option<Arc<Script>>,
+    pub fault: Option<Failure>,
+    /// 1 for the first chat request of this server, and so on.
+    pub seq: u64,
+}
+
+impl Shared {
+    fn new(config: FakeLlmConfig, shutdown: CancellationToken) -> Self {
+        let scripts = config
+            .models
+            .iter()
+            .filter_map(|m| Some((m.name.clone(), Arc::new(m.script.clone()?))))
+            .collect();
+        let models = config
+            .models
+            .into_iter()
+            .map(|spec| Model {
+                digest: format!("{:x}", Sha256::digest(spec.name.as_bytes())),
+                spec,
+                loaded: AtomicBool::new(false),
+            })
+            .collect();
+        Self {
+            models,
+            live: Mutex::new(Live {
+                knobs: config.knobs,
+                rng: config.knobs.seed,
+                scripts,
+            }),
+            requests: Mutex::new(Vec::new()),
+            count: AtomicU64::new(0),
+            chats: AtomicU64::new(0),
+            shutdown,
+        }
+    }
+
+    /// Finds a model; a name without a tag also matches `<name>:latest`, as in Ollama.
+    fn model(&self, name: &str) -> Option<&Model> {
+        self.models.iter().find(|m| {
+            let n = m.spec.name.as_str();
+            n == name || (!name.contains(':') && n.strip_suffix(":latest") == Some(name))
+        })
+    }
+
+    /// Takes the knobs for one generation request and decides whether it fails.
+    fn begin(&self, model: &str, chat: bool) -> Call {
+        let seq = if chat {
+            self.chats.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            0
+        };
+        let mut live = lock(&self.live);
+        let knobs = live.knobs;
+        let fault = if live.knobs.fail_next > 0 {
+            live.knobs.fail_next -= 1;
+            Some(knobs.failure)
+        } else if knobs.failure_rate > 0.0 && next_unit(&mut live.rng) < knobs.failure_rate {
+            Some(knobs.failure)
+        } else {
+            None
+        };
+        let script = live.scripts.get(model).cloned();
+        Call {
+            knobs,
+            script,
+            fault,
+            seq,
+        }
+    }
+
+    /// Waits unless shut down first; `false` when the server is stopping.
+    async fn pause(&self, time: Duration) -> bool {
+        if time.is_zero() {
+            return !self.shutdown.is_cancelled();
+        }
+        tokio::select! {
+            () = tokio::time::sleep(time) => true,
+            () = self.shutdown.cancelled() => false,
+        }
+    }
+}
+
+impl Model {
+    fn mark_loaded(&self) {
+        self.loaded.store(true, Ordering::Relaxed);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a test panicked while holding plain data.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// splitmix64 mapped to [0, 1): deterministic per seed, no wall-clock randomness.
+fn next_unit(state: &mut u64) -> f64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Counts every request and records it (when recording is on) before routing.
+async fn record(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    shared.count.fetch_add(1, Ordering::Relaxed);
+    if !lock(&shared.live).knobs.record {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "body too large").into_response();
+    };
+    let recorded = RecordedRequest {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_owned(),
+        headers: interesting_headers(&parts.headers),
+        body: serde_json::from_slice(&bytes).ok(),
+    };
+    lock(&shared.requests).push(recorded);
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn interesting_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            let n = name.as_str();
+            matches!(
+                n,
+                "authorization" | "content-type" | "accept" | "user-agent"
+            ) || n.starts_with("x-")
+        })
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

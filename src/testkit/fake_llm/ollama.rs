@@ -1,0 +1,511 @@
+//! The fake's Ollama API: `/api/tags`, `/api/ps`, `/api/show`, `/api/version`,
+//! `/api/chat` (NDJSON stream or one object) and `/api/embed`, with Ollama's error shape
+//! `{"error":"..."}`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::reply::{self, Finish, Last, Prompt, Reply};
+use super::stream::{self, Frames};
+use super::{Failure, Model, Shared};
+
+/// The fixed timestamp of every record.
+pub(crate) const CREATED_AT: &str = "2025-01-01T00:00:00Z";
+const EXPIRES_AT: &str = "2099-01-01T00:00:00Z";
+const MODEL_SIZE: u64 = 4_683_087_332;
+/// The in-stream error `error_after` sends.
+pub(crate) const STREAM_ERROR: &str = "fake-llm: injected mid-stream error";
+
+pub(super) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/", get(|| async { "Ollama is running" }))
+        .route("/api/version", get(version))
+        .route("/api/tags", get(tags))
+        .route("/api/ps", get(ps))
+        .route("/api/show", post(show))
+        .route("/api/chat", post(chat))
+        .route("/api/embed", post(embed))
+}
+
+pub(crate) fn error(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({ "error": message });
+    (status, axum::Json(body)).into_response()
+}
+
+fn not_found(model: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        &format!("model \"{model}\" not found, try pulling it first"),
+    )
+}
+
+/// The response to an injected failure.
+fn fault(failure: Failure) -> Response {
+    match failure {
+        Failure::Drop => stream::dropped(),
+        Failure::Status(503) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server busy, please try again.  maximum pending requests exceeded",
+        ),
+        Failure::Status(code) => error(
+            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            "fake-llm: injected failure",
+        ),
+    }
+}
+
+fn json_bytes(content_type: &'static str, bytes: Vec<u8>) -> Response {
+    let mut resp = Response::new(Body::from(bytes));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+fn to_vec(value: &impl Serialize) -> Vec<u8> {
+    // Serialising these plain structs cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+// ---- discovery -------------------------------------------------------------------------
+
+#[derive(Serialize)]
+struct Details<'a> {
+    parent_model: &'static str,
+    format: &'static str,
+    family: &'a str,
+    families: [&'a str; 1],
+    parameter_size: String,
+    quantization_level: &'static str,
+}
+
+fn details(name: &str) -> Details<'_> {
+    let base = name.split(':').next().unwrap_or(name);
+    let letters = base
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(base.len());
+    let family = if letters == 0 { base } else { &base[..letters] };
+    let parameter_size = name
+        .split_once(':')
+        .map(|(_, tag)| tag)
+        .filter(|t| t.starts_with(|c: char| c.is_ascii_digit()) && t.ends_with(['b', 'B']))
+        .map_or_else(|| "unknown".to_owned(), str::to_uppercase);
+    Details {
+        parent_model: "",
+        format: "gguf",
+        family,
+        families: [family],
+        parameter_size,
+        quantization_level: "Q4_K_M",
+    }
+}
+
+#[derive(Serialize)]
+struct ModelList<T> {
+    models: Vec<T>,
+}
+
+#[derive(Serialize)]
+struct TagEntry<'a> {
+    name: &'a str,
+    model: &'a str,
+    modified_at: &'static str,
+    size: u64,
+    digest: &'a str,
+    details: Details<'a>,
+}
+
+#[derive(Serialize)]
+struct PsEntry<'a> {
+    name: &'a str,
+    model: &'a str,
+    size: u64,
+    digest: &'a str,
+    details: Details<'a>,
+    expires_at: &'static str,
+    size_vram: u64,
+}
+
+async fn version() -> Response {
+    axum::Json(serde_json::json!({ "version": "0.12.6" })).into_response()
+}
+
+async fn tags(State(shared): State<Arc<Shared>>) -> Response {
+    let models: Vec<TagEntry<'_>> = shared
+        .models
+        .iter()
+        .map(|m| TagEntry {
+            name: &m.spec.name,
+            model: &m.spec.name,
+            modified_at: CREATED_AT,
+            size: MODEL_SIZE,
+            digest: &m.digest,
+            details: details(&m.spec.name),
+        })
+        .collect();
+    axum::Json(ModelList { models }).into_response()
+}
+
+/// The models used since start count as loaded.
+async fn ps(State(shared): State<Arc<Shared>>) -> Response {
+    let models: Vec<PsEntry<'_>> = shared
+        .models
+        .iter()
+        .filter(|m| m.loaded.load(Ordering::Relaxed))
+        .map(|m| PsEntry {
+            name: &m.spec.name,
+            model: &m.spec.name,
+            size: MODEL_SIZE,
+            digest: &m.digest,
+            details: details(&m.spec.name),
+            expires_at: EXPIRES_AT,
+            size_vram: MODEL_SIZE,
+        })
+        .collect();
+    axum::Json(ModelList { models }).into_response()
+}
+
+#[derive(Deserialize)]
+struct ShowBody {
+    model: Option<String>,
+    /// The older spelling.
+    name: Option<String>,
+}
+
+async fn show(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let name = match serde_json::from_slice::<ShowBody>(&body) {
+        Ok(b) => b.model.or(b.name).unwrap_or_default(),
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let Some(model) = shared.model(&name) else {
+        return error(StatusCode::NOT_FOUND, &format!("model '{name}' not found"));
+    };
+    let mut capabilities = vec!["completion"];
+    if model.spec.tools {
+        capabilities.push("tools");
+    }
+    let d = details(&model.spec.name);
+    axum::Json(serde_json::json!({
+        "modelfile": format!("# fake-llm\nFROM {}\n", model.spec.name),
+        "parameters": "",
+        "template": "{{ .Prompt }}",
+        "details": d,
+        "model_info": { "general.architecture": d.family },
+        "capabilities": capabilities,
+        "modified_at": CREATED_AT,
+    }))
+    .into_response()
+}
+
+// ---- chat ------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct ChatBody {
+    model: String,
+    #[serde(default)]
+    messages: Vec<InMessage>,
+    stream: Option<bool>,
+    tools: Option<Vec<Value>>,
+    options: Option<InOptions>,
+}
+
+#[derive(Deserialize)]
+struct InMessage {
+    role: String,
+    content: Option<String>,
+    tool_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct InOptions {
+    num_predict: Option<i64>,
+}
+
+pub(crate) fn tool_names(tools: Option<&Vec<Value>>) -> Vec<String> {
+    tools
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/function/name")?.as_str().map(str::to_owned))
+        .collect()
+}
+
+impl ChatBody {
+    fn prompt(&self) -> Prompt {
+        let last = match self.messages.last() {
+            Some(m) if m.role == "user" => Last::User(m.content.clone().unwrap_or_default()),
+            Some(m) if m.role == "tool" => Last::ToolResult {
+                name: m.tool_name.clone().unwrap_or_else(|| "tool".to_owned()),
+                content: m.content.clone().unwrap_or_default(),
+            },
+            _ => Last::Other,
+        };
+        Prompt {
+            last,
+            prompt_tokens: reply::count_words(
+                self.messages.iter().filter_map(|m| m.content.as_deref()),
+            ),
+            tools: tool_names(self.tools.as_ref()),
+            max_tokens: self
+                .options
+                .as_ref()
+                .and_then(|o| o.num_predict)
+                .and_then(|n| usize::try_from(n).ok()),
+        }
+    }
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let req: ChatBody = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let call = shared.begin(&req.model, true);
+    if !shared.pause(call.knobs.latency).await {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "fake-llm is shutting down");
+    }
+    if let Some(failure) = call.fault {
+        return fault(failure);
+    }
+    let Some(model) = shared.model(&req.model) else {
+        return not_found(&req.model);
+    };
+    let prompt = req.prompt();
+    if !prompt.tools.is_empty() && !model.spec.tools {
+        let message = format!(
+            "registry.ollama.ai/library/{} does not support tools",
+            req.model
+        );
+        return error(StatusCode::BAD_REQUEST, &message);
+    }
+    model.mark_loaded();
+    let stream = req.stream.unwrap_or(true);
+    if req.messages.is_empty() {
+        // Ollama loads the model and answers with one `load` record.
+        let line = done_record(model, &Reply::empty(), "load", call.knobs.token_delay);
+        return json_bytes(content_type(stream), line);
+    }
+    let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens);
+    if !stream {
+        if call.knobs.stall_after.is_some() {
+            shared.shutdown.cancelled().await;
+            return stream::dropped();
+        }
+        if call.knobs.error_after.is_some() {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, STREAM_ERROR);
+        }
+        return json_bytes(
+            content_type(false),
+            whole_record(model, &reply, &call.knobs),
+        );
+    }
+    let frames = frames(model, &reply, call.knobs.token_delay);
+    let mut resp = Response::new(stream::body(frames, &call.knobs, shared.shutdown.clone()));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    resp
+}
+
+fn content_type(stream: bool) -> &'static str {
+    if stream {
+        "application/x-ndjson"
+    } else {
+        "application/json; charset=utf-8"
+    }
+}
+
+#[derive(Serialize)]
+struct Record<'a> {
+    model: &'a str,
+    created_at: &'static str,
+    message: OutMessage<'a>,
+    done: bool,
+    #[serde(flatten)]
+    metrics: Option<Metrics>,
+}
+
+#[derive(Serialize)]
+struct OutMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutCall<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutCall<'a> {
+    function: OutFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct OutFunction<'a> {
+    name: &'a str,
+    arguments: &'a Value,
+}
+
+#[derive(Serialize)]
+struct Metrics {
+    done_reason: &'static str,
+    total_duration: u64,
+    load_duration: u64,
+    prompt_eval_count: u32,
+    prompt_eval_duration: u64,
+    eval_count: u32,
+    eval_duration: u64,
+}
+
+fn metrics(reply: &Reply, done_reason: &'static str, delay: std::time::Duration) -> Metrics {
+    let t = reply::timings(reply, delay);
+    Metrics {
+        done_reason,
+        total_duration: t.total,
+        load_duration: t.load,
+        prompt_eval_count: reply.prompt_tokens,
+        prompt_eval_duration: t.prompt_eval,
+        eval_count: reply.completion_tokens(),
+        eval_duration: t.eval,
+    }
+}
+
+fn done_reason(reply: &Reply) -> &'static str {
+    match reply.finish {
+        Finish::Length => "length",
+        Finish::Stop | Finish::ToolCalls => "stop",
+    }
+}
+
+fn calls(reply: &Reply) -> Vec<OutCall<'_>> {
+    reply
+        .tool_call
+        .iter()
+        .map(|c| OutCall {
+            function: OutFunction {
+                name: &c.name,
+                arguments: &c.arguments,
+            },
+        })
+        .collect()
+}
+
+fn line(record: &Record<'_>) -> Bytes {
+    let mut bytes = to_vec(record);
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+fn message<'a>(content: &'a str, thinking: Option<&'a str>) -> OutMessage<'a> {
+    OutMessage {
+        role: "assistant",
+        content,
+        thinking,
+        tool_calls: Vec::new(),
+    }
+}
+
+fn done_record(
+    model: &Model,
+    reply: &Reply,
+    reason: &'static str,
+    delay: std::time::Duration,
+) -> Vec<u8> {
+    to_vec(&Record {
+        model: &model.spec.name,
+        created_at: CREATED_AT,
+        message: message("", None),
+        done: true,
+        metrics: Some(metrics(reply, reason, delay)),
+    })
+}
+
+fn whole_record(model: &Model, reply: &Reply, knobs: &super::Knobs) -> Vec<u8> {
+    let thinking = (!reply.reasoning.is_empty()).then_some(reply.reasoning.as_str());
+    let mut msg = message(&reply.content, thinking);
+    msg.tool_calls = calls(reply);
+    to_vec(&Record {
+        model: &model.spec.name,
+        created_at: CREATED_AT,
+        message: msg,
+        done: true,
+        metrics: Some(metrics(reply, done_reason(reply), knobs.token_delay)),
+    })
+}
+
+/// One NDJSON line per token (thinking first), one for the tool call, then the `done` line.
+fn frames(model: &Model, reply: &Reply, delay: std::time::Duration) -> Frames {
+    let name = model.spec.name.as_str();
+    let record = |message| Record {
+        model: name,
+        created_at: CREATED_AT,
+        message,
+        done: false,
+        metrics: None,
+    };
+    let mut tokens: Vec<Bytes> = reply::tokens(&reply.reasoning)
+        .map(|(_, t)| line(&record(message("", Some(t)))))
+        .chain(reply::tokens(&reply.content).map(|(_, t)| line(&record(message(t, None)))))
+        .collect();
+    if reply.tool_call.is_some() {
+        let mut msg = message("", None);
+        msg.tool_calls = calls(reply);
+        tokens.push(line(&record(msg)));
+    }
+    let mut done = done_record(model, reply, done_reason(reply), delay);
+    done.push(b'\n');
+    let mut error = to_vec(&serde_json::json!({ "error": STREAM_ERROR }));
+    error.push(b'\n');
+    Frames {
+        head: Vec::new(),
+        tokens,
+        tail: vec![Bytes::from(done)],
+        error: Bytes::from(error),
+    }
+}
+
+// ---- embeddings ------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct EmbedBody {
+    model: String,
+    #[serde(default)]
+    input: Value,
+}
+
+async fn embed(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let req: EmbedBody = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let call = shared.begin(&req.model, false);
+    if !shared.pause(call.knobs.latency).await {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "fake-llm is shutting down");
+    }
+    if let Some(failure) = call.fault {
+        return fault(failure);
+    }
+    let Some(model) = shared.model(&req.model) else {
+        return not_found(&req.model);
+    };
+    model.mark_loaded();
+    let inputs = reply::inputs(&req.input);
+    let embeddings: Vec<Vec<f32>> = inputs.iter().map(|t| reply::embed(t)).collect();
+    let prompt_eval_count = reply::count_words(inputs.iter().copied());
+    axum::Json(serde_json::json!({
+        "model": model.spec.name,
+        "embeddings": embeddings,
+        "total_duration": 2_000_000u64,
+        "load_duration": 1_000_000u64,
+        "prompt_eval_count": prompt_eval_count,
+    }))
+    .into_response()
+}

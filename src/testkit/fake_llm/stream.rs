@@ -1,0 +1,67 @@
+//! Response bodies of the fake: pre-encoded frames sent with per-token delays, stalls,
+//! in-stream errors, and connections dropped on purpose.
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use super::Knobs;
+
+/// An encoded stream: `head` and `tail` frames around the token frames that the
+/// per-token knobs (`token_delay`, `stall_after`, `error_after`) count.
+pub(crate) struct Frames {
+    pub head: Vec<Bytes>,
+    pub tokens: Vec<Bytes>,
+    pub tail: Vec<Bytes>,
+    /// Sent instead of the rest when `error_after` triggers.
+    pub error: Bytes,
+}
+
+/// Streams the frames, honouring the knobs. Every wait ends at shutdown, so a stalled
+/// stream never holds the server open.
+pub(crate) fn body(frames: Frames, knobs: &Knobs, shutdown: CancellationToken) -> Body {
+    let n = frames.tokens.len();
+    let stall_at = knobs.stall_after.map(|s| s.min(n));
+    let error_at = knobs.error_after.map(|e| e.min(n));
+    let delay = knobs.token_delay;
+    Body::from_stream(async_stream::stream! {
+        for frame in frames.head {
+            yield Ok::<Bytes, std::io::Error>(frame);
+        }
+        let mut tokens = frames.tokens.into_iter();
+        for i in 0..=n {
+            if stall_at == Some(i) {
+                shutdown.cancelled().await;
+                return;
+            }
+            if error_at == Some(i) {
+                yield Ok(frames.error);
+                return;
+            }
+            let Some(frame) = tokens.next() else { break };
+            if !delay.is_zero() {
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = shutdown.cancelled() => return,
+                }
+            }
+            yield Ok(frame);
+        }
+        for frame in frames.tail {
+            yield Ok(frame);
+        }
+    })
+}
+
+/// A response whose body fails at once, so the server aborts the connection instead of
+/// completing an answer.
+pub(crate) fn dropped() -> Response {
+    let failing = futures::stream::once(async {
+        Err::<Bytes, _>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "fake-llm dropped the connection on purpose",
+        ))
+    });
+    Response::new(Body::from_stream(failing))
+}
