@@ -66,6 +66,9 @@ async fn stored_prompt_is_the_original_even_with_history() {
 #[tokio::test]
 async fn events_stream_the_tokens_as_sse() {
     let fake = spawn_fake().await;
+    // A backend that takes a while per token, so the task is still running when the
+    // events are read (tokens already produced are replayed, so nothing is missed).
+    fake.update_knobs(|k| k.token_delay = std::time::Duration::from_millis(50));
     let app = spawn_app_with(fake, |_| {}).await;
     let routed = app.route(json!({ "prompt": "one two three four" })).await;
     let id = routed["task_id"].as_str().unwrap();
