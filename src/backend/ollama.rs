@@ -254,7 +254,10 @@ impl<'a> Message<'a> {
                 })
                 .collect(),
             tool_name,
-            tool_call_id: m.tool_call_id.as_deref(),
+            tool_call_id: match m.role {
+                Role::Tool => m.tool_call_id.as_deref(),
+                _ => None,
+            },
         }
     }
 }
@@ -404,12 +407,12 @@ impl NdjsonDecoder {
 mod tests {
     use std::time::Duration;
 
-    use futures::StreamExt;
     use serde_json::json;
 
     use super::*;
     use crate::chat::{ChatMessage, SamplingParams};
     use crate::domain::WorkerName;
+    use crate::testkit::chunks::{closed_port, collect_chunks as collect, content_text as text_of};
     use crate::testkit::fake_llm::{Failure, FakeLlm, FakeLlmServer, Script};
 
     async fn setup() -> (FakeLlmServer, OllamaClient) {
@@ -446,20 +449,6 @@ mod tests {
             description: Some("Weather for a city".into()),
             parameters: json!({ "type": "object", "properties": { "city": { "type": "string" } } }),
         }
-    }
-
-    async fn collect(stream: ChunkStream) -> Vec<Result<Chunk, BackendError>> {
-        stream.collect().await
-    }
-
-    fn text_of(chunks: &[Result<Chunk, BackendError>]) -> String {
-        chunks
-            .iter()
-            .filter_map(|c| match c {
-                Ok(Chunk::Content { text }) => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
     }
 
     #[tokio::test]
@@ -617,9 +606,7 @@ mod tests {
 
     #[tokio::test]
     async fn refused_connection_is_connect_naming_the_backend() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
+        let addr = closed_port().unwrap();
         let settings = ClientSettings {
             name: WorkerName::parse("moon").unwrap(),
             base_url: reqwest::Url::parse(&format!("http://{addr}/")).unwrap(),
@@ -695,7 +682,7 @@ mod tests {
     async fn silence_mid_stream_is_stalled_and_before_it_a_timeout() {
         let (server, _) = setup().await;
         // A short real timeout: this tests the timeout itself, nothing races with it.
-        let client = client(&server, Duration::from_millis(200));
+        let client = client(&server, Duration::from_millis(500));
         server.update_knobs(|k| k.stall_after = Some(2));
         let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
         let chunks = collect(client.chat(&req).await.unwrap()).await;
@@ -707,7 +694,7 @@ mod tests {
         server.update_knobs(|k| k.stall_after = Some(0));
         let err = client.chat(&req).await.err().unwrap();
         assert!(
-            matches!(err, BackendError::Timeout { after_ms: 200, .. }),
+            matches!(err, BackendError::Timeout { after_ms: 500, .. }),
             "{err:?}"
         );
     }

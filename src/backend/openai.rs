@@ -257,6 +257,7 @@ struct Delta {
     content: Option<String>,
     reasoning_content: Option<String>,
     reasoning: Option<String>,
+    thinking: Option<String>,
     tool_calls: Option<Vec<DeltaToolCall>>,
 }
 
@@ -392,7 +393,10 @@ impl SseDecoder {
     }
 
     fn delta(&mut self, delta: Delta, out: &mut VecDeque<Chunk>) {
-        let reasoning = delta.reasoning_content.or(delta.reasoning);
+        let reasoning = delta
+            .reasoning_content
+            .or(delta.reasoning)
+            .or(delta.thinking);
         if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
             out.push_back(Chunk::Reasoning { text });
         }
@@ -489,12 +493,12 @@ fn error_text(value: &serde_json::Value) -> String {
 mod tests {
     use std::time::Duration;
 
-    use futures::StreamExt;
     use serde_json::json;
 
     use super::*;
     use crate::chat::SamplingParams;
     use crate::domain::WorkerName;
+    use crate::testkit::chunks::{closed_port, collect_chunks as collect, content_text as text_of};
     use crate::testkit::fake_llm::{Failure, FakeLlm, FakeLlmServer, Script};
 
     async fn setup() -> (FakeLlmServer, OpenAiClient) {
@@ -532,20 +536,6 @@ mod tests {
             description: None,
             parameters: json!({ "type": "object" }),
         }
-    }
-
-    async fn collect(stream: ChunkStream) -> Vec<Result<Chunk, BackendError>> {
-        stream.collect().await
-    }
-
-    fn text_of(chunks: &[Result<Chunk, BackendError>]) -> String {
-        chunks
-            .iter()
-            .filter_map(|c| match c {
-                Ok(Chunk::Content { text }) => Some(text.as_str()),
-                _ => None,
-            })
-            .collect()
     }
 
     #[tokio::test]
@@ -720,9 +710,7 @@ mod tests {
 
     #[tokio::test]
     async fn refused_connection_is_connect_naming_the_backend() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
+        let addr = closed_port().unwrap();
         let settings = ClientSettings {
             name: WorkerName::parse("sun").unwrap(),
             base_url: reqwest::Url::parse(&format!("http://{addr}/v1/")).unwrap(),
@@ -797,7 +785,7 @@ mod tests {
     async fn silence_mid_stream_is_stalled() {
         let (server, _) = setup().await;
         // A short real timeout: this tests the timeout itself, nothing races with it.
-        let client = client(&server, Duration::from_millis(200), None);
+        let client = client(&server, Duration::from_millis(500), None);
         server.update_knobs(|k| k.stall_after = Some(3));
         let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
         let chunks = collect(client.chat(&req).await.unwrap()).await;

@@ -14,6 +14,8 @@ use serde::de::DeserializeOwned;
 use super::{BackendError, ChunkStream, ClientSettings};
 use crate::chat::Chunk;
 
+/// How long a finished stream waits for the body's end, so the connection can be reused.
+const DRAIN_LIMIT: Duration = Duration::from_millis(100);
 /// A line longer than this (no newline in sight) means the peer is not speaking our protocol.
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of an unparseable error body ends up in an error message.
@@ -108,15 +110,16 @@ fn protocol(settings: &ClientSettings, message: String) -> BackendError {
 
 /// Maps a failure to get any response at all.
 fn send_error(settings: &ClientSettings, url: &Url, e: &reqwest::Error) -> BackendError {
-    if e.is_timeout() {
-        return timeout(settings);
-    }
+    // Checked first: an expired connect timeout is also a connect error (host unreachable).
     if e.is_connect() {
         return BackendError::Connect {
             backend: settings.name.to_string(),
             url: url.to_string(),
             detail: error_chain(e),
         };
+    }
+    if e.is_timeout() {
+        return timeout(settings);
     }
     protocol(
         settings,
@@ -169,12 +172,20 @@ pub(super) fn status_error(backend: &str, status: u16, message: String) -> Backe
 }
 
 /// The human message in an error body: Ollama `{"error":"..."}`, OpenAI
-/// `{"error":{"message":...}}`, a bare `{"message":...}`, or else the (shortened) text.
+/// `{"error":{"message":...}}`, a bare `{"message":...}`, the same as an SSE `data:` line,
+/// or else the (shortened) text.
 pub(super) fn error_message(body: &[u8]) -> String {
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
         if let Some(message) = json_error_message(&value) {
             return message;
         }
+    }
+    let sse_message = String::from_utf8_lossy(body).lines().find_map(|line| {
+        let data = line.strip_prefix("data:")?;
+        json_error_message(&serde_json::from_str(data.trim()).ok()?)
+    });
+    if let Some(message) = sse_message {
+        return message;
     }
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
@@ -398,9 +409,14 @@ impl<D: Decoder> Driver<D> {
     }
 
     /// Reads what follows the final chunk (normally just the body's end) so the pooled
-    /// connection can be reused; gives up quietly on silence or errors.
+    /// connection can be reused; gives up quietly on errors or after [`DRAIN_LIMIT`], so a
+    /// server that keeps the stream open cannot hold the caller.
     async fn drain(&mut self) {
-        while let Ok(Some(Ok(_))) = tokio::time::timeout(self.idle, self.body.next()).await {}
+        let body = &mut self.body;
+        let _ = tokio::time::timeout(DRAIN_LIMIT.min(self.idle), async {
+            while let Some(Ok(_)) = body.next().await {}
+        })
+        .await;
     }
 }
 
@@ -455,6 +471,10 @@ mod tests {
         );
         assert_eq!(error_message(br#"{"message":"plain"}"#), "plain");
         assert_eq!(error_message(b"Bad Gateway"), "Bad Gateway");
+        assert_eq!(
+            error_message(b"data: {\"error\":{\"message\":\"in sse\"}}\n\n"),
+            "in sse"
+        );
         assert_eq!(error_message(b""), "no error message");
     }
 

@@ -1,4 +1,5 @@
 //! Test and benchmark helpers shipped in the library: fake servers that speak real wire
-//! protocols, started on port 0.
+//! protocols, started on port 0, and helpers for reading backend streams.
 
+pub mod chunks;
 pub mod fake_llm;

@@ -36,6 +36,7 @@
 //! # }
 //! ```
 
+mod gate;
 mod ollama;
 mod openai;
 mod reply;

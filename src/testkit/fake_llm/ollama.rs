@@ -14,16 +14,15 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::gate::{Api, STREAM_ERROR};
 use super::reply::{self, Finish, Last, Prompt, Reply};
-use super::stream::{self, Frames};
-use super::{Failure, Model, Shared};
+use super::stream::{self, Frames, to_vec};
+use super::{Model, Shared};
 
 /// The fixed timestamp of every record.
 pub(crate) const CREATED_AT: &str = "2025-01-01T00:00:00Z";
 const EXPIRES_AT: &str = "2099-01-01T00:00:00Z";
 const MODEL_SIZE: u64 = 4_683_087_332;
-/// The in-stream error `error_after` sends.
-pub(crate) const STREAM_ERROR: &str = "fake-llm: injected mid-stream error";
 
 pub(super) fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -36,43 +35,11 @@ pub(super) fn routes() -> Router<Arc<Shared>> {
         .route("/api/embed", post(embed))
 }
 
-pub(crate) fn error(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({ "error": message });
-    (status, axum::Json(body)).into_response()
-}
-
-fn not_found(model: &str) -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        &format!("model \"{model}\" not found, try pulling it first"),
-    )
-}
-
-/// The response to an injected failure.
-fn fault(failure: Failure) -> Response {
-    match failure {
-        Failure::Drop => stream::dropped(),
-        Failure::Status(503) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server busy, please try again.  maximum pending requests exceeded",
-        ),
-        Failure::Status(code) => error(
-            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            "fake-llm: injected failure",
-        ),
-    }
-}
-
 fn json_bytes(content_type: &'static str, bytes: Vec<u8>) -> Response {
     let mut resp = Response::new(Body::from(bytes));
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
-}
-
-fn to_vec(value: &impl Serialize) -> Vec<u8> {
-    // Serialising these plain structs cannot fail.
-    serde_json::to_vec(value).unwrap_or_default()
 }
 
 // ---- discovery -------------------------------------------------------------------------
@@ -181,12 +148,13 @@ struct ShowBody {
 }
 
 async fn show(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let name = match serde_json::from_slice::<ShowBody>(&body) {
+    let name = match Api::Ollama.parse::<ShowBody>(&body) {
         Ok(b) => b.model.or(b.name).unwrap_or_default(),
-        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(refusal) => return *refusal,
     };
     let Some(model) = shared.model(&name) else {
-        return error(StatusCode::NOT_FOUND, &format!("model '{name}' not found"));
+        let message = format!("model '{name}' not found");
+        return Api::Ollama.error(StatusCode::NOT_FOUND, &message);
     };
     let mut capabilities = vec!["completion"];
     if model.spec.tools {
@@ -229,14 +197,6 @@ struct InOptions {
     num_predict: Option<i64>,
 }
 
-pub(crate) fn tool_names(tools: Option<&Vec<Value>>) -> Vec<String> {
-    tools
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.pointer("/function/name")?.as_str().map(str::to_owned))
-        .collect()
-}
-
 impl ChatBody {
     fn prompt(&self) -> Prompt {
         let last = match self.messages.last() {
@@ -252,7 +212,7 @@ impl ChatBody {
             prompt_tokens: reply::count_words(
                 self.messages.iter().filter_map(|m| m.content.as_deref()),
             ),
-            tools: tool_names(self.tools.as_ref()),
+            tools: reply::tool_names(self.tools.as_ref()),
             max_tokens: self
                 .options
                 .as_ref()
@@ -263,29 +223,19 @@ impl ChatBody {
 }
 
 async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let req: ChatBody = match serde_json::from_slice(&body) {
+    let api = Api::Ollama;
+    let req: ChatBody = match api.parse(&body) {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Err(refusal) => return *refusal,
     };
-    let call = shared.begin(&req.model, true);
-    if !shared.pause(call.knobs.latency).await {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "fake-llm is shutting down");
-    }
-    if let Some(failure) = call.fault {
-        return fault(failure);
-    }
-    let Some(model) = shared.model(&req.model) else {
-        return not_found(&req.model);
+    let (call, model) = match api.admit(&shared, &req.model, true).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => return *refusal,
     };
     let prompt = req.prompt();
     if !prompt.tools.is_empty() && !model.spec.tools {
-        let message = format!(
-            "registry.ollama.ai/library/{} does not support tools",
-            req.model
-        );
-        return error(StatusCode::BAD_REQUEST, &message);
+        return api.tools_unsupported(&req.model);
     }
-    model.mark_loaded();
     let stream = req.stream.unwrap_or(true);
     if req.messages.is_empty() {
         // Ollama loads the model and answers with one `load` record.
@@ -294,12 +244,8 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     }
     let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens);
     if !stream {
-        if call.knobs.stall_after.is_some() {
-            shared.shutdown.cancelled().await;
-            return stream::dropped();
-        }
-        if call.knobs.error_after.is_some() {
-            return error(StatusCode::INTERNAL_SERVER_ERROR, STREAM_ERROR);
+        if let Some(resp) = api.whole_answer_fault(&shared, &call).await {
+            return resp;
         }
         return json_bytes(
             content_type(false),
@@ -474,32 +420,11 @@ fn frames(model: &Model, reply: &Reply, delay: std::time::Duration) -> Frames {
 
 // ---- embeddings ------------------------------------------------------------------------
 
-#[derive(Deserialize)]
-struct EmbedBody {
-    model: String,
-    #[serde(default)]
-    input: Value,
-}
-
 async fn embed(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let req: EmbedBody = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+    let (model, embeddings, prompt_eval_count) = match Api::Ollama.embed(&shared, &body).await {
+        Ok(done) => done,
+        Err(refusal) => return *refusal,
     };
-    let call = shared.begin(&req.model, false);
-    if !shared.pause(call.knobs.latency).await {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "fake-llm is shutting down");
-    }
-    if let Some(failure) = call.fault {
-        return fault(failure);
-    }
-    let Some(model) = shared.model(&req.model) else {
-        return not_found(&req.model);
-    };
-    model.mark_loaded();
-    let inputs = reply::inputs(&req.input);
-    let embeddings: Vec<Vec<f32>> = inputs.iter().map(|t| reply::embed(t)).collect();
-    let prompt_eval_count = reply::count_words(inputs.iter().copied());
     axum::Json(serde_json::json!({
         "model": model.spec.name,
         "embeddings": embeddings,

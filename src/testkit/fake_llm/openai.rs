@@ -7,16 +7,16 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ollama::{STREAM_ERROR, tool_names};
+use super::gate::{Api, STREAM_ERROR};
 use super::reply::{self, Finish, Last, Prompt, Reply};
-use super::stream::{self, Frames};
-use super::{Failure, Model, Shared};
+use super::stream::{self, Frames, to_vec};
+use super::{Model, Shared};
 
 /// The fixed `created` of every object (2025-01-01T00:00:00Z).
 pub(crate) const CREATED: u64 = 1_735_689_600;
@@ -28,57 +28,6 @@ pub(super) fn routes() -> Router<Arc<Shared>> {
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/embeddings", post(embeddings))
-}
-
-fn error(status: StatusCode, message: &str, kind: &str, code: Option<&str>) -> Response {
-    let body = serde_json::json!({
-        "error": { "message": message, "type": kind, "param": null, "code": code }
-    });
-    (status, axum::Json(body)).into_response()
-}
-
-fn bad_request(message: &str) -> Response {
-    error(
-        StatusCode::BAD_REQUEST,
-        message,
-        "invalid_request_error",
-        None,
-    )
-}
-
-fn not_found(model: &str) -> Response {
-    error(
-        StatusCode::NOT_FOUND,
-        &format!("The model `{model}` does not exist."),
-        "invalid_request_error",
-        Some("model_not_found"),
-    )
-}
-
-fn fault(failure: Failure) -> Response {
-    match failure {
-        Failure::Drop => stream::dropped(),
-        Failure::Status(code) => error(
-            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            "fake-llm: injected failure",
-            "server_error",
-            None,
-        ),
-    }
-}
-
-fn shutting_down() -> Response {
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "fake-llm is shutting down",
-        "server_error",
-        None,
-    )
-}
-
-fn to_vec(value: &impl Serialize) -> Vec<u8> {
-    // Serialising these plain structs cannot fail.
-    serde_json::to_vec(value).unwrap_or_default()
 }
 
 async fn models(State(shared): State<Arc<Shared>>) -> Response {
@@ -151,7 +100,7 @@ impl ChatBody {
         Prompt {
             last,
             prompt_tokens: reply::count_words(texts.iter().map(String::as_str)),
-            tools: tool_names(self.tools.as_ref()),
+            tools: reply::tool_names(self.tools.as_ref()),
             max_tokens: self
                 .max_completion_tokens
                 .or(self.max_tokens)
@@ -174,42 +123,24 @@ impl ChatBody {
 }
 
 async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let req: ChatBody = match serde_json::from_slice(&body) {
+    let api = Api::OpenAi;
+    let req: ChatBody = match api.parse(&body) {
         Ok(r) => r,
-        Err(e) => return bad_request(&e.to_string()),
+        Err(refusal) => return *refusal,
     };
-    let call = shared.begin(&req.model, true);
-    if !shared.pause(call.knobs.latency).await {
-        return shutting_down();
-    }
-    if let Some(failure) = call.fault {
-        return fault(failure);
-    }
-    let Some(model) = shared.model(&req.model) else {
-        return not_found(&req.model);
+    let (call, model) = match api.admit(&shared, &req.model, true).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => return *refusal,
     };
     let prompt = req.prompt();
     if !prompt.tools.is_empty() && !model.spec.tools {
-        return bad_request(&format!(
-            "registry.ollama.ai/library/{} does not support tools",
-            req.model
-        ));
+        return api.tools_unsupported(&req.model);
     }
-    model.mark_loaded();
     let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens);
     let id = format!("chatcmpl-fake-{}", call.seq);
     if !req.stream {
-        if call.knobs.stall_after.is_some() {
-            shared.shutdown.cancelled().await;
-            return stream::dropped();
-        }
-        if call.knobs.error_after.is_some() {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                STREAM_ERROR,
-                "server_error",
-                None,
-            );
+        if let Some(resp) = api.whole_answer_fault(&shared, &call).await {
+            return resp;
         }
         let mut resp = Response::new(Body::from(completion(&id, model, &reply)));
         resp.headers_mut().insert(
@@ -508,38 +439,18 @@ fn frames(id: &str, model: &Model, reply: &Reply, include_usage: bool) -> Frames
 
 // ---- embeddings ------------------------------------------------------------------------
 
-#[derive(Deserialize)]
-struct EmbeddingsBody {
-    model: String,
-    #[serde(default)]
-    input: Value,
-}
-
 async fn embeddings(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let req: EmbeddingsBody = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return bad_request(&e.to_string()),
+    let (model, vectors, tokens) = match Api::OpenAi.embed(&shared, &body).await {
+        Ok(done) => done,
+        Err(refusal) => return *refusal,
     };
-    let call = shared.begin(&req.model, false);
-    if !shared.pause(call.knobs.latency).await {
-        return shutting_down();
-    }
-    if let Some(failure) = call.fault {
-        return fault(failure);
-    }
-    let Some(model) = shared.model(&req.model) else {
-        return not_found(&req.model);
-    };
-    model.mark_loaded();
-    let inputs = reply::inputs(&req.input);
-    let data: Vec<Value> = inputs
-        .iter()
+    let data: Vec<Value> = vectors
+        .into_iter()
         .enumerate()
-        .map(|(index, t)| {
-            serde_json::json!({ "object": "embedding", "index": index, "embedding": reply::embed(t) })
+        .map(|(index, embedding)| {
+            serde_json::json!({ "object": "embedding", "index": index, "embedding": embedding })
         })
         .collect();
-    let tokens = reply::count_words(inputs.iter().copied());
     axum::Json(serde_json::json!({
         "object": "list",
         "data": data,

@@ -238,3 +238,12 @@ pub(crate) fn inputs(input: &Value) -> Vec<&str> {
         _ => Vec::new(),
     }
 }
+
+/// Names of the offered tools (`[{"type":"function","function":{"name":...}}]`).
+pub(crate) fn tool_names(tools: Option<&Vec<Value>>) -> Vec<String> {
+    tools
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/function/name")?.as_str().map(str::to_owned))
+        .collect()
+}

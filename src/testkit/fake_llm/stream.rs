@@ -8,6 +8,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::Knobs;
 
+/// JSON bytes of a plain struct (serialising those cannot fail).
+pub(crate) fn to_vec(value: &impl serde::Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
 /// An encoded stream: `head` and `tail` frames around the token frames that the
 /// per-token knobs (`token_delay`, `stall_after`, `error_after`) count.
 pub(crate) struct Frames {

@@ -399,3 +399,63 @@ fn tokens_keep_leading_spaces_and_handle_unicode() {
     assert_eq!(t, ["héllo", " wörld", " ", " x"]);
     assert_eq!(tokens("").count(), 0);
 }
+
+#[tokio::test]
+async fn failure_rate_repeats_per_seed_across_servers() {
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let server = server().await;
+        server.update_knobs(|k| {
+            k.failure_rate = 0.5;
+            k.seed = 11;
+            k.failure = Failure::Status(500);
+        });
+        let url = format!("{}/api/chat", server.base_url());
+        let mut statuses = Vec::new();
+        for _ in 0..16 {
+            statuses.push(post(url.clone(), hello("qwen2.5:7b")).await.0);
+        }
+        runs.push(statuses);
+    }
+    assert_eq!(runs[0], runs[1]);
+    assert!(
+        runs[0].contains(&500) && runs[0].contains(&200),
+        "{:?}",
+        runs[0]
+    );
+}
+
+#[tokio::test]
+async fn empty_messages_load_the_model() {
+    let server = server().await;
+    let req = json!({ "model": "qwen2.5:7b", "messages": [], "stream": false });
+    let (status, _, body) = post(format!("{}/api/chat", server.base_url()), req).await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (v["done"].clone(), v["done_reason"].clone()),
+        (json!(true), json!("load"))
+    );
+}
+
+#[tokio::test]
+async fn tool_marker_needs_an_offered_tool_and_a_capable_model() {
+    let server = server().await;
+    // Not offered: the model answers with text.
+    let mut req = tool_request("llama3.1:8b", "call tool other_tool");
+    let (_, _, body) = post(format!("{}/api/chat", server.base_url()), req.clone()).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["message"]["content"],
+        "Echo from llama3.1:8b: call tool other_tool"
+    );
+    assert!(v["message"]["tool_calls"].is_null());
+    // Arguments right after the name, without a space.
+    req["messages"][0]["content"] = json!(r#"call tool get_weather{"days":3}"#);
+    let (_, _, body) = post(format!("{}/api/chat", server.base_url()), req).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["message"]["tool_calls"][0]["function"]["arguments"],
+        json!({ "days": 3 })
+    );
+}
