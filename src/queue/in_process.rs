@@ -85,6 +85,8 @@ impl Queue for InProcessQueue {
                 return Ok(Delivery {
                     receipt: job.task_id.to_string(),
                     job,
+                    deliveries: 1,
+                    dead_letter: None,
                 });
             }
             notified.await;

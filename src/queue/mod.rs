@@ -5,6 +5,7 @@
 //! Streams with consumer groups in cluster mode, behind the same trait.
 
 pub mod in_process;
+pub mod redis;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -37,6 +38,14 @@ pub struct Delivery {
     pub job: Job,
     /// Queue-specific receipt (the stream entry id in Redis).
     pub receipt: String,
+    /// How many times the queue has handed out this job, this time included: 1 on the
+    /// first delivery, more when a consumer took it before and never acknowledged it (its
+    /// process died). Always 1 in process.
+    pub deliveries: u32,
+    /// Set when the queue gives up on the job: it was handed out more often than the
+    /// queue's retry limit without an acknowledgement. The worker must not run it; it
+    /// fails the task with this reason (safe to show) and acknowledges the delivery.
+    pub dead_letter: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -4,6 +4,7 @@
 //! original prompt only) before the task is queued, workers mark it running and finished.
 //! SQLite in embedded mode; PostgreSQL in cluster mode, behind the same trait.
 
+pub mod postgres;
 mod record;
 pub mod sqlite;
 

@@ -3,3 +3,4 @@
 
 pub mod chunks;
 pub mod fake_llm;
+pub mod redis_server;

@@ -5,6 +5,8 @@
 //! subscribes late misses nothing. In-process channels in embedded mode; a Redis stream
 //! per task in cluster mode, behind the same trait.
 
+pub mod redis;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

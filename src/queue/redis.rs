@@ -1,0 +1,465 @@
+//! Redis Streams lanes for cluster mode (`[queue] type = "redis"`): how a stored task
+//! travels from `coordinator serve` to a `coordinator worker` on another machine.
+//!
+//! One stream per lane (`<prefix>tasks:llm:<model>`, `<prefix>tasks:web`, …) and one
+//! consumer group ([`GROUP`]) per stream, created with `MKSTREAM` from id `0` on first use
+//! (and again after a Redis restart lost it). `enqueue` is `XADD` of the serialised
+//! [`Job`]; `dequeue` is `XREADGROUP … BLOCK` over all of a worker's lanes; `ack` is `XACK`
+//! plus `XDEL`, so a stream holds only jobs that are waiting or running.
+//!
+//! Delivery is at least once. A job stays pending for its consumer until acknowledged.
+//! While this process is alive it renews the lease of every job it holds (`XCLAIM` to
+//! itself, `JUSTID`, every third of the lease), so long generations are not taken away.
+//! When a process dies, its jobs' leases run out and the next `dequeue` of any consumer
+//! takes them over (`XAUTOCLAIM`) and hands them out again with
+//! [`Delivery::deliveries`] above 1. Past [`RedisQueueOptions::max_deliveries`] the job
+//! comes out once more with [`Delivery::dead_letter`] set: the worker must fail the task
+//! with that reason and acknowledge it, instead of running it.
+//!
+//! A job's `avoid` list is honoured on a best-effort basis: a consumer on the list puts
+//! the job back at the end of its lane (a new entry; the original is acknowledged) so a
+//! waiting worker can take it, at most [`RedisQueueOptions::max_avoid_passes`] times;
+//! then it runs where it lands rather than wait for ever.
+//!
+//! Consumer names are the worker's name plus a per-queue-instance suffix, so a restarted
+//! worker does not inherit its dead self's pending entries (they are reclaimed instead).
+//!
+//! A Redis restart is survived: commands reconnect in the background, `dequeue` waits
+//! with backoff until Redis answers again and re-creates lost consumer groups; other
+//! calls report [`QueueError::Backend`] and work again once Redis is back. Redis keeps no
+//! data the store lacks: start-up recovery queues unfinished tasks again from the store.
+
+pub(crate) mod connection;
+mod lease;
+mod take;
+
+pub(crate) use connection::{Backoff, Lent, MAX_BLOCK, Redis, is_transient, with_retries};
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::streams::StreamInfoGroupsReply;
+use redis::{RedisError, RedisResult};
+use tokio_util::task::AbortOnDropHandle;
+
+use self::connection::{glob_escape, is_no_group, lock};
+use self::lease::{Unleased, keep_leases};
+use self::take::Taken;
+use super::{Delivery, Job, Queue, QueueError};
+use crate::domain::{Lane, WorkerName};
+
+/// The consumer group of every lane stream.
+pub const GROUP: &str = "workers";
+const FIELD_JOB: &str = "job";
+/// How often a job was put back because the consumer that got it was on its avoid list.
+const FIELD_PASSES: &str = "passes";
+
+/// Tuning of [`RedisQueue`]. The defaults suit production; tests shorten the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisQueueOptions {
+    /// How long a delivered job may go without a lease renewal (its process is gone)
+    /// before another consumer takes it over. Default 60 s.
+    pub lease: Duration,
+    /// How many times one job may be handed out, the first delivery included, before the
+    /// queue gives up on it and reports it as a dead letter. Default 3.
+    pub max_deliveries: u32,
+    /// The longest one `XREADGROUP` blocks; an idle consumer looks for stale jobs this
+    /// often. Capped at half the lease and at 10 s. Default 5 s.
+    pub block: Duration,
+    /// How many times a job may be put back at the end of its lane because the consumer
+    /// that got it is on the job's avoid list; after that it runs where it lands.
+    /// Default 3.
+    pub max_avoid_passes: u32,
+}
+
+impl Default for RedisQueueOptions {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(60),
+            max_deliveries: 3,
+            block: Duration::from_secs(5),
+            max_avoid_passes: 3,
+        }
+    }
+}
+
+/// The cluster-mode queue. Cheap to share behind an `Arc`; drop stops its lease keeper.
+#[derive(Debug)]
+pub struct RedisQueue {
+    inner: Arc<Inner>,
+    _keeper: AbortOnDropHandle<()>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    redis: Redis,
+    prefix: String,
+    options: RedisQueueOptions,
+    /// Makes this instance's consumer names unique among live and dead processes.
+    instance: String,
+    /// Streams whose consumer group this instance created or found.
+    groups: Mutex<HashSet<String>>,
+    /// Where the next `XAUTOCLAIM` of each stream starts.
+    cursors: Mutex<HashMap<String, String>>,
+    /// Jobs read in one call beyond the one returned, per worker, oldest first.
+    held: Mutex<HashMap<WorkerName, Vec<Taken>>>,
+    /// Every entry this instance holds (held or running): (stream key, id) → consumer.
+    leases: Mutex<HashMap<(String, String), String>>,
+}
+
+impl RedisQueue {
+    /// Connects to `url` (`redis://host:6379/0`). Every key starts with `prefix` (empty in
+    /// production; tests use a unique one).
+    pub async fn connect(
+        url: &str,
+        prefix: &str,
+        options: RedisQueueOptions,
+    ) -> Result<Self, QueueError> {
+        let redis = Redis::connect(url).await.map_err(backend)?;
+        let suffix = uuid::Uuid::now_v7().simple().to_string();
+        let instance = format!("{}-{}", std::process::id(), &suffix[suffix.len() - 8..]);
+        let inner = Arc::new(Inner {
+            redis,
+            prefix: prefix.to_owned(),
+            options,
+            instance,
+            groups: Mutex::default(),
+            cursors: Mutex::default(),
+            held: Mutex::default(),
+            leases: Mutex::default(),
+        });
+        let every = (inner.options.lease / 3).max(Duration::from_millis(10));
+        let keeper = tokio::spawn(keep_leases(Arc::downgrade(&inner), every));
+        Ok(Self {
+            inner,
+            _keeper: AbortOnDropHandle::new(keeper),
+        })
+    }
+
+    /// Checks Redis answers (for readiness).
+    pub async fn ping(&self) -> Result<(), QueueError> {
+        let _: String = redis::cmd("PING")
+            .query_async(&mut self.inner.redis.commands())
+            .await
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    /// The consumer name this instance uses for `worker` in every group.
+    pub fn consumer_name(&self, worker: &WorkerName) -> String {
+        self.inner.consumer(worker)
+    }
+
+    /// The stream key of `lane`.
+    pub fn stream_key(&self, lane: &Lane) -> String {
+        self.inner.key(lane)
+    }
+}
+
+fn backend(e: RedisError) -> QueueError {
+    QueueError::Backend(e.to_string())
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Inner {
+    fn key(&self, lane: &Lane) -> String {
+        format!("{}{}", self.prefix, lane)
+    }
+
+    fn consumer(&self, worker: &WorkerName) -> String {
+        format!("{worker}#{}", self.instance)
+    }
+
+    fn block(&self) -> Duration {
+        self.options
+            .block
+            .min(self.options.lease / 2)
+            .min(MAX_BLOCK)
+            .max(Duration::from_millis(1))
+    }
+
+    /// Creates the consumer group of each stream not known to have one.
+    async fn ensure_groups(&self, keys: &[String]) -> RedisResult<()> {
+        let missing: Vec<String> = {
+            let known = lock(&self.groups);
+            keys.iter()
+                .filter(|k| !known.contains(*k))
+                .cloned()
+                .collect()
+        };
+        for key in missing {
+            let created: RedisResult<()> = redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(&key)
+                .arg(GROUP)
+                .arg("0")
+                .arg("MKSTREAM")
+                .query_async(&mut self.redis.commands())
+                .await;
+            match created {
+                Ok(()) => {}
+                Err(e) if e.code() == Some("BUSYGROUP") => {}
+                Err(e) => return Err(e),
+            }
+            lock(&self.groups).insert(key);
+        }
+        Ok(())
+    }
+
+    fn forget_groups(&self) {
+        lock(&self.groups).clear();
+        lock(&self.cursors).clear();
+    }
+
+    /// One round of `dequeue`: a held entry, else stale ones, else new ones (blocking).
+    /// `Ok(None)` when nothing came or what came was not for this worker.
+    async fn next(&self, worker: &WorkerName, keys: &[String]) -> RedisResult<Option<Delivery>> {
+        let consumer = self.consumer(worker);
+        let first = match self.take_held(worker, keys) {
+            Some(t) => t,
+            None => {
+                self.ensure_groups(keys).await?;
+                let mut taken = self.reclaim(keys, &consumer).await?;
+                if taken.is_empty() {
+                    taken = self.read_new(keys, &consumer).await?;
+                }
+                // From here until a delivery is returned or held, this instance keeps
+                // the entries alive; the guard below gives the first one up on any exit.
+                self.lease(&taken, &consumer);
+                taken.sort_by_key(Taken::age);
+                let mut taken = taken.into_iter();
+                let Some(first) = taken.next() else {
+                    return Ok(None);
+                };
+                self.hold(worker, taken.collect());
+                first
+            }
+        };
+        let mut guard = Unleased {
+            inner: self,
+            key: first.key.clone(),
+            id: first.id.clone(),
+            armed: true,
+        };
+        let delivery = self.screen(first, worker).await?;
+        guard.armed = delivery.is_none();
+        Ok(delivery)
+    }
+
+    /// Turns an entry into a delivery, or deals with it here: an unreadable job is
+    /// dropped, a job that must avoid this worker is put back.
+    async fn screen(&self, t: Taken, worker: &WorkerName) -> RedisResult<Option<Delivery>> {
+        let Some(job) = t.job.clone() else {
+            tracing::error!(stream = %t.key, entry = %t.id, "queue entry holds no readable job; dropped");
+            self.remove(&t.key, &t.id).await?;
+            return Ok(None);
+        };
+        if t.deliveries > self.options.max_deliveries {
+            let reason = format!(
+                "the task was handed to a worker {} times and no worker finished it \
+                 (each stopped or lost contact); it is not tried again",
+                t.deliveries
+            );
+            tracing::warn!(task_id = %job.task_id, deliveries = t.deliveries, "job over the delivery limit; reported as a dead letter");
+            return Ok(Some(Delivery {
+                job,
+                receipt: t.id,
+                deliveries: t.deliveries,
+                dead_letter: Some(reason),
+            }));
+        }
+        if job.avoid.contains(worker) && t.passes < self.options.max_avoid_passes {
+            self.pass_on(&t).await?;
+            tracing::debug!(task_id = %job.task_id, worker = %worker, "job avoids this worker; put back in its lane");
+            return Ok(None);
+        }
+        Ok(Some(Delivery {
+            job,
+            receipt: t.id,
+            deliveries: t.deliveries.max(1),
+            dead_letter: None,
+        }))
+    }
+
+    /// Re-adds a job at the end of its lane and removes the original, atomically.
+    async fn pass_on(&self, t: &Taken) -> RedisResult<()> {
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("XADD")
+            .arg(&t.key)
+            .arg("*")
+            .arg(FIELD_JOB)
+            .arg(t.text.as_deref().unwrap_or_default())
+            .arg(FIELD_PASSES)
+            .arg(t.passes + 1)
+            .ignore()
+            .cmd("XACK")
+            .arg(&t.key)
+            .arg(GROUP)
+            .arg(&t.id)
+            .ignore()
+            .cmd("XDEL")
+            .arg(&t.key)
+            .arg(&t.id)
+            .ignore();
+        pipe.query_async::<()>(&mut self.redis.commands()).await?;
+        self.release(&t.key, &t.id);
+        Ok(())
+    }
+
+    /// Acknowledges and deletes an entry.
+    async fn remove(&self, key: &str, id: &str) -> RedisResult<()> {
+        self.release(key, id);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("XACK")
+            .arg(key)
+            .arg(GROUP)
+            .arg(id)
+            .ignore()
+            .cmd("XDEL")
+            .arg(key)
+            .arg(id)
+            .ignore();
+        pipe.query_async::<()>(&mut self.redis.commands()).await
+    }
+}
+
+#[async_trait]
+impl Queue for RedisQueue {
+    /// `XADD` to the job's lane. Retried briefly while the connection is re-established;
+    /// a retry after a lost reply may add the job twice, which at-least-once delivery
+    /// and the store's idempotent `claim`/`finish` absorb.
+    async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
+        let inner = &self.inner;
+        let key = inner.key(&job.lane);
+        let text = serde_json::to_string(&job)
+            .map_err(|e| QueueError::Backend(format!("cannot serialise the job: {e}")))?;
+        with_retries(|| async {
+            inner.ensure_groups(std::slice::from_ref(&key)).await?;
+            redis::cmd("XADD")
+                .arg(&key)
+                .arg("*")
+                .arg(FIELD_JOB)
+                .arg(&text)
+                .arg(FIELD_PASSES)
+                .arg(0)
+                .query_async::<String>(&mut inner.redis.commands())
+                .await
+        })
+        .await
+        .map_err(backend)?;
+        Ok(())
+    }
+
+    /// Waits for the next job from any of `lanes`, oldest first among what one read
+    /// returns. Redis trouble does not end the wait: it logs, backs off and tries again
+    /// (re-creating consumer groups a restart lost) until Redis answers; only errors a
+    /// retry cannot fix are returned.
+    ///
+    /// Cancel safety: dropping the future while it blocks cancels the read on the server,
+    /// so no job is lost. If the drop comes just after Redis handed a job over, the job
+    /// stays pending without a lease renewal and another consumer takes it over after
+    /// the lease: delayed, not lost.
+    async fn dequeue(&self, lanes: &[Lane], consumer: &WorkerName) -> Result<Delivery, QueueError> {
+        let inner = &self.inner;
+        let keys: Vec<String> = lanes.iter().map(|l| inner.key(l)).collect();
+        if keys.is_empty() {
+            return std::future::pending().await;
+        }
+        let mut backoff = Backoff::new();
+        loop {
+            match inner.next(consumer, &keys).await {
+                Ok(Some(delivery)) => return Ok(delivery),
+                Ok(None) => backoff.reset(),
+                Err(e) if is_no_group(&e) => {
+                    tracing::warn!(worker = %consumer, "consumer groups are gone (Redis restarted?); creating them again");
+                    inner.forget_groups();
+                    backoff.wait().await;
+                }
+                Err(e) if is_transient(&e) => {
+                    tracing::warn!(worker = %consumer, error = %e, "queue unreachable; trying again");
+                    backoff.wait().await;
+                }
+                Err(e) => return Err(backend(e)),
+            }
+        }
+    }
+
+    /// `XACK` + `XDEL`. A job whose group or stream is gone (Redis restarted) counts as
+    /// acknowledged.
+    async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError> {
+        let key = self.inner.key(&delivery.job.lane);
+        let done = with_retries(|| self.inner.remove(&key, &delivery.receipt)).await;
+        match done {
+            Err(e) if !is_no_group(&e) => Err(backend(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Jobs waiting (not yet handed out) per lane, from `XLEN` less the group's pending
+    /// count; lanes with none are left out.
+    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
+        let inner = &self.inner;
+        let pattern = format!("{}tasks:*", glob_escape(&inner.prefix));
+        let mut commands = inner.redis.commands();
+        let mut keys = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(200)
+                .arg("TYPE")
+                .arg("stream")
+                .query_async(&mut commands)
+                .await
+                .map_err(backend)?;
+            keys.extend(batch);
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        let mut out = Vec::new();
+        for key in keys {
+            let Some(lane) = key
+                .strip_prefix(&inner.prefix)
+                .and_then(|l| Lane::parse(l).ok())
+            else {
+                continue;
+            };
+            let (len, groups): (usize, StreamInfoGroupsReply) = redis::pipe()
+                .cmd("XLEN")
+                .arg(&key)
+                .cmd("XINFO")
+                .arg("GROUPS")
+                .arg(&key)
+                .query_async(&mut commands)
+                .await
+                .map_err(backend)?;
+            let pending = groups
+                .groups
+                .iter()
+                .find(|g| g.name == GROUP)
+                .map_or(0, |g| g.pending);
+            let waiting = len.saturating_sub(pending);
+            if waiting > 0 {
+                out.push((lane, waiting));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

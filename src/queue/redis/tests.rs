@@ -1,0 +1,387 @@
+//! Tests of [`RedisQueue`] against a real Redis: the shared one at `$REDIS_URL` (skipped
+//! with a note when unset), or a private `redis-server` for the restart tests.
+
+use std::time::{Duration, Instant};
+
+use redis::AsyncCommands;
+
+use super::take::id_order;
+use super::*;
+use crate::backend::BackendRequest;
+use crate::domain::{ModelName, TaskId};
+use crate::testkit::redis_server::{RedisServer, delete_keys, redis_url_or_skip, unique_prefix};
+
+const PATIENCE: Duration = Duration::from_secs(5);
+
+fn job(lane: &Lane) -> Job {
+    Job {
+        task_id: TaskId::new(),
+        lane: lane.clone(),
+        created_at: chrono::Utc::now(),
+        request: BackendRequest {
+            model: ModelName::parse("m").unwrap(),
+            messages: vec![],
+            params: Default::default(),
+            tools: vec![],
+        },
+        internal_task: None,
+        attempt: 0,
+        avoid: vec![],
+    }
+}
+
+fn fast() -> RedisQueueOptions {
+    RedisQueueOptions {
+        lease: Duration::from_millis(200),
+        max_deliveries: 3,
+        block: Duration::from_millis(50),
+        max_avoid_passes: 3,
+    }
+}
+
+fn lane(s: &str) -> Lane {
+    Lane::parse(s).unwrap()
+}
+
+fn worker(s: &str) -> WorkerName {
+    WorkerName::parse(s).unwrap()
+}
+
+async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn dequeue_within(
+    q: &RedisQueue,
+    lanes: &[Lane],
+    w: &WorkerName,
+    within: Duration,
+) -> Option<Delivery> {
+    tokio::time::timeout(within, q.dequeue(lanes, w))
+        .await
+        .ok()
+        .map(|d| d.unwrap())
+}
+
+#[test]
+fn stream_ids_sort_by_time_then_sequence() {
+    assert!(id_order("1700000000000-1") < id_order("1700000000000-2"));
+    assert!(id_order("999-9") < id_order("1000-0"));
+    assert_eq!(id_order("junk"), (u64::MAX, 0));
+}
+
+#[tokio::test]
+async fn enqueue_dequeue_across_lanes_oldest_first_and_ack_removes() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    q.ping().await.unwrap();
+    let (a, b) = (lane("tasks:llm:a"), lane("tasks:web"));
+    let w = worker("w");
+    let j1 = job(&b);
+    let j2 = job(&a);
+    q.enqueue(j1.clone()).await.unwrap();
+    q.enqueue(j2.clone()).await.unwrap();
+    assert_eq!(
+        q.depths().await.unwrap(),
+        vec![(a.clone(), 1), (b.clone(), 1)]
+    );
+    let lanes = [a.clone(), b.clone()];
+    let d1 = q.dequeue(&lanes, &w).await.unwrap();
+    let d2 = q.dequeue(&lanes, &w).await.unwrap();
+    assert_eq!(d1.job, j1, "the older job first, whatever its lane");
+    assert_eq!(d2.job, j2);
+    assert_eq!((d1.deliveries, d1.dead_letter.as_deref()), (1, None));
+    assert!(
+        q.depths().await.unwrap().is_empty(),
+        "handed-out jobs are not waiting"
+    );
+    let mut conn = raw(&url).await;
+    let len: usize = conn.xlen(q.stream_key(&b)).await.unwrap();
+    assert_eq!(len, 1, "unacknowledged jobs stay in the stream");
+    q.ack(&d1).await.unwrap();
+    q.ack(&d2).await.unwrap();
+    for l in [&a, &b] {
+        let len: usize = conn.xlen(q.stream_key(l)).await.unwrap();
+        assert_eq!(len, 0, "ack removes the entry");
+    }
+    let pending: redis::streams::StreamPendingReply =
+        conn.xpending(q.stream_key(&a), GROUP).await.unwrap();
+    assert_eq!(pending.count(), 0);
+    // A worker only gets jobs of its own lanes.
+    q.enqueue(job(&a)).await.unwrap();
+    assert!(
+        dequeue_within(&q, std::slice::from_ref(&b), &w, Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn waiting_consumer_is_woken_by_enqueue() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = Arc::new(RedisQueue::connect(&url, &prefix, fast()).await.unwrap());
+    let l = lane("tasks:utility");
+    let waiter = {
+        let (q, l) = (q.clone(), l.clone());
+        tokio::spawn(async move { q.dequeue(&[l], &worker("w")).await.unwrap().job })
+    };
+    let j = job(&l);
+    q.enqueue(j.clone()).await.unwrap();
+    let got = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, j);
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn job_of_a_dead_consumer_is_taken_over_after_the_lease() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let l = lane("tasks:llm:m");
+    let a = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let j = job(&l);
+    a.enqueue(j.clone()).await.unwrap();
+    let first = a
+        .dequeue(std::slice::from_ref(&l), &worker("w"))
+        .await
+        .unwrap();
+    assert_eq!(first.deliveries, 1);
+    let taken_at = Instant::now();
+    drop(a); // the process holding the job dies without acknowledging it
+    // The same worker name in a new process is a new consumer: it takes the job over
+    // only once the lease ran out (dequeue polls for stale entries while it waits).
+    let b = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let again = dequeue_within(&b, std::slice::from_ref(&l), &worker("w"), PATIENCE)
+        .await
+        .expect("the job is delivered again");
+    assert!(taken_at.elapsed() >= fast().lease);
+    assert_eq!(again.job, j);
+    assert_eq!(again.receipt, first.receipt, "the same entry, not a copy");
+    assert_eq!(again.deliveries, 2);
+    assert_eq!(again.dead_letter, None);
+    b.ack(&again).await.unwrap();
+    let mut conn = raw(&url).await;
+    let len: usize = conn.xlen(b.stream_key(&l)).await.unwrap();
+    assert_eq!(len, 0);
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_live_holder_keeps_its_job_past_the_lease() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let l = lane("tasks:llm:m");
+    let a = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let b = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    a.enqueue(job(&l)).await.unwrap();
+    let held = a
+        .dequeue(std::slice::from_ref(&l), &worker("a"))
+        .await
+        .unwrap();
+    // A long generation: five leases pass while `a` runs the job and renews its lease.
+    let stolen = dequeue_within(&b, std::slice::from_ref(&l), &worker("b"), fast().lease * 5).await;
+    assert!(stolen.is_none(), "a running job must not be taken over");
+    a.ack(&held).await.unwrap();
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn past_the_retry_limit_the_job_comes_out_as_a_dead_letter() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let l = lane("tasks:rag");
+    let w = worker("w");
+    let j = job(&l);
+    {
+        let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    // Three processes take the job and die with it.
+    for n in 1..=3 {
+        let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+        let d = dequeue_within(&q, std::slice::from_ref(&l), &w, PATIENCE)
+            .await
+            .expect("delivered");
+        assert_eq!(d.deliveries, n);
+        assert_eq!(d.dead_letter, None);
+    }
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let d = dequeue_within(&q, std::slice::from_ref(&l), &w, PATIENCE)
+        .await
+        .expect("reported");
+    assert_eq!(d.job, j);
+    assert_eq!(d.deliveries, 4);
+    let reason = d.dead_letter.clone().expect("a dead letter");
+    assert!(reason.contains("4 times"), "{reason}");
+    // The worker fails the task and acknowledges: the job is gone for good.
+    q.ack(&d).await.unwrap();
+    assert!(
+        dequeue_within(&q, std::slice::from_ref(&l), &w, fast().lease * 3)
+            .await
+            .is_none()
+    );
+    let mut conn = raw(&url).await;
+    let len: usize = conn.xlen(q.stream_key(&l)).await.unwrap();
+    assert_eq!(len, 0);
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn avoided_worker_passes_the_job_on_a_bounded_number_of_times() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    let (bad, good) = (worker("bad"), worker("good"));
+    let mut conn = raw(&url).await;
+    let entry_ids = |reply: redis::streams::StreamRangeReply| {
+        reply
+            .ids
+            .into_iter()
+            .map(|e| (e.id.clone(), e.get::<u32>(FIELD_PASSES)))
+            .collect::<Vec<_>>()
+    };
+
+    // Another worker takes an avoiding job as it is.
+    let mut j = job(&l);
+    j.avoid = vec![bad.clone()];
+    q.enqueue(j.clone()).await.unwrap();
+    let original = entry_ids(conn.xrange_all(q.stream_key(&l)).await.unwrap());
+    let d = q.dequeue(std::slice::from_ref(&l), &good).await.unwrap();
+    assert_eq!((d.job.task_id, &d.receipt), (j.task_id, &original[0].0));
+    q.ack(&d).await.unwrap();
+
+    // The avoided worker puts it back (a new entry each time) until the passes run out,
+    // then runs it rather than leave it waiting forever.
+    q.enqueue(j.clone()).await.unwrap();
+    let original = entry_ids(conn.xrange_all(q.stream_key(&l)).await.unwrap());
+    let d = q.dequeue(std::slice::from_ref(&l), &bad).await.unwrap();
+    assert_eq!(d.job.task_id, j.task_id);
+    let now = entry_ids(conn.xrange_all(q.stream_key(&l)).await.unwrap());
+    assert_eq!(now.len(), 1, "put back, never copied");
+    assert_ne!(now[0].0, original[0].0);
+    assert_eq!(now[0], (d.receipt.clone(), Some(3)));
+    q.ack(&d).await.unwrap();
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+/// The number of clients blocked in a command, from `INFO clients`.
+async fn blocked_clients(url: &str) -> usize {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query_async(&mut raw(url).await)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_dropped_dequeue_cancels_its_read_and_loses_nothing() {
+    if RedisServer::binary().is_none() {
+        eprintln!("note: redis-server not found; private Redis test skipped");
+        return;
+    }
+    let server = RedisServer::start().await.unwrap();
+    let url = server.url();
+    // A long lease and block: only the cancelled read could take the job, and the lease
+    // would not give it back within this test.
+    let options = RedisQueueOptions {
+        lease: Duration::from_secs(60),
+        block: Duration::from_secs(10),
+        ..RedisQueueOptions::default()
+    };
+    let q = RedisQueue::connect(&url, "", options).await.unwrap();
+    let l = lane("tasks:web");
+    let w = worker("w");
+    assert!(
+        dequeue_within(&q, std::slice::from_ref(&l), &w, Duration::from_millis(300))
+            .await
+            .is_none()
+    );
+    // The abandoned XREADGROUP is ended on the server well before its 10 s block.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while blocked_clients(&url).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the dropped read is still blocked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let j = job(&l);
+    q.enqueue(j.clone()).await.unwrap();
+    let d = dequeue_within(&q, std::slice::from_ref(&l), &w, PATIENCE)
+        .await
+        .expect("the job was not lost to the dropped read");
+    assert_eq!((d.job, d.deliveries), (j, 1));
+}
+
+#[tokio::test]
+async fn the_queue_recovers_from_a_redis_restart() {
+    if RedisServer::binary().is_none() {
+        eprintln!("note: redis-server not found; private Redis test skipped");
+        return;
+    }
+    let mut server = RedisServer::start().await.unwrap();
+    let url = server.url();
+    let q = Arc::new(RedisQueue::connect(&url, "", fast()).await.unwrap());
+    let l = lane("tasks:llm:m");
+    let w = worker("w");
+    q.enqueue(job(&l)).await.unwrap();
+    let d = q.dequeue(std::slice::from_ref(&l), &w).await.unwrap();
+    q.ack(&d).await.unwrap();
+
+    // A worker is waiting for work when Redis goes away.
+    let waiter = {
+        let (q, l, w) = (q.clone(), l.clone(), w.clone());
+        tokio::spawn(async move { q.dequeue(&[l], &w).await })
+    };
+    server.stop().await.unwrap();
+    assert!(matches!(q.ping().await, Err(QueueError::Backend(_))));
+    assert!(matches!(
+        q.enqueue(job(&l)).await,
+        Err(QueueError::Backend(_))
+    ));
+    assert!(!waiter.is_finished(), "the waiting worker keeps waiting");
+
+    // Redis comes back empty (no persistence): groups are gone, the queue re-creates them.
+    server.restart().await.unwrap();
+    let j = job(&l);
+    let deadline = Instant::now() + PATIENCE;
+    while let Err(e) = q.enqueue(j.clone()).await {
+        assert!(Instant::now() < deadline, "enqueue did not recover: {e}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let d = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("the waiting worker got the job")
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.job, j);
+    q.ping().await.unwrap();
+    q.ack(&d).await.unwrap();
+    assert!(q.depths().await.unwrap().is_empty());
+}

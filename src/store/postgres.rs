@@ -1,0 +1,524 @@
+//! The PostgreSQL task store: cluster mode (`[store] type = "postgres"`).
+//!
+//! Same table, semantics and idempotency as [`super::sqlite`]: the service inserts the row
+//! before queueing, workers on any machine claim and finish it. `claim` and `finish` are
+//! single conditional `UPDATE`s, so two workers that got the same job (Redis delivers at
+//! least once) cannot both finish it. Native types: `uuid`, `timestamptz`, `jsonb`, so
+//! `psql -c "SELECT prompt FROM tasks WHERE task_id = '…'"` works as it does on SQLite.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::types::Json;
+use sqlx::{PgPool, Row};
+use uuid::Uuid;
+
+use super::{Claim, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
+use crate::domain::{TaskId, TaskStatus, WorkerName};
+
+const MAX_CONNECTIONS: u32 = 8;
+
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user@host:5432/db`) and applies the migrations to the
+    /// connection's default schema.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url)?;
+        Self::open(options, None).await
+    }
+
+    /// Like [`connect`](Self::connect), but keeps every table in `schema` (created if
+    /// missing): each pooled connection starts with `search_path` set to it. Tests use
+    /// this to run in parallel, one schema each, and [`drop_schema`](Self::drop_schema)
+    /// afterwards. `schema` must be a plain lowercase identifier (`[a-z_][a-z0-9_]*`).
+    pub async fn connect_with_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        check_schema_name(schema)?;
+        let options = PgConnectOptions::from_str(url)?.options([("search_path", schema)]);
+        Self::open(options, Some(schema)).await
+    }
+
+    async fn open(options: PgConnectOptions, schema: Option<&str>) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await?;
+        if let Some(schema) = schema {
+            // An identifier cannot be a bind parameter; `check_schema_name` allows only
+            // `[a-z0-9_]`, so the quoted name cannot break out of the statement.
+            sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
+                .execute(&pool)
+                .await?;
+        }
+        sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// Drops `schema` and everything in it, then closes the pool. For tests that used
+    /// [`connect_with_schema`](Self::connect_with_schema).
+    pub async fn drop_schema(self, schema: &str) -> Result<(), StoreError> {
+        check_schema_name(schema)?;
+        sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+            .execute(&self.pool)
+            .await?;
+        self.pool.close().await;
+        Ok(())
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+fn check_schema_name(schema: &str) -> Result<(), StoreError> {
+    let mut chars = schema.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && schema.len() <= 63;
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Open {
+            path: format!("schema {schema:?}"),
+            detail: "a schema name must match [a-z_][a-z0-9_]* and be at most 63 bytes".into(),
+        })
+    }
+}
+
+const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
+    queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens";
+
+#[async_trait]
+impl TaskStore for PostgresStore {
+    async fn insert(&self, t: &NewTask) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
+             worker_id, queue, status, response, internal_task, web_search, reasons, job) \
+             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        )
+        .bind(t.task_id.as_uuid())
+        .bind(t.created_at)
+        .bind(&t.thread_id)
+        .bind(&t.prompt)
+        .bind(&t.domain)
+        .bind(&t.model)
+        .bind(&t.worker_id)
+        .bind(&t.queue)
+        .bind(t.status.as_str())
+        .bind(&t.response)
+        .bind(t.internal_task.map(|k| k.as_str()))
+        .bind(t.web_search)
+        .bind(Json(&t.reasons))
+        .bind(&t.job)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        id: TaskId,
+        worker: &WorkerName,
+        at: DateTime<Utc>,
+    ) -> Result<Claim, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tasks SET status = 'running', worker_id = $1, updated_at = $2, \
+             attempts = attempts + 1 \
+             WHERE task_id = $3 AND status IN ('queued', 'running')",
+        )
+        .bind(worker.as_str())
+        .bind(at)
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            return Ok(Claim::Claimed);
+        }
+        let exists = sqlx::query("SELECT 1 FROM tasks WHERE task_id = $1")
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(if exists.is_some() {
+            Claim::AlreadyFinished
+        } else {
+            Claim::Missing
+        })
+    }
+
+    async fn requeue(&self, id: TaskId, job: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE tasks SET status = 'queued', job = $1, updated_at = $2 \
+             WHERE task_id = $3 AND status IN ('queued', 'running')",
+        )
+        .bind(job)
+        .bind(at)
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tasks SET status = $1, updated_at = $2, worker_id = COALESCE($3, worker_id), \
+             response = $4, error = $5, fallback_used = $6, fallback_reason = $7, \
+             queue_wait_ms = COALESCE($8, queue_wait_ms), first_token_ms = $9, total_ms = $10, \
+             prompt_tokens = $11, completion_tokens = $12, job = NULL \
+             WHERE task_id = $13 AND status IN ('queued', 'running')",
+        )
+        .bind(o.status.as_str())
+        .bind(o.at)
+        .bind(&o.worker_id)
+        .bind(&o.response)
+        .bind(&o.error)
+        .bind(o.fallback_used)
+        .bind(&o.fallback_reason)
+        .bind(o.queue_wait_ms)
+        .bind(o.first_token_ms)
+        .bind(o.total_ms)
+        .bind(o.prompt_tokens)
+        .bind(o.completion_tokens)
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM tasks WHERE task_id = $1"))
+            .bind(id.as_uuid())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| from_row(&r)).transpose()
+    }
+
+    async fn list(&self, f: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM tasks \
+             WHERE ($1::text IS NULL OR status = $1) \
+             AND (NOT $2 OR internal_task IS NOT NULL) \
+             AND ($3::text IS NULL OR thread_id = $3) \
+             ORDER BY created_at DESC, task_id DESC LIMIT $4"
+        ))
+        .bind(f.status.map(TaskStatus::as_str))
+        .bind(f.internal_only)
+        .bind(&f.thread_id)
+        .bind(i64::from(f.limit.max(1)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM tasks WHERE status IN ('queued', 'running') \
+             ORDER BY created_at, task_id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+fn from_row(r: &PgRow) -> Result<TaskRecord, StoreError> {
+    let id: Uuid = r.try_get("task_id")?;
+    let corrupt = |detail: String| StoreError::Corrupt {
+        task_id: id.to_string(),
+        detail,
+    };
+    let status: String = r.try_get("status")?;
+    let status = TaskStatus::parse(&status).map_err(|e| corrupt(e.to_string()))?;
+    let reasons: serde_json::Value = r.try_get("reasons")?;
+    let reasons: Vec<String> =
+        serde_json::from_value(reasons).map_err(|e| corrupt(format!("reasons: {e}")))?;
+    Ok(TaskRecord {
+        task_id: TaskId::from(id),
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+        thread_id: r.try_get("thread_id")?,
+        prompt: r.try_get("prompt")?,
+        domain: r.try_get("domain")?,
+        model: r.try_get("model")?,
+        worker_id: r.try_get("worker_id")?,
+        queue: r.try_get("queue")?,
+        status,
+        response: r.try_get("response")?,
+        error: r.try_get("error")?,
+        internal_task: r.try_get("internal_task")?,
+        web_search: r.try_get("web_search")?,
+        fallback_used: r.try_get("fallback_used")?,
+        fallback_reason: r.try_get("fallback_reason")?,
+        reasons,
+        job: r.try_get("job")?,
+        attempts: r.try_get("attempts")?,
+        queue_wait_ms: r.try_get("queue_wait_ms")?,
+        first_token_ms: r.try_get("first_token_ms")?,
+        total_ms: r.try_get("total_ms")?,
+        prompt_tokens: r.try_get("prompt_tokens")?,
+        completion_tokens: r.try_get("completion_tokens")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::InternalTask;
+
+    fn new_task(prompt: &str) -> NewTask {
+        NewTask {
+            task_id: TaskId::new(),
+            created_at: Utc::now(),
+            thread_id: "t1".into(),
+            prompt: prompt.into(),
+            domain: "general".into(),
+            model: "m".into(),
+            queue: "tasks:llm:m".into(),
+            status: TaskStatus::Queued,
+            response: None,
+            worker_id: None,
+            internal_task: None,
+            web_search: false,
+            reasons: vec!["auto".into()],
+            job: Some("{}".into()),
+        }
+    }
+
+    /// A store in a fresh schema, or `None` (with a note) when `DATABASE_URL` is unset.
+    async fn store() -> Option<(PostgresStore, String)> {
+        let Ok(url) = std::env::var("DATABASE_URL") else {
+            eprintln!("note: DATABASE_URL is not set; PostgreSQL test skipped");
+            return None;
+        };
+        let schema = format!("test_{}", Uuid::now_v7().simple());
+        let store = PostgresStore::connect_with_schema(&url, &schema)
+            .await
+            .unwrap();
+        Some((store, schema))
+    }
+
+    fn done(response: &str) -> TaskOutcome {
+        let mut o = TaskOutcome::failed(Utc::now(), "");
+        o.status = TaskStatus::Done;
+        o.error = None;
+        o.response = Some(response.into());
+        o.total_ms = Some(12);
+        o
+    }
+
+    #[test]
+    fn schema_names_are_checked() {
+        assert!(check_schema_name("test_0a9").is_ok());
+        assert!(check_schema_name("_x").is_ok());
+        for bad in ["", "9x", "Upper", "a-b", "a\"; DROP TABLE tasks; --", "a b"] {
+            assert!(check_schema_name(bad).is_err(), "{bad}");
+        }
+        assert!(check_schema_name(&"a".repeat(64)).is_err());
+    }
+
+    #[tokio::test]
+    async fn lifecycle_queued_running_done() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        let t = new_task("こんにちは");
+        s.insert(&t).await.unwrap();
+        let w = WorkerName::parse("moon").unwrap();
+        assert_eq!(
+            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+            Claim::Claimed
+        );
+        let got = s.get(t.task_id).await.unwrap().unwrap();
+        assert_eq!(got.status, TaskStatus::Running);
+        assert_eq!(got.attempts, 1);
+        assert!(s.finish(t.task_id, &done("answer")).await.unwrap());
+        // A second finish (duplicate delivery) changes nothing.
+        assert!(
+            !s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "late"))
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+            Claim::AlreadyFinished
+        );
+        let got = s.get(t.task_id).await.unwrap().unwrap();
+        assert_eq!(got.status, TaskStatus::Done);
+        assert_eq!(got.prompt, "こんにちは");
+        assert_eq!(got.response.as_deref(), Some("answer"));
+        assert_eq!(got.error, None);
+        assert_eq!(got.total_ms, Some(12));
+        assert_eq!(got.worker_id.as_deref(), Some("moon"));
+        assert_eq!(got.job, None, "the job is dropped once the task ends");
+        assert_eq!(got.reasons, vec!["auto".to_owned()]);
+        assert_eq!(got.attempts, 1);
+        assert_eq!(
+            s.claim(TaskId::new(), &w, Utc::now()).await.unwrap(),
+            Claim::Missing
+        );
+        assert_eq!(s.get(TaskId::new()).await.unwrap(), None);
+        // The id is a native uuid: a text literal compares to it, as in the psql seed.
+        let prompt: String =
+            sqlx::query_scalar("SELECT prompt FROM tasks WHERE task_id = $1::text::uuid")
+                .bind(t.task_id.to_string())
+                .fetch_one(s.pool())
+                .await
+                .unwrap();
+        assert_eq!(prompt, "こんにちは");
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn racing_workers_finish_a_task_once() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        let t = new_task("race");
+        s.insert(&t).await.unwrap();
+        let (a, b) = (
+            WorkerName::parse("a").unwrap(),
+            WorkerName::parse("b").unwrap(),
+        );
+        // Both saw the same job (at-least-once delivery): both may claim while it runs...
+        assert_eq!(
+            s.claim(t.task_id, &a, Utc::now()).await.unwrap(),
+            Claim::Claimed
+        );
+        assert_eq!(
+            s.claim(t.task_id, &b, Utc::now()).await.unwrap(),
+            Claim::Claimed
+        );
+        // ...but exactly one finish wins.
+        let (from_a, from_b) = (done("from a"), done("from b"));
+        let (x, y) = tokio::join!(s.finish(t.task_id, &from_a), s.finish(t.task_id, &from_b));
+        assert_eq!([x.unwrap(), y.unwrap()].iter().filter(|w| **w).count(), 1);
+        let got = s.get(t.task_id).await.unwrap().unwrap();
+        assert_eq!(got.status, TaskStatus::Done);
+        assert_eq!(got.attempts, 2);
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn requeue_keeps_the_new_job_until_the_end() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        let t = new_task("retry me");
+        s.insert(&t).await.unwrap();
+        let w = WorkerName::parse("w").unwrap();
+        s.claim(t.task_id, &w, Utc::now()).await.unwrap();
+        s.requeue(t.task_id, "{\"attempt\":1}", Utc::now())
+            .await
+            .unwrap();
+        let got = s.get(t.task_id).await.unwrap().unwrap();
+        assert_eq!(got.status, TaskStatus::Queued);
+        assert_eq!(got.job.as_deref(), Some("{\"attempt\":1}"));
+        assert!(
+            s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "boom"))
+                .await
+                .unwrap()
+        );
+        // A finished task is not put back.
+        s.requeue(t.task_id, "{}", Utc::now()).await.unwrap();
+        let got = s.get(t.task_id).await.unwrap().unwrap();
+        assert_eq!(got.status, TaskStatus::Failed);
+        assert_eq!(got.error.as_deref(), Some("boom"));
+        assert_eq!(got.job, None);
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn list_filters_and_unfinished() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        let a = new_task("a");
+        let mut b = new_task("b");
+        b.internal_task = Some(InternalTask::TitleGeneration);
+        b.status = TaskStatus::Done;
+        b.response = Some("{\"title\":\"x\"}".into());
+        b.created_at = a.created_at + chrono::Duration::milliseconds(5);
+        let mut c = new_task("c");
+        c.thread_id = "t2".into();
+        c.created_at = a.created_at + chrono::Duration::milliseconds(10);
+        c.web_search = true;
+        c.reasons = vec![];
+        for t in [&a, &b, &c] {
+            s.insert(t).await.unwrap();
+        }
+        let list = |f: TaskFilter| {
+            let s = s.clone();
+            async move { s.list(&f).await.unwrap() }
+        };
+        let all = list(TaskFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await;
+        let ids: Vec<_> = all.iter().map(|r| r.task_id).collect();
+        assert_eq!(ids, vec![c.task_id, b.task_id, a.task_id], "newest first");
+        assert!(all[0].web_search);
+        assert!(all[0].reasons.is_empty());
+        let limited = list(TaskFilter {
+            limit: 1,
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(limited.len(), 1);
+        assert_eq!(limited[0].task_id, c.task_id);
+        let internal = list(TaskFilter {
+            limit: 10,
+            internal_only: true,
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(internal.len(), 1);
+        assert_eq!(
+            internal[0].internal_task.as_deref(),
+            Some("title_generation")
+        );
+        let queued = list(TaskFilter {
+            limit: 10,
+            status: Some(TaskStatus::Queued),
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(queued.len(), 2);
+        assert!(queued.iter().all(|r| r.status == TaskStatus::Queued));
+        let thread = list(TaskFilter {
+            limit: 10,
+            thread_id: Some("t2".into()),
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(thread.len(), 1);
+        assert_eq!(thread[0].task_id, c.task_id);
+        let both = list(TaskFilter {
+            limit: 10,
+            status: Some(TaskStatus::Queued),
+            thread_id: Some("t1".into()),
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(both.len(), 1);
+        assert_eq!(both[0].task_id, a.task_id);
+        let unfinished = s.unfinished().await.unwrap();
+        let ids: Vec<_> = unfinished.iter().map(|r| r.task_id).collect();
+        assert_eq!(ids, vec![a.task_id, c.task_id], "oldest first");
+        assert_eq!(unfinished[0].job.as_deref(), Some("{}"));
+        s.ping().await.unwrap();
+        s.drop_schema(&schema).await.unwrap();
+    }
+}
