@@ -2,3 +2,4 @@
 //! protocols, started on port 0.
 
 pub mod fake_llm;
+pub mod fake_searxng;
