@@ -144,4 +144,26 @@ mod tests {
         assert_eq!(c.timeout_ms, 5000);
         assert_eq!(c.model_name(), None);
     }
+
+    #[test]
+    fn the_section_loads_from_the_config_file_and_is_validated_with_it() {
+        let cfg = crate::config::load_str(
+            "[web]\nsearxng_url = \"http://search.lan:8080\"\nmodel = \"qwen2.5:3b\"",
+            Vec::<(String, String)>::new(),
+        )
+        .unwrap();
+        assert_eq!(cfg.web.searxng_url, "http://search.lan:8080");
+        assert_eq!(
+            cfg.web.model_name().map(|m| m.to_string()).as_deref(),
+            Some("qwen2.5:3b")
+        );
+        let err = crate::config::load_str("[web]\nmax_results = 0", Vec::<(String, String)>::new())
+            .unwrap_err();
+        assert!(
+            err.problems()
+                .iter()
+                .any(|p| p.starts_with("web.max_results")),
+            "{err}"
+        );
+    }
 }
