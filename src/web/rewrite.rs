@@ -18,7 +18,8 @@ use crate::domain::ModelName;
 pub struct RewriteError(pub String);
 
 /// Turns a prompt and its history into one standalone search query, usually with a small
-/// model. Implementations need not clean or cap their answer; [`derive_query`] does.
+/// model. Implementations need not clean or cap their answer;
+/// [`super::query::derive_query`] does.
 #[async_trait]
 pub trait QueryRewriter: Send + Sync {
     async fn rewrite(
