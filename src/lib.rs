@@ -17,4 +17,5 @@ pub mod store;
 pub mod telemetry;
 pub mod testkit;
 pub mod turn;
+pub mod web;
 pub mod worker;

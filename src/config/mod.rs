@@ -30,6 +30,7 @@ pub struct Config {
     pub history: HistoryConfig,
     pub internal_tasks: InternalTasksConfig,
     pub timeouts: TimeoutsConfig,
+    pub web: crate::web::WebConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -297,6 +298,7 @@ impl Config {
             problems.push("timeouts.stream_idle_s: must be at least 1".to_owned());
         }
         problems.extend(self.routing.validate());
+        problems.extend(self.web.validate());
         problems
     }
 

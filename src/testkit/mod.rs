@@ -3,4 +3,5 @@
 
 pub mod chunks;
 pub mod fake_llm;
+pub mod fake_searxng;
 pub mod redis_server;
