@@ -6,6 +6,7 @@
 pub mod api;
 pub mod backend;
 pub mod chat;
+pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod events;

@@ -35,6 +35,31 @@ enum Command {
         #[arg(long)]
         log_json: bool,
     },
+    /// Run this machine's workers for a cluster (PostgreSQL + Redis): they take tasks
+    /// for the machine's models, report with heartbeats, and need no HTTP port.
+    Worker {
+        /// Config file (default: ./coordinator.toml if present).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// This machine's worker name, as users see it (e.g. gpu-desktop).
+        #[arg(long)]
+        name: Option<String>,
+        /// The task store: postgres://user@host/db (overrides [store]).
+        #[arg(long)]
+        store: Option<String>,
+        /// The queue: redis://host:6379 (overrides [queue]).
+        #[arg(long)]
+        queue: Option<String>,
+        /// A local Ollama to serve (adds a backend; e.g. http://127.0.0.1:11434).
+        #[arg(long)]
+        ollama: Option<String>,
+        /// A local OpenAI-compatible server to serve (adds a backend; its /v1 base URL).
+        #[arg(long)]
+        openai: Option<String>,
+        /// Log as JSON lines.
+        #[arg(long)]
+        log_json: bool,
+    },
     /// Configuration tools.
     Config {
         #[command(subcommand)]
@@ -141,6 +166,27 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             app.run_until_stopped(shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Worker {
+            config,
+            name,
+            store,
+            queue,
+            ollama,
+            openai,
+            log_json,
+        } => {
+            coordinator::telemetry::init(log_json);
+            let mut cfg = load_config(config)?;
+            apply_cluster_flags(&mut cfg, store, queue, ollama, openai);
+            let problems = cfg.validate();
+            if !problems.is_empty() {
+                anyhow::bail!("configuration has problems:\n  {}", problems.join("\n  "));
+            }
+            tracing::info!(config = %cfg.summary(), "starting coordinator worker {}", env!("CARGO_PKG_VERSION"));
+            let process = coordinator::startup::WorkerProcess::build(cfg, name.as_deref()).await?;
+            process.run_until_stopped(shutdown_signal()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Config {
             command: ConfigCommand::Check { file },
         } => {
@@ -206,6 +252,48 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `worker` flags over the config: store and queue URLs, and local backends.
+fn apply_cluster_flags(
+    cfg: &mut Config,
+    store: Option<String>,
+    queue: Option<String>,
+    ollama: Option<String>,
+    openai: Option<String>,
+) {
+    use coordinator::config::{BackendConfig, BackendKind, QueueConfig, StoreConfig};
+    if let Some(url) = store {
+        cfg.store = StoreConfig::Postgres { url, schema: None };
+    }
+    if let Some(url) = queue {
+        let (prefix, lease_s) = match &cfg.queue {
+            QueueConfig::Redis {
+                prefix, lease_s, ..
+            } => (prefix.clone(), *lease_s),
+            QueueConfig::InProcess => (String::new(), 60),
+        };
+        cfg.queue = QueueConfig::Redis {
+            url,
+            prefix,
+            lease_s,
+        };
+    }
+    for (url, kind, name) in [
+        (ollama, BackendKind::Ollama, "ollama"),
+        (openai, BackendKind::Openai, "openai"),
+    ] {
+        if let Some(url) = url {
+            cfg.backends.push(BackendConfig {
+                name: name.to_owned(),
+                kind,
+                url,
+                models: None,
+                api_key_env: None,
+                max_concurrency: 2,
+            });
         }
     }
 }

@@ -28,8 +28,8 @@ pub struct BackendHandle {
     models_version: tokio::sync::watch::Sender<u64>,
 }
 
-/// What `GET /workers` shows for one backend.
-#[derive(Debug, Clone, Serialize)]
+/// What `GET /workers` shows for one backend (and what its heartbeat carries).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct WorkerStatus {
     pub name: WorkerName,
     pub kind: crate::config::BackendKind,
@@ -228,19 +228,9 @@ impl Registry {
         Catalog::new(entries)
     }
 
-    /// The worker the router expects to take a task for `model`: healthy, serving it, with
-    /// the most free capacity.
+    /// The worker the router expects to take a task for `model` (see [`crate::cluster::best_of`]).
     pub fn best_worker_for(&self, model: &ModelName) -> Option<WorkerName> {
-        self.handles
-            .iter()
-            .filter(|h| h.serves(model))
-            .max_by_key(|h| {
-                (
-                    h.is_healthy(),
-                    h.max_concurrency.saturating_sub(h.in_flight()),
-                )
-            })
-            .map(|h| h.name().clone())
+        crate::cluster::best_of(&self.statuses(), model)
     }
 
     pub fn statuses(&self) -> Vec<WorkerStatus> {

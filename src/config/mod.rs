@@ -75,6 +75,10 @@ pub enum StoreConfig {
     },
     Postgres {
         url: String,
+        /// A schema to keep the tables in (created if missing); the default search path
+        /// when absent.
+        #[serde(default)]
+        schema: Option<String>,
     },
 }
 
@@ -98,7 +102,18 @@ pub enum QueueConfig {
     InProcess,
     Redis {
         url: String,
+        /// A prefix for every key, to share one Redis between installations.
+        #[serde(default)]
+        prefix: String,
+        /// How long a job taken by a worker that went silent stays with it before another
+        /// worker takes it over.
+        #[serde(default = "default_lease_s")]
+        lease_s: u64,
     },
+}
+
+fn default_lease_s() -> u64 {
+    60
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,7 +246,7 @@ impl Config {
             StoreConfig::Sqlite { path } if path.as_os_str().is_empty() => {
                 problems.push("store.path: it is empty".to_owned());
             }
-            StoreConfig::Postgres { url }
+            StoreConfig::Postgres { url, .. }
                 if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) =>
             {
                 problems.push(format!(
@@ -241,7 +256,10 @@ impl Config {
             }
             _ => {}
         }
-        if let QueueConfig::Redis { url } = &self.queue
+        if let QueueConfig::Redis { lease_s: 0, .. } = &self.queue {
+            problems.push("queue.lease_s: must be at least 1".to_owned());
+        }
+        if let QueueConfig::Redis { url, .. } = &self.queue
             && !(url.starts_with("redis://") || url.starts_with("rediss://"))
         {
             problems.push(format!(
@@ -316,11 +334,11 @@ impl Config {
     pub fn summary(&self) -> String {
         let store = match &self.store {
             StoreConfig::Sqlite { path } => format!("sqlite:{}", path.display()),
-            StoreConfig::Postgres { url } => format!("postgres:{}", redact_url(url)),
+            StoreConfig::Postgres { url, .. } => format!("postgres:{}", redact_url(url)),
         };
         let queue = match &self.queue {
             QueueConfig::InProcess => "in-process".to_owned(),
-            QueueConfig::Redis { url } => format!("redis:{}", redact_url(url)),
+            QueueConfig::Redis { url, .. } => format!("redis:{}", redact_url(url)),
         };
         let backends: Vec<String> = self
             .effective_backends()
@@ -375,7 +393,8 @@ mod tests {
         assert!(
             !Config {
                 store: StoreConfig::Postgres {
-                    url: "postgres://u:secret@h/db".into()
+                    url: "postgres://u:secret@h/db".into(),
+                    schema: None,
                 },
                 ..Default::default()
             }

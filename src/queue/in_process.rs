@@ -97,6 +97,18 @@ impl Queue for InProcessQueue {
         Ok(())
     }
 
+    async fn task_ids(
+        &self,
+    ) -> Result<std::collections::HashSet<crate::domain::TaskId>, QueueError> {
+        let inner = self.lock();
+        Ok(inner
+            .lanes
+            .values()
+            .flatten()
+            .map(|(_, j)| j.task_id)
+            .collect())
+    }
+
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
         let inner = self.lock();
         let mut out: Vec<(Lane, usize)> = inner

@@ -70,4 +70,7 @@ pub trait Queue: Send + Sync + 'static {
 
     /// Jobs waiting in each lane.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError>;
+
+    /// The tasks the queue holds, waiting or handed out and not yet acknowledged.
+    async fn task_ids(&self) -> Result<std::collections::HashSet<TaskId>, QueueError>;
 }

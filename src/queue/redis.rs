@@ -30,6 +30,7 @@
 //! data the store lacks: start-up recovery queues unfinished tasks again from the store.
 
 pub(crate) mod connection;
+mod inventory;
 mod lease;
 mod take;
 
@@ -44,11 +45,11 @@ use redis::streams::StreamInfoGroupsReply;
 use redis::{RedisError, RedisResult};
 use tokio_util::task::AbortOnDropHandle;
 
-use self::connection::{glob_escape, is_no_group, lock};
+use self::connection::{is_no_group, lock};
 use self::lease::{Unleased, keep_leases};
 use self::take::Taken;
 use super::{Delivery, Job, Queue, QueueError};
-use crate::domain::{Lane, WorkerName};
+use crate::domain::{Lane, TaskId, WorkerName};
 
 /// The consumer group of every lane stream.
 pub const GROUP: &str = "workers";
@@ -406,30 +407,8 @@ impl Queue for RedisQueue {
     /// count; lanes with none are left out.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
         let inner = &self.inner;
-        let pattern = format!("{}tasks:*", glob_escape(&inner.prefix));
         let mut commands = inner.redis.commands();
-        let mut keys = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(200)
-                .arg("TYPE")
-                .arg("stream")
-                .query_async(&mut commands)
-                .await
-                .map_err(backend)?;
-            keys.extend(batch);
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
-        keys.sort();
-        keys.dedup();
+        let keys = inventory::lane_keys(inner).await?;
         let mut out = Vec::new();
         for key in keys {
             let Some(lane) = key
@@ -458,6 +437,10 @@ impl Queue for RedisQueue {
             }
         }
         Ok(out)
+    }
+
+    async fn task_ids(&self) -> Result<HashSet<TaskId>, QueueError> {
+        inventory::task_ids(&self.inner).await
     }
 }
 

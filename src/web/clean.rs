@@ -93,41 +93,11 @@ fn last_user_line(history: &str) -> String {
     current.unwrap_or(last_user)
 }
 
-/// Markers of the routing header Coordinator (and the seed's pipe) put on answers.
-const DECORATION_PREFIXES: [&str; 11] = [
-    "📡",
-    "⏳",
-    "🌙",
-    "✅",
-    "⚠️",
-    "❌",
-    "- ドメイン:",
-    "- モデル:",
-    "- Worker:",
-    "- キュー:",
-    "*domain:",
-];
-
-/// Removes the routing header, the "⏳ 処理中..." line and the `--- *domain:` footer.
+/// Removes our routing header and footer and the seed pipe's decorations
+/// ("⏳ 処理中...", "📡 ルーティング情報", `--- *domain:` footers).
 pub fn strip_decorations(text: &str) -> String {
-    let text = crate::turn::decoration::strip(text);
-    let mut body: &str = &text;
-    for footer in ["\n---\n*domain:", "---\n*domain:"] {
-        if let Some(i) = body.find(footer) {
-            body = &body[..i];
-            break;
-        }
-    }
-    if let Some(i) = body.rfind("⏳ 処理中...") {
-        body = &body[i + "⏳ 処理中...".len()..];
-    }
-    body.lines()
-        .filter(|l| {
-            let t = l.trim_start();
-            !DECORATION_PREFIXES.iter().any(|p| t.starts_with(p))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let decoration = crate::turn::decoration::strip(text);
+    crate::turn::decoration::strip_legacy(decoration)
 }
 
 fn is_indented_code(line: &str) -> bool {

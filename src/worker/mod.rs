@@ -21,6 +21,7 @@ use crate::domain::{Lane, ModelName};
 use crate::events::EventBus;
 use crate::queue::Queue;
 use crate::store::TaskStore;
+use crate::web::WebContext;
 
 /// How many workers may try one task before it fails.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -35,6 +36,10 @@ pub struct Worker {
     pub directory: Arc<dyn Directory>,
     /// The model that serves `tasks:utility`, if any.
     pub utility_model: Option<ModelName>,
+    /// The web lane's context, when this worker serves `tasks:web`; it takes web jobs
+    /// when its backend serves `web_model`.
+    pub web: Option<Arc<WebContext>>,
+    pub web_model: Option<ModelName>,
     /// Cancelled when shutdown's grace period is over: running jobs are abandoned without
     /// writing anything, so the store still has them as running and the next start
     /// queues them again.
@@ -51,6 +56,14 @@ impl Worker {
             lanes.push(Lane::llm_pinned(&m.name, me));
             if self.utility_model.as_ref() == Some(&m.name) {
                 lanes.push(Lane::utility());
+            }
+            // The web lane: with a web (or default) model configured, the workers serving
+            // it; otherwise every worker, answering with its own model.
+            if self.web.is_some()
+                && self.web_model.as_ref().is_none_or(|w| w == &m.name)
+                && !lanes.contains(&Lane::web())
+            {
+                lanes.push(Lane::web());
             }
         }
         lanes

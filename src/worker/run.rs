@@ -10,6 +10,7 @@ use crate::domain::TaskStatus;
 use crate::events::TaskEvent;
 use crate::queue::{Delivery, Job};
 use crate::store::{Claim, TaskOutcome};
+use crate::web::{is_web_job, web_stream};
 
 /// What a stream produced so far.
 #[derive(Default)]
@@ -18,6 +19,8 @@ struct Collected {
     tool_calls: Vec<ToolCall>,
     first_token_at: Option<DateTime<Utc>>,
     usage: Option<Usage>,
+    /// Why the web lane answered from the local model alone, if it did.
+    fallback: Option<String>,
 }
 
 impl Collected {
@@ -39,6 +42,23 @@ impl Worker {
     pub(super) async fn execute(&self, delivery: Delivery) {
         let job = &delivery.job;
         let me = self.handle.name().clone();
+        if let Some(reason) = &delivery.dead_letter {
+            tracing::warn!(task_id = %job.task_id, deliveries = delivery.deliveries, reason = %reason, "queue gave up on the task");
+            let outcome = TaskOutcome::failed(Utc::now(), reason.clone());
+            if let Err(e) = self.store.finish(job.task_id, &outcome).await {
+                tracing::error!(task_id = %job.task_id, error = %e, "could not record the failed task");
+            }
+            self.events
+                .publish(
+                    job.task_id,
+                    TaskEvent::Failed {
+                        message: reason.clone(),
+                    },
+                )
+                .await;
+            self.ack(&delivery).await;
+            return;
+        }
         let started = Utc::now();
         match self.store.claim(job.task_id, &me, started).await {
             Ok(Claim::Claimed) => {}
@@ -71,8 +91,8 @@ impl Worker {
             worker_id: Some(me.to_string()),
             response: got.response(),
             error: None,
-            fallback_used: false,
-            fallback_reason: None,
+            fallback_used: got.fallback.is_some(),
+            fallback_reason: got.fallback.clone(),
             queue_wait_ms: Some(ms_between(job.created_at, started)),
             first_token_ms: got.first_token_at.map(|t| ms_between(job.created_at, t)),
             total_ms: Some(ms_between(job.created_at, finished)),
@@ -111,7 +131,23 @@ impl Worker {
     /// Calls the backend and forwards its chunks as events, all but the final `Done`, which
     /// it returns so that the outcome is recorded before the client hears the end.
     async fn stream(&self, job: &Job, got: &mut Collected) -> Result<Chunk, BackendError> {
-        let mut chunks = self.handle.backend.chat(&job.request).await?;
+        let mut chunks = match (&self.web, is_web_job(job)) {
+            (Some(ctx), true) => {
+                let mut request = job.request.clone();
+                if !self.handle.serves(&request.model)
+                    && let Some(own) = self.handle.models().into_iter().next()
+                {
+                    request.model = own.name;
+                }
+                let answer = web_stream(ctx, &self.handle.backend, &request).await?;
+                got.fallback = answer
+                    .outcome
+                    .fallback_used
+                    .then(|| answer.outcome.fallback_reason.clone().unwrap_or_default());
+                answer.chunks
+            }
+            _ => self.handle.backend.chat(&job.request).await?,
+        };
         while let Some(item) = chunks.next().await {
             let chunk = item?;
             if got.first_token_at.is_none() {

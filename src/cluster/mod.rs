@@ -1,0 +1,274 @@
+//! Cluster membership: every worker process publishes a heartbeat to Redis, and every
+//! process (the router and the workers) reads them into a [`Directory`].
+//!
+//! A heartbeat is one key per worker, `<prefix>worker:<name>`, holding its status as JSON
+//! with a time to live, plus the worker's name in the set `<prefix>workers`. A worker
+//! whose heartbeat stops drops out when its key expires.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::Registry;
+use crate::backend::registry::WorkerStatus;
+use crate::domain::{ModelName, WorkerName};
+use crate::queue::redis::connection::Redis;
+use crate::routing::{Catalog, CatalogEntry};
+use crate::worker::Directory;
+
+/// How often a worker publishes its heartbeat.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// How long a heartbeat lives without renewal.
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
+
+/// What a worker says about itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub status: WorkerStatusWire,
+    /// Models and whether each takes tools.
+    pub tools: Vec<(ModelName, Option<bool>)>,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+/// [`WorkerStatus`] as it travels through Redis.
+pub type WorkerStatusWire = WorkerStatus;
+
+fn worker_key(prefix: &str, name: &WorkerName) -> String {
+    format!("{prefix}worker:{name}")
+}
+
+fn workers_key(prefix: &str) -> String {
+    format!("{prefix}workers")
+}
+
+/// Publishes the heartbeats of this process's backends until `stop`.
+pub async fn publish_heartbeats(
+    redis_url: String,
+    prefix: String,
+    registry: Registry,
+    stop: CancellationToken,
+) {
+    let mut redis = None;
+    let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => break,
+        }
+        if redis.is_none() {
+            match Redis::connect(&redis_url).await {
+                Ok(r) => redis = Some(r),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot reach Redis to publish heartbeats; retrying");
+                    continue;
+                }
+            }
+        }
+        let Some(r) = &redis else { continue };
+        if let Err(e) = beat(r, &prefix, &registry).await {
+            tracing::warn!(error = %e, "heartbeat failed; retrying");
+        }
+    }
+    // Leave at once rather than after the time to live.
+    if let Some(r) = &redis {
+        let mut conn = r.commands();
+        for h in registry.handles() {
+            let _: Result<(), _> = conn.del(worker_key(&prefix, h.name())).await;
+            let _: Result<(), _> = conn.srem(workers_key(&prefix), h.name().as_str()).await;
+        }
+    }
+}
+
+async fn beat(redis: &Redis, prefix: &str, registry: &Registry) -> redis::RedisResult<()> {
+    let mut conn = redis.commands();
+    for h in registry.handles() {
+        let hb = Heartbeat {
+            status: h.status(),
+            tools: h.models().into_iter().map(|m| (m.name, m.tools)).collect(),
+            at: chrono::Utc::now(),
+        };
+        let json = serde_json::to_string(&hb).unwrap_or_default();
+        let ttl = HEARTBEAT_TTL.as_secs();
+        let _: () = conn.set_ex(worker_key(prefix, h.name()), json, ttl).await?;
+        let _: () = conn.sadd(workers_key(prefix), h.name().as_str()).await?;
+    }
+    Ok(())
+}
+
+/// The workers of the whole cluster, as their heartbeats say. Refreshed in the background.
+#[derive(Clone)]
+pub struct RedisDirectory {
+    redis: Redis,
+    prefix: String,
+    beats: Arc<RwLock<Vec<Heartbeat>>>,
+}
+
+impl RedisDirectory {
+    pub async fn connect(url: &str, prefix: &str) -> redis::RedisResult<Self> {
+        let dir = Self {
+            redis: Redis::connect(url).await?,
+            prefix: prefix.to_owned(),
+            beats: Arc::default(),
+        };
+        dir.refresh().await?;
+        Ok(dir)
+    }
+
+    /// Reads every live heartbeat; drops the names whose heartbeat expired.
+    pub async fn refresh(&self) -> redis::RedisResult<()> {
+        let mut conn = self.redis.commands();
+        let names: Vec<String> = conn.smembers(workers_key(&self.prefix)).await?;
+        let mut beats = Vec::new();
+        if !names.is_empty() {
+            let keys: Vec<String> = names
+                .iter()
+                .map(|n| format!("{}worker:{n}", self.prefix))
+                .collect();
+            let values: Vec<Option<String>> =
+                redis::cmd("MGET").arg(&keys).query_async(&mut conn).await?;
+            for (name, value) in names.iter().zip(values) {
+                match value.and_then(|v| serde_json::from_str::<Heartbeat>(&v).ok()) {
+                    Some(hb) => beats.push(hb),
+                    None => {
+                        let _: () = conn.srem(workers_key(&self.prefix), name).await?;
+                        tracing::info!(worker = %name, "worker's heartbeat stopped; it left the cluster");
+                    }
+                }
+            }
+        }
+        beats.sort_by(|a, b| a.status.name.cmp(&b.status.name));
+        *self
+            .beats
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = beats;
+        Ok(())
+    }
+
+    /// Refreshes every `every` until `stop`.
+    pub async fn run(self, every: Duration, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = self.refresh().await {
+                        tracing::warn!(error = %e, "could not read worker heartbeats");
+                    }
+                }
+                () = stop.cancelled() => return,
+            }
+        }
+    }
+
+    fn beats(&self) -> Vec<Heartbeat> {
+        self.beats
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Directory for RedisDirectory {
+    fn catalog(&self) -> Catalog {
+        let mut entries = Vec::new();
+        for hb in self.beats() {
+            for (model, tools) in hb.tools {
+                entries.push(CatalogEntry {
+                    worker: hb.status.name.clone(),
+                    model,
+                    healthy: hb.status.healthy,
+                    tools,
+                });
+            }
+        }
+        Catalog::new(entries)
+    }
+
+    fn best_worker_for(&self, model: &ModelName) -> Option<WorkerName> {
+        best_of(
+            &self
+                .beats()
+                .into_iter()
+                .map(|b| b.status)
+                .collect::<Vec<_>>(),
+            model,
+        )
+    }
+
+    fn statuses(&self) -> Vec<WorkerStatus> {
+        self.beats().into_iter().map(|b| b.status).collect()
+    }
+
+    fn any_healthy(&self) -> bool {
+        self.beats().iter().any(|b| b.status.healthy)
+    }
+
+    fn others_serving(&self, model: &ModelName, except: &[WorkerName]) -> usize {
+        self.beats()
+            .iter()
+            .filter(|b| {
+                b.status.healthy
+                    && b.status.models.contains(model)
+                    && !except.contains(&b.status.name)
+            })
+            .count()
+    }
+}
+
+/// Among workers serving `model`: healthy first, then free with the model loaded, then the
+/// most free capacity. A loaded but busy machine is not free.
+pub fn best_of(statuses: &[WorkerStatus], model: &ModelName) -> Option<WorkerName> {
+    statuses
+        .iter()
+        .filter(|s| s.models.contains(model))
+        .max_by_key(|s| {
+            let free = s.max_concurrency.saturating_sub(s.in_flight);
+            (s.healthy, free > 0 && s.loaded.contains(model), free)
+        })
+        .map(|s| s.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BackendKind;
+
+    fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
+        let m = ModelName::parse("m").unwrap();
+        WorkerStatus {
+            name: WorkerName::parse(name).unwrap(),
+            kind: BackendKind::Ollama,
+            url: String::new(),
+            models: vec![m.clone()],
+            loaded: if loaded { vec![m] } else { vec![] },
+            healthy: true,
+            in_flight,
+            max_concurrency: 2,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn placement_prefers_loaded_and_free_over_loaded_and_busy() {
+        let m = ModelName::parse("m").unwrap();
+        let busy_loaded = status("a", true, 2);
+        let free_cold = status("b", false, 0);
+        let free_loaded = status("c", true, 1);
+        assert_eq!(
+            best_of(&[busy_loaded.clone(), free_cold.clone()], &m)
+                .unwrap()
+                .as_str(),
+            "b"
+        );
+        assert_eq!(
+            best_of(&[busy_loaded, free_cold, free_loaded], &m)
+                .unwrap()
+                .as_str(),
+            "c"
+        );
+    }
+}

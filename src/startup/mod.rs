@@ -1,0 +1,279 @@
+//! Building and running the processes: `serve` ([`Application`]: HTTP front doors, router,
+//! and the local workers) and `worker` ([`WorkerProcess`]: workers only, cluster mode),
+//! wired from one [`Config`].
+
+mod parts;
+mod recover;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::serve::ListenerExt;
+use chrono::Utc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use parts::{ClusterLink, build_registry, open_store, open_transport, web_context};
+pub use recover::{LOST_AFTER, reconcile, recover_unfinished};
+
+use self::parts::{WorkerParts, spawn_workers};
+use crate::backend::Registry;
+use crate::config::{Config, QueueConfig};
+use crate::routing::Router;
+use crate::service::Coordinator;
+
+/// How often cluster mode compares the store with the queue.
+const RECONCILE_EVERY: Duration = Duration::from_secs(2);
+
+/// A built `serve`: listener bound, store open, backends probed, not yet serving.
+pub struct Application {
+    listener: TcpListener,
+    addr: SocketAddr,
+    coordinator: Coordinator,
+    registry: Registry,
+    cluster: Option<ClusterLink>,
+}
+
+impl Application {
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let problems = config.validate();
+        if !problems.is_empty() {
+            anyhow::bail!("invalid configuration:\n{}", problems.join("\n"));
+        }
+        let config = Arc::new(config);
+        let store = open_store(&config).await?;
+        let registry = build_registry(&config, None)?;
+        registry.refresh_all().await;
+        let transport = open_transport(&config, &registry).await?;
+        let router = Router::new(config.routing.clone(), config.internal_tasks.clone());
+        let coordinator = Coordinator {
+            config: config.clone(),
+            store,
+            queue: transport.queue,
+            events: transport.events,
+            router,
+            directory: transport.directory,
+            started_at: Utc::now(),
+        };
+        let listener = TcpListener::bind(&config.server.listen)
+            .await
+            .with_context(|| format!("binding {}", config.server.listen))?;
+        let addr = listener.local_addr()?;
+        Ok(Self {
+            listener,
+            addr,
+            coordinator,
+            registry,
+            cluster: transport.cluster,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coordinator
+    }
+
+    /// Serves until `shutdown` resolves, then stops taking work and lets running tasks
+    /// finish up to `[server] shutdown_grace_s`.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let Self {
+            listener,
+            addr,
+            coordinator,
+            registry,
+            cluster,
+        } = self;
+        let config = coordinator.config.clone();
+        let stop = CancellationToken::new();
+        let abort = CancellationToken::new();
+        let tracker = TaskTracker::new();
+
+        match config.queue {
+            QueueConfig::InProcess => {
+                recover_unfinished(coordinator.store.as_ref(), coordinator.queue.as_ref()).await?;
+            }
+            QueueConfig::Redis { .. } => {
+                tracker.spawn(recover::reconcile_loop(
+                    coordinator.store.clone(),
+                    coordinator.queue.clone(),
+                    coordinator.directory.clone(),
+                    RECONCILE_EVERY,
+                    stop.clone(),
+                ));
+            }
+        }
+        let parts = WorkerParts {
+            store: coordinator.store.clone(),
+            transport_queue: coordinator.queue.clone(),
+            events: coordinator.events.clone(),
+            directory: coordinator.directory.clone(),
+            web: web_context(&config)?,
+        };
+        spawn_workers(
+            &config,
+            &registry,
+            parts,
+            cluster.as_ref(),
+            &tracker,
+            &stop,
+            &abort,
+        );
+
+        tracing::info!(addr = %addr, "coordinator listening");
+        let app = crate::api::router(coordinator.clone());
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "could not set TCP_NODELAY");
+            }
+        });
+        let http_stop = stop.clone();
+        let server = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { http_stop.cancelled().await });
+        let mut http = tokio::spawn(async move { server.await });
+        tokio::select! {
+            () = shutdown => stop.cancel(),
+            res = &mut http => {
+                stop.cancel();
+                tracker.close();
+                tracker.wait().await;
+                return match res {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(anyhow::anyhow!("HTTP server failed: {e}")),
+                    Err(e) => Err(anyhow::anyhow!("HTTP server task failed: {e}")),
+                };
+            }
+        }
+        drain(
+            &tracker,
+            &abort,
+            Duration::from_secs(config.server.shutdown_grace_s),
+        )
+        .await;
+        match tokio::time::timeout(Duration::from_secs(1), &mut http).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
+            Ok(_) => {}
+            Err(_) => {
+                http.abort();
+                tracing::info!("open client connections closed at shutdown");
+            }
+        }
+        tracing::info!("coordinator stopped");
+        Ok(())
+    }
+}
+
+/// Waits for running tasks up to `grace`, then abandons the rest (they stay recorded as
+/// running and are queued again later).
+async fn drain(tracker: &TaskTracker, abort: &CancellationToken, grace: Duration) {
+    tracing::info!(
+        grace_s = grace.as_secs(),
+        "shutting down: no new work; waiting for running tasks"
+    );
+    tracker.close();
+    if tokio::time::timeout(grace, tracker.wait()).await.is_err() {
+        tracing::warn!(
+            "running tasks did not finish within the grace period; they stay recorded and are queued again"
+        );
+        abort.cancel();
+        tracker.wait().await;
+    }
+}
+
+/// A built `coordinator worker`: the machine's backends serving the cluster's lanes.
+pub struct WorkerProcess {
+    config: Arc<Config>,
+    registry: Registry,
+    parts: WorkerParts,
+    cluster: ClusterLink,
+}
+
+impl WorkerProcess {
+    /// `name` names this machine's worker (with several backends, it prefixes them).
+    pub async fn build(config: Config, name: Option<&str>) -> anyhow::Result<Self> {
+        let problems = config.validate();
+        if !problems.is_empty() {
+            anyhow::bail!("invalid configuration:\n{}", problems.join("\n"));
+        }
+        if config.queue == QueueConfig::InProcess {
+            anyhow::bail!(
+                "`coordinator worker` needs the cluster queue: set [queue] type = \"redis\" and url (or --queue redis://...)"
+            );
+        }
+        if config.backends.is_empty() {
+            anyhow::bail!(
+                "`coordinator worker` needs at least one [[backends]] entry (or --ollama URL / --openai URL)"
+            );
+        }
+        let store = open_store(&config).await?;
+        let registry = build_registry(&config, name)?;
+        registry.refresh_all().await;
+        let transport = open_transport(&config, &registry).await?;
+        let cluster = transport
+            .cluster
+            .context("cluster mode has no Redis link")?;
+        let parts = WorkerParts {
+            store,
+            transport_queue: transport.queue,
+            events: transport.events,
+            directory: transport.directory,
+            web: web_context(&config)?,
+        };
+        Ok(Self {
+            config: Arc::new(config),
+            registry,
+            parts,
+            cluster,
+        })
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Serves the lanes until `shutdown`, then drains like `serve`.
+    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let stop = CancellationToken::new();
+        let abort = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let names: Vec<String> = self
+            .registry
+            .handles()
+            .iter()
+            .map(|h| h.name().to_string())
+            .collect();
+        spawn_workers(
+            &self.config,
+            &self.registry,
+            self.parts,
+            Some(&self.cluster),
+            &tracker,
+            &stop,
+            &abort,
+        );
+        tracing::info!(workers = ?names, "worker process running");
+        shutdown.await;
+        stop.cancel();
+        drain(
+            &tracker,
+            &abort,
+            Duration::from_secs(self.config.server.shutdown_grace_s),
+        )
+        .await;
+        tracing::info!("worker process stopped");
+        Ok(())
+    }
+}

@@ -1,0 +1,223 @@
+//! The pieces both `serve` and `worker` assemble from one config: the task store, the
+//! queue and event bus (in-process or Redis), the worker directory, the local backends
+//! and their workers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::backend::{Backend, BackendHandle, Registry};
+use crate::cluster::RedisDirectory;
+use crate::config::{BackendConfig, Config, InternalTasksMode, QueueConfig, StoreConfig};
+use crate::domain::ModelName;
+use crate::events::redis::RedisEvents;
+use crate::events::{EventBus, InProcessEvents};
+use crate::queue::Queue;
+use crate::queue::in_process::InProcessQueue;
+use crate::queue::redis::{RedisQueue, RedisQueueOptions};
+use crate::store::TaskStore;
+use crate::store::postgres::PostgresStore;
+use crate::store::sqlite::SqliteStore;
+use crate::web::WebContext;
+use crate::worker::{Directory, Worker};
+
+/// Opens the task store the config names.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn TaskStore>> {
+    Ok(match &config.store {
+        StoreConfig::Sqlite { path } => Arc::new(
+            SqliteStore::open(path)
+                .await
+                .with_context(|| format!("opening the SQLite task store at {}", path.display()))?,
+        ),
+        StoreConfig::Postgres { url, schema } => {
+            let store = match schema {
+                Some(s) => PostgresStore::connect_with_schema(url, s).await,
+                None => PostgresStore::connect(url).await,
+            };
+            Arc::new(store.context("connecting to the PostgreSQL task store")?)
+        }
+    })
+}
+
+/// The process's backends, each a worker. `rename` names a single backend (the
+/// `worker --name` flag); with several, it prefixes their names.
+pub fn build_registry(config: &Config, rename: Option<&str>) -> anyhow::Result<Registry> {
+    let configs = config.effective_backends();
+    let mut handles = Vec::new();
+    for b in &configs {
+        let mut b: BackendConfig = b.clone();
+        if let Some(name) = rename {
+            b.name = if configs.len() == 1 {
+                name.to_owned()
+            } else {
+                format!("{name}-{}", b.name)
+            };
+        }
+        let backend = Backend::from_config(&b, &config.timeouts)
+            .with_context(|| format!("backend {}", b.name))?;
+        let models = b
+            .models
+            .as_ref()
+            .map(|ms| {
+                ms.iter()
+                    .map(|m| ModelName::parse(m))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        handles.push(BackendHandle::new(backend, b.max_concurrency, models));
+    }
+    Ok(Registry::new(handles))
+}
+
+/// How tasks and their events travel, and who knows the workers.
+pub struct Transport {
+    pub queue: Arc<dyn Queue>,
+    pub events: Arc<dyn EventBus>,
+    pub directory: Arc<dyn Directory>,
+    /// Cluster mode: Redis URL and key prefix (for heartbeats) and the directory to refresh.
+    pub cluster: Option<ClusterLink>,
+}
+
+#[derive(Clone)]
+pub struct ClusterLink {
+    pub url: String,
+    pub prefix: String,
+    pub directory: RedisDirectory,
+}
+
+pub async fn open_transport(config: &Config, registry: &Registry) -> anyhow::Result<Transport> {
+    Ok(match &config.queue {
+        QueueConfig::InProcess => Transport {
+            queue: Arc::new(InProcessQueue::new()),
+            events: Arc::new(InProcessEvents::new()),
+            directory: Arc::new(registry.clone()),
+            cluster: None,
+        },
+        QueueConfig::Redis {
+            url,
+            prefix,
+            lease_s,
+        } => {
+            let options = RedisQueueOptions {
+                lease: Duration::from_secs(*lease_s),
+                ..RedisQueueOptions::default()
+            };
+            let queue = RedisQueue::connect(url, prefix, options)
+                .await
+                .context("connecting to the Redis queue")?;
+            let events = RedisEvents::connect(url, prefix)
+                .await
+                .context("connecting to Redis for task events")?;
+            let directory = RedisDirectory::connect(url, prefix)
+                .await
+                .context("reading worker heartbeats from Redis")?;
+            Transport {
+                queue: Arc::new(queue),
+                events: Arc::new(events),
+                directory: Arc::new(directory.clone()),
+                cluster: Some(ClusterLink {
+                    url: url.clone(),
+                    prefix: prefix.clone(),
+                    directory,
+                }),
+            }
+        }
+    })
+}
+
+/// The web lane's context, unless web search is switched off.
+pub fn web_context(config: &Config) -> anyhow::Result<Option<Arc<WebContext>>> {
+    if !config.web.enabled {
+        return Ok(None);
+    }
+    let ctx = WebContext::new(config.web.clone()).context("setting up the web lane")?;
+    Ok(Some(Arc::new(ctx)))
+}
+
+/// Everything a process's workers share.
+pub struct WorkerParts {
+    pub store: Arc<dyn TaskStore>,
+    pub transport_queue: Arc<dyn Queue>,
+    pub events: Arc<dyn EventBus>,
+    pub directory: Arc<dyn Directory>,
+    pub web: Option<Arc<WebContext>>,
+}
+
+/// Starts one worker per backend, the model discovery loop and (in cluster mode) the
+/// heartbeats and the directory refresh, all tracked by `tracker`.
+pub fn spawn_workers(
+    config: &Config,
+    registry: &Registry,
+    parts: WorkerParts,
+    cluster: Option<&ClusterLink>,
+    tracker: &TaskTracker,
+    stop: &CancellationToken,
+    abort: &CancellationToken,
+) {
+    let utility_model = match config.internal_tasks.mode {
+        InternalTasksMode::Model => config
+            .internal_tasks
+            .model
+            .as_deref()
+            .and_then(|m| ModelName::parse(m).ok()),
+        InternalTasksMode::Rules => None,
+    };
+    let web_model = config
+        .web
+        .model
+        .as_deref()
+        .or(config.routing.default_model.as_deref())
+        .and_then(|m| ModelName::parse(m).ok());
+    for handle in registry.handles() {
+        let worker = Worker {
+            handle: handle.clone(),
+            queue: parts.transport_queue.clone(),
+            store: parts.store.clone(),
+            events: parts.events.clone(),
+            directory: parts.directory.clone(),
+            utility_model: utility_model.clone(),
+            web: parts.web.clone(),
+            web_model: web_model.clone(),
+            abort: abort.clone(),
+        };
+        tracker.spawn(worker.run(stop.clone(), tracker.clone()));
+    }
+    if !registry.handles().is_empty() {
+        tracker.spawn(discovery_loop(
+            registry.clone(),
+            Duration::from_secs(config.timeouts.discovery_interval_s.max(1)),
+            stop.clone(),
+        ));
+    }
+    if let Some(link) = cluster {
+        if !registry.handles().is_empty() {
+            tracker.spawn(crate::cluster::publish_heartbeats(
+                link.url.clone(),
+                link.prefix.clone(),
+                registry.clone(),
+                stop.clone(),
+            ));
+        }
+        tracker.spawn(
+            link.directory
+                .clone()
+                .run(crate::cluster::HEARTBEAT_EVERY, stop.clone()),
+        );
+    }
+}
+
+/// Refreshes backends' model lists and health until `stop`.
+async fn discovery_loop(registry: Registry, every: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => registry.refresh_all().await,
+            () = stop.cancelled() => return,
+        }
+    }
+}
