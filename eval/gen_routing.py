@@ -299,5 +299,35 @@ add("api-task-ja", "### Task: 今日のToDoを3つ考えて", stream=False)
 add("history-user", "それで、さっきの話の続きは？", messages=[{"role": "user", "content": "猫の話"},
                                                     {"role": "assistant", "content": "猫はかわいい"}])
 
+# --- Held-out set: written after the rules were tuned, labelled by judgment, not re-tuned ---
+held = [
+    ("ho-01", "来週の大阪の天気はどう？", True, "general"),
+    ("ho-02", "今の円相場ってどうなってる？", True, "general"),
+    ("ho-03", "What's trending on the news this morning?", True, "general"),
+    ("ho-04", "How much is a Tesla share worth right now?", True, "general"),
+    ("ho-05", "Did it snow in Sapporo yesterday?", True, "general"),
+    ("ho-06", "今年の紅白の出場者は？", True, "general"),
+    ("ho-07", "Latest score of the Dodgers game?", True, "general"),
+    ("ho-08", "今日のおすすめの夕飯は？", False, "general"),
+    ("ho-09", "明日のプレゼンが不安です。どうしたらいい？", False, "general"),
+    ("ho-10", "What's the current best practice for password hashing in Go?", False, "code"),
+    ("ho-11", "天気予報アプリをFlutterで実装したい", False, "code"),
+    ("ho-12", "Write a Python script that fetches today's weather from an API", False, "code"),
+    ("ho-13", "ニュースサイトをスクレイピングするコードを書いて", False, "code"),
+    ("ho-14", "How do I print the current date in bash?", False, "code"),
+    ("ho-15", "Rustでcurrent_dirを取得するには？", False, "code"),
+    ("ho-16", "I love rainy weather, it makes me calm", False, "general"),
+    ("ho-17", "The news made me sad today.", False, "general"),
+    ("ho-18", "Recommend a recent sci-fi novel", False, "general"),
+    ("ho-19", "最近ハマっている趣味の話をしよう", False, "general"),
+    ("ho-20", "昨日の夢の意味を占って", False, "general"),
+    ("ho-21", "My laptop fan is loud, what can I do?", False, "general"),
+    ("ho-22", "iPhoneのバッテリーを長持ちさせるには？", False, "general"),
+    ("ho-23", "What's the difference between let and const in JavaScript?", False, "code"),
+    ("ho-24", "なぜ空は青いの？", False, "general"),
+]
+for id, q, web, dom in held:
+    add(id, q, web=web, domain=dom)
+
 for r in rows:
     print(json.dumps(r, ensure_ascii=False))

@@ -230,11 +230,11 @@ fn tags(prompt: &str) -> Vec<String> {
         .iter()
         .find(|(u, _)| *u)
         .is_some_and(|(_, t)| is_japanese(t));
-    let lowered = text.to_lowercase();
+
     let mut out: Vec<String> = TAGS
         .iter()
         .zip(TAG_SETS.iter())
-        .filter(|(_, set)| set.first(&lowered).is_some())
+        .filter(|(_, set)| set.first(&text).is_some())
         .map(|((_, en, ja), _)| if japanese { *ja } else { *en }.to_owned())
         .take(3)
         .collect();
@@ -257,7 +257,7 @@ fn emoji(prompt: &str) -> &'static str {
         .rsplit("Message:")
         .next()
         .unwrap_or(prompt)
-        .to_lowercase();
+        .to_ascii_lowercase();
     let table: &[(&[&str], &str)] = &[
         (
             &[

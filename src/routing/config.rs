@@ -111,116 +111,30 @@ impl Default for ClassifierConfig {
 }
 
 /// Compiled-in web keywords that fire alone.
+#[rustfmt::skip]
 pub const DEFAULT_WEB_POSITIVE: &[&str] = &[
-    "最新",
-    "天気",
-    "ニュース",
-    "速報",
-    "株価",
-    "為替",
-    "予報",
-    "気温",
-    "降水",
-    "台風",
-    "地震情報",
-    "相場",
-    "運行状況",
-    "遅延情報",
-    "開催日",
-    "試合結果",
-    "選挙結果",
-    "トレンド",
-    "weather",
-    "forecast",
-    "latest",
-    "news",
-    "headline*",
-    "breaking",
-    "stock price*",
-    "exchange rate*",
-    "share price*",
-    "score of",
-    "election result*",
-    "temperature in",
-    "up to date",
-    "up-to-date",
+    "最新", "天気", "ニュース", "速報", "株価", "為替", "予報", "気温", "降水", "台風", "地震情報", "相場", "運行状況", "遅延情報",
+    "開催日", "試合結果", "選挙結果", "トレンド", "weather", "forecast", "latest", "news", "headline*",
+    "breaking", "stock price*", "exchange rate*", "share price*", "score of",
+    "election result*", "temperature in", "up to date", "up-to-date",
 ];
 
 /// Compiled-in time words that fire only when the prompt asks something.
+#[rustfmt::skip]
 pub const DEFAULT_WEB_WEAK_POSITIVE: &[&str] = &[
-    "今日",
-    "本日",
-    "現在",
-    "いま話題",
-    "今週",
-    "今月",
-    "昨日",
-    "明日",
-    "今夜",
-    "今朝",
-    "today",
-    "tonight",
-    "tomorrow",
-    "yesterday",
-    "current",
-    "right now",
-    "this week",
-    "recent",
+    "今日", "本日", "現在", "いま話題", "今週", "今月", "昨日", "明日", "今夜", "今朝", "today", "tonight",
+    "tomorrow", "yesterday", "current", "right now", "this week", "recent",
 ];
 
 /// Compiled-in words that suppress a positive hit.
+#[rustfmt::skip]
 pub const DEFAULT_WEB_NEGATIVE: &[&str] = &[
-    "コード",
-    "実装",
-    "エラー",
-    "学習",
-    "説明",
-    "解説",
-    "関数",
-    "変数",
-    "バグ",
-    "デバッグ",
-    "プログラム",
-    "スクリプト",
-    "コンパイル",
-    "翻訳",
-    "要約",
-    "復習",
-    "勉強",
-    "例文",
-    "文法",
-    "書き方",
-    "リファクタ",
-    "code",
-    "coding",
-    "implement*",
-    "error*",
-    "explain*",
-    "function*",
-    "debug*",
-    "bug",
-    "bugs",
-    "compile*",
-    "script*",
-    "refactor*",
-    "translat*",
-    "summari*",
-    "grammar",
-    "exception*",
-    "stack trace",
-    "variable*",
-    "regex",
-    "syntax",
-    "learn*",
-    "tutorial*",
-    "program*",
-    "log",
-    "logs",
-    "ログ",
-    "crash*",
-    "fix",
-    "直して",
-    "直したい",
+    "コード", "実装", "エラー", "学習", "説明", "解説", "関数", "変数", "バグ", "デバッグ", "プログラム", "スクリプト", "コンパイル",
+    "翻訳", "要約", "復習", "勉強", "例文", "文法", "書き方", "リファクタ", "code", "coding", "implement*",
+    "error*", "explain*", "function*", "debug*", "bug", "bugs", "compile*", "script*",
+    "refactor*", "translat*", "summari*", "grammar", "exception*", "stack trace", "variable*",
+    "regex", "syntax", "learn*", "tutorial*", "program*", "log", "logs", "ログ", "crash*", "fix",
+    "直して", "直したい",
 ];
 
 fn strings(list: &[&str]) -> Vec<String> {
@@ -303,8 +217,10 @@ mod tests {
 
     #[test]
     fn validate_reports_every_problem() {
-        let mut c = RoutingConfig::default();
-        c.default_model = Some("bad model".into());
+        let mut c = RoutingConfig {
+            default_model: Some("bad model".into()),
+            ..RoutingConfig::default()
+        };
         c.web.positive.push("  ".into());
         c.web.negative.push("*".into());
         c.web.max_scan_chars = 0;

@@ -19,169 +19,33 @@ pub(crate) const GENERAL: &str = "general";
 const MAX_DOMAIN_SCAN_BYTES: usize = 8 * 1024;
 
 /// Markers that alone make a prompt about code.
+#[rustfmt::skip]
 const STRONG_CODE: &[&str] = &[
-    "```",
-    "traceback (most recent call last)",
-    "panicked at",
-    "exception in thread",
-    "error[e",
-    "segmentation fault",
-    "core dumped",
-    "command not found",
-    "コマンドが見つかりません",
-    "no such file or directory",
-    "permission denied",
-    "npm err!",
-    "syntaxerror",
-    "typeerror",
-    "nullpointerexception",
-    "undefined reference",
-    "cannot find module",
-    "modulenotfounderror",
-    "stack trace",
-    "スタックトレース",
-    "#include",
-    "fn main",
-    "console.log",
-    "public static void",
+    "```", "traceback (most recent call last)", "panicked at", "exception in thread", "error[e",
+    "segmentation fault", "core dumped", "command not found", "コマンドが見つかりません",
+    "no such file or directory", "permission denied", "npm err!", "syntaxerror", "typeerror",
+    "nullpointerexception", "undefined reference", "cannot find module", "modulenotfounderror",
+    "stack trace", "スタックトレース", "#include", "fn main", "console.log", "public static void",
 ];
 
 /// Words that point at code; each distinct one scores 1.
+#[rustfmt::skip]
 const CODE_WORDS: &[&str] = &[
-    "python",
-    "rust",
-    "javascript",
-    "typescript",
-    "java",
-    "golang",
-    "kotlin",
-    "swift",
-    "c++",
-    "c#",
-    "ruby",
-    "php",
-    "sql",
-    "bash",
-    "shell",
-    "powershell",
-    "html",
-    "css",
-    "react",
-    "vue",
-    "django",
-    "flask",
-    "node.js",
-    "nodejs",
-    "docker",
-    "kubernetes",
-    "k8s",
-    "git",
-    "github",
-    "linux",
-    "ubuntu",
-    "debian",
-    "windows 11",
-    "macos",
-    "nginx",
-    "api",
-    "json",
-    "yaml",
-    "regex",
-    "compiler",
-    "cli",
-    "terminal",
-    "ssh",
-    "vim",
-    "vscode",
-    "pip",
-    "npm",
-    "cargo",
-    "apt",
-    "brew",
-    "systemd",
-    "journalctl",
-    "cron",
-    "ping",
-    "curl",
-    "grep",
-    "sed",
-    "awk",
-    "function*",
-    "variable*",
-    "class",
-    "method*",
-    "compil*",
-    "debug*",
-    "bug",
-    "bugs",
-    "error*",
-    "exception*",
-    "implement*",
-    "refactor*",
-    "algorithm*",
-    "database*",
-    "script*",
-    "programming",
-    "programmer",
-    "code",
-    "coding",
-    "library",
-    "framework",
-    "deploy*",
-    "segfault",
-    "unit test*",
-    "install*",
-    "server",
-    "sudo",
-    "wsl",
-    "ollama",
-    "loop",
-    "array*",
-    "tuple*",
-    "integer*",
-    "boolean",
-    "iterator*",
-    "recursion",
-    "recursive",
-    "async",
-    "null",
-    "utf-8",
-    "unicode",
-    "csv",
-    "excel",
-    "vba",
-    "llama.cpp",
-    "gpu",
-    "cuda",
-    "コード",
-    "実装",
-    "関数",
-    "変数",
-    "クラス",
-    "メソッド",
-    "コンパイル",
-    "デバッグ",
-    "バグ",
-    "エラー",
-    "例外",
-    "プログラム",
-    "プログラミング",
-    "スクリプト",
-    "ライブラリ",
-    "フレームワーク",
-    "コマンド",
-    "ターミナル",
-    "インストール",
-    "サーバー",
-    "データベース",
-    "コミット",
-    "リポジトリ",
-    "正規表現",
-    "リファクタ",
-    "アルゴリズム",
-    "ビルド",
-    "デプロイ",
-    "環境変数",
+    "python", "rust", "javascript", "typescript", "java", "golang", "kotlin", "swift", "c++",
+    "c#", "ruby", "php", "sql", "bash", "shell", "powershell", "html", "css", "react", "vue",
+    "django", "flask", "node.js", "nodejs", "docker", "kubernetes", "k8s", "git", "github",
+    "linux", "ubuntu", "debian", "windows 11", "macos", "nginx", "api", "json", "yaml", "regex",
+    "compiler", "cli", "terminal", "ssh", "vim", "vscode", "pip", "npm", "cargo", "apt", "brew",
+    "systemd", "journalctl", "cron", "ping", "curl", "grep", "sed", "awk", "function*",
+    "variable*", "class", "method*", "compil*", "debug*", "bug", "bugs", "error*", "exception*",
+    "implement*", "refactor*", "algorithm*", "database*", "script*", "programming",
+    "programmer", "code", "coding", "library", "framework", "deploy*", "segfault", "unit test*",
+    "install*", "server", "sudo", "wsl", "ollama", "loop", "array*", "tuple*", "integer*",
+    "boolean", "iterator*", "recursion", "recursive", "hashing", "bcrypt", "argon2", "async",
+    "null", "utf-8", "unicode", "csv", "excel", "vba", "llama.cpp", "gpu", "cuda", "コード", "実装",
+    "関数", "変数", "クラス", "メソッド", "コンパイル", "デバッグ", "バグ", "エラー", "例外", "プログラム", "プログラミング", "スクリプト",
+    "ライブラリ", "フレームワーク", "コマンド", "ターミナル", "インストール", "サーバー", "データベース", "コミット", "リポジトリ", "正規表現",
+    "リファクタ", "アルゴリズム", "ビルド", "デプロイ", "環境変数",
 ];
 
 /// How sure the rules are.
@@ -199,18 +63,13 @@ pub(crate) struct DomainVerdict {
     pub reason: String,
 }
 
-#[derive(Debug, Clone)]
-struct DomainRule {
-    name: String,
-    words: KeywordSet,
-}
-
-/// The compiled domain rules.
+/// The compiled domain rules: one keyword set, group 0 the strong code markers, then one
+/// group per scored domain (`code` first, then each configured domain with keywords).
 #[derive(Debug, Clone)]
 pub(crate) struct DomainRules {
-    strong_code: KeywordSet,
-    /// `code` first, then each configured domain with keywords.
-    rules: Vec<DomainRule>,
+    words: KeywordSet,
+    /// The domain of group `i + 1`.
+    scored: Vec<String>,
     names: Vec<String>,
 }
 
@@ -220,18 +79,16 @@ impl DomainRules {
         if let Some(c) = domains.get(CODE) {
             code_words.extend(c.keywords.iter().cloned());
         }
-        let mut rules = vec![DomainRule {
-            name: CODE.to_owned(),
-            words: KeywordSet::new(&code_words),
-        }];
+        let strong: Vec<String> = STRONG_CODE.iter().map(|s| (*s).to_owned()).collect();
+        let mut groups: Vec<&[String]> = vec![&strong, &code_words];
+        let mut scored = vec![CODE.to_owned()];
         for (name, d) in domains {
             if name != CODE && name != GENERAL && !d.keywords.is_empty() {
-                rules.push(DomainRule {
-                    name: name.clone(),
-                    words: KeywordSet::new(&d.keywords),
-                });
+                groups.push(&d.keywords);
+                scored.push(name.clone());
             }
         }
+        let words = KeywordSet::grouped(&groups);
         let mut names = vec![CODE.to_owned(), GENERAL.to_owned()];
         for name in domains.keys() {
             if !names.contains(name) {
@@ -239,8 +96,8 @@ impl DomainRules {
             }
         }
         Self {
-            strong_code: KeywordSet::new(STRONG_CODE),
-            rules,
+            words,
+            scored,
             names,
         }
     }
@@ -251,24 +108,22 @@ impl DomainRules {
     }
 
     pub fn classify(&self, prompt: &str) -> DomainVerdict {
-        let text = clip(prompt, MAX_DOMAIN_SCAN_BYTES).to_lowercase();
-        let mut scores: Vec<(usize, Vec<&str>)> = Vec::with_capacity(self.rules.len());
-        for rule in &self.rules {
-            let mut seen: Vec<usize> = Vec::new();
-            let mut words = Vec::new();
-            for hit in rule.words.hits(&text) {
-                if !seen.contains(&hit.index) {
-                    seen.push(hit.index);
-                    words.push(hit.word);
-                }
+        let text = clip(prompt, MAX_DOMAIN_SCAN_BYTES);
+        let mut scores: Vec<(usize, Vec<&str>)> = vec![(0, Vec::new()); self.scored.len()];
+        let mut seen: Vec<usize> = Vec::new();
+        let mut strong = None;
+        for hit in self.words.hits(text) {
+            if hit.group == 0 {
+                strong = strong.or(Some(hit.word));
+            } else if !seen.contains(&hit.index)
+                && let Some((score, words)) = scores.get_mut(hit.group - 1)
+            {
+                seen.push(hit.index);
+                *score += 1;
+                words.push(hit.word);
             }
-            scores.push((words.len(), words));
         }
-        let strong = self
-            .strong_code
-            .first(&text)
-            .map(|h| h.word)
-            .or_else(|| shell_line(prompt));
+        let strong = strong.or_else(|| shell_line(prompt));
         if let (Some(s), Some(code)) = (strong, scores.first_mut()) {
             code.0 += 3;
             code.1.insert(0, s);
@@ -289,7 +144,7 @@ impl DomainRules {
             .iter()
             .enumerate()
             .any(|(i, (score, _))| i != best_i && *score == top);
-        let name = self.rules.get(best_i).map_or(CODE, |r| r.name.as_str());
+        let name = self.scored.get(best_i).map_or(CODE, String::as_str);
         let confidence = if top >= 2 && !tie {
             Confidence::Sure
         } else {

@@ -55,7 +55,7 @@ pub(crate) fn detect(turn: &Turn) -> TurnKind {
     if let Some(kind) = by_opener(prompt) {
         return kind;
     }
-    let instructions = outside_history(prompt).to_lowercase();
+    let instructions = outside_history(prompt).to_ascii_lowercase();
     let task_marker = instructions.starts_with("### task");
     let rag_in_system = turn
         .signals
@@ -81,7 +81,7 @@ fn by_system_message(turn: &Turn) -> Option<TurnKind> {
     let task = if system.starts_with("Available Tools:") {
         InternalTask::FunctionCalling
     } else if clip(system, 512)
-        .to_lowercase()
+        .to_ascii_lowercase()
         .contains("private memory reviewer")
     {
         InternalTask::MemoryReview
@@ -95,7 +95,7 @@ fn by_system_message(turn: &Turn) -> Option<TurnKind> {
 }
 
 fn by_opener(prompt: &str) -> Option<TurnKind> {
-    let head = clip(prompt, 160).to_lowercase();
+    let head = clip(prompt, 160).to_ascii_lowercase();
     let task = if head.starts_with("your task is to reflect the speaker's") {
         InternalTask::EmojiGeneration
     } else if head.starts_with("you have been provided with a set of responses from various models")

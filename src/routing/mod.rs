@@ -224,7 +224,7 @@ impl Router {
             reasons.push("web_search: skipped, the turn already carries retrieved context".into());
             false
         } else {
-            let v = self.rules.web.detect(&turn.prompt);
+            let v = self.rules.web.detect(&turn.prompt, domain == domain::CODE);
             reasons.push(v.reason);
             v.web
         };

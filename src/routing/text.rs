@@ -2,21 +2,27 @@
 //! words on word boundaries) and the prose extractor that keeps pasted code and logs out
 //! of web-search detection.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
-/// A set of case-insensitive keywords, matched in one pass over lowercased text.
+/// Keywords in one or more groups, matched in one overlapping pass, ASCII
+/// case-insensitively (no lowercased copy of the text is made: Unicode lowercasing costs
+/// more than the whole match on a 5 KB Japanese prompt). Grouping lets a caller ask for
+/// several lists (positive, negative, ...) with one scan. `_` counts as a word character
+/// for the boundary checks.
 #[derive(Debug, Clone)]
 pub(crate) struct KeywordSet {
     ac: Option<AhoCorasick>,
     words: Vec<Keyword>,
+    groups: usize,
 }
 
 #[derive(Debug, Clone)]
 struct Keyword {
     text: String,
-    /// Check the byte before the match is not an ASCII letter or digit.
+    group: usize,
+    /// Check the byte before the match does not continue a word.
     left_edge: bool,
-    /// Check the byte after the match is not an ASCII letter or digit.
+    /// Check the byte after the match does not continue a word.
     right_edge: bool,
 }
 
@@ -24,76 +30,106 @@ struct Keyword {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hit<'a> {
     pub word: &'a str,
+    /// The keyword's index in the whole set (distinct per keyword).
     pub index: usize,
-    /// Byte offset in the lowercased text.
+    pub group: usize,
+    /// Byte offset in the text.
     pub at: usize,
 }
 
 impl KeywordSet {
-    /// Compiles `list` (see the config module doc for the syntax). Blank entries are skipped;
-    /// `validate` reports them.
+    /// One group (see the config module doc for the syntax).
     pub fn new<S: AsRef<str>>(list: &[S]) -> Self {
+        Self::grouped(&[list])
+    }
+
+    /// Several groups; hits carry their group's index. Blank entries are skipped
+    /// (`validate` reports them).
+    pub fn grouped<S: AsRef<str>>(groups: &[&[S]]) -> Self {
         let mut words = Vec::new();
-        for raw in list {
-            let raw = raw.as_ref().trim();
-            let prefix = raw.ends_with('*');
-            let text = raw.trim_end_matches('*').trim().to_lowercase();
-            if text.is_empty() {
-                continue;
+        for (group, list) in groups.iter().enumerate() {
+            for raw in *list {
+                let raw = raw.as_ref().trim();
+                let prefix = raw.ends_with('*');
+                let text = raw.trim_end_matches('*').trim().to_lowercase();
+                let first = text
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphanumeric());
+                let last = text
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_ascii_alphanumeric());
+                if !text.is_empty() {
+                    words.push(Keyword {
+                        text,
+                        group,
+                        left_edge: first,
+                        right_edge: last && !prefix,
+                    });
+                }
             }
-            let first = text
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphanumeric());
-            let last = text
-                .chars()
-                .last()
-                .is_some_and(|c| c.is_ascii_alphanumeric());
-            words.push(Keyword {
-                text,
-                left_edge: first,
-                right_edge: last && !prefix,
-            });
         }
         let ac = AhoCorasickBuilder::new()
             .match_kind(MatchKind::Standard)
+            .ascii_case_insensitive(true)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(words.iter().map(|w| w.text.as_str()))
             .ok();
-        Self { ac, words }
+        Self {
+            ac,
+            words,
+            groups: groups.len(),
+        }
     }
 
-    /// Every keyword occurrence in `lowered` (already lowercased), in text order.
-    pub fn hits<'s>(&'s self, lowered: &str) -> Vec<Hit<'s>> {
+    /// Every keyword occurrence in `text` (overlapping), ordered by where it starts.
+    pub fn hits<'s>(&'s self, text: &str) -> Vec<Hit<'s>> {
         let Some(ac) = &self.ac else {
             return Vec::new();
         };
-        let bytes = lowered.as_bytes();
-        let mut out = Vec::new();
-        for m in ac.find_overlapping_iter(lowered) {
-            let Some(w) = self.words.get(m.pattern().as_usize()) else {
-                continue;
-            };
-            let before = m.start().checked_sub(1).and_then(|i| bytes.get(i));
-            let after = bytes.get(m.end());
-            if w.left_edge && before.is_some_and(u8::is_ascii_alphanumeric) {
-                continue;
-            }
-            if w.right_edge && after.is_some_and(u8::is_ascii_alphanumeric) {
-                continue;
-            }
-            out.push(Hit {
-                word: &w.text,
-                index: m.pattern().as_usize(),
-                at: m.start(),
-            });
-        }
+        let bytes = text.as_bytes();
+        let mut out: Vec<Hit<'s>> = ac
+            .find_overlapping_iter(text)
+            .filter_map(|m| {
+                let index = m.pattern().as_usize();
+                let w = self.words.get(index)?;
+                let before = m.start().checked_sub(1).and_then(|i| bytes.get(i));
+                let after = bytes.get(m.end());
+                let broken = (w.left_edge && before.is_some_and(is_word_byte))
+                    || (w.right_edge && after.is_some_and(is_word_byte));
+                (!broken).then_some(Hit {
+                    word: &w.text,
+                    index,
+                    group: w.group,
+                    at: m.start(),
+                })
+            })
+            .collect();
+        out.sort_by_key(|h| h.at);
         out
     }
 
     /// The first keyword in text order.
-    pub fn first<'s>(&'s self, lowered: &str) -> Option<Hit<'s>> {
-        self.hits(lowered).into_iter().min_by_key(|h| h.at)
+    pub fn first<'s>(&'s self, text: &str) -> Option<Hit<'s>> {
+        self.hits(text).into_iter().next()
     }
+
+    /// The first keyword of each group, from one scan.
+    pub fn first_per_group<'s>(&'s self, text: &str) -> Vec<Option<Hit<'s>>> {
+        let mut firsts = vec![None; self.groups];
+        for hit in self.hits(text) {
+            if let Some(slot @ None) = firsts.get_mut(hit.group) {
+                *slot = Some(hit);
+            }
+        }
+        firsts
+    }
+}
+
+/// ASCII letters, digits and `_` continue a word (`current_dir` is not `current`).
+fn is_word_byte(b: &u8) -> bool {
+    b.is_ascii_alphanumeric() || *b == b'_'
 }
 
 /// The largest prefix of `s` of at most `max` bytes that ends on a char boundary.
@@ -122,13 +158,13 @@ pub(crate) const MAX_SCAN_BYTES: usize = 32 * 1024;
 /// The prose of a prompt and how much pasted material was left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Prose {
-    /// Lowercased prose, at most the asked number of characters.
+    /// The prose, at most the asked number of characters.
     pub text: String,
     /// Lines skipped as code, logs, stack frames or shell sessions.
     pub machine_lines: usize,
 }
 
-/// The prose of `text`, lowercased: lines outside code fences that do not look like logs,
+/// The prose of `text`: lines outside code fences that do not look like logs,
 /// stack frames, shell sessions or code, with inline `code` removed; at most `max_chars`.
 pub(crate) fn prose(text: &str, max_chars: usize) -> Prose {
     let mut out = String::new();
@@ -148,9 +184,8 @@ pub(crate) fn prose(text: &str, max_chars: usize) -> Prose {
         }
         for (i, part) in line.split('`').enumerate() {
             if i % 2 == 0 {
-                let lowered = part.to_lowercase();
-                chars += lowered.chars().count();
-                out.push_str(&lowered);
+                chars += part.chars().count();
+                out.push_str(part);
             } else {
                 out.push(' ');
             }
@@ -168,27 +203,19 @@ pub(crate) fn prose(text: &str, max_chars: usize) -> Prose {
     }
 }
 
+#[rustfmt::skip]
 const LOG_LEVELS: [&str; 8] = [
     "INFO", "ERROR", "WARN", "WARNING", "DEBUG", "TRACE", "FATAL", "CRITICAL",
 ];
+#[rustfmt::skip]
 const MACHINE_PREFIXES: [&str; 14] = [
-    "File \"",
-    "Traceback",
-    "Caused by:",
-    "$ ",
-    ">>> ",
-    "PS ",
-    "C:\\",
-    "/usr/",
-    "/home/",
-    "/var/",
-    "#0 ",
-    "thread '",
-    "npm ERR",
-    "E   ",
+    "File \"", "Traceback", "Caused by:", "$ ", ">>> ", "PS ", "C:\\", "/usr/", "/home/",
+    "/var/", "#0 ", "thread '", "npm ERR", "E   ",
 ];
+#[rustfmt::skip]
 const MONTHS: [&str; 12] = [
-    "Jan ", "Feb ", "Mar ", "Apr ", "May ", "Jun ", "Jul ", "Aug ", "Sep ", "Oct ", "Nov ", "Dec ",
+    "Jan ", "Feb ", "Mar ", "Apr ", "May ", "Jun ", "Jul ", "Aug ", "Sep ", "Oct ", "Nov ",
+    "Dec ",
 ];
 
 /// True for a line a person did not write as prose: log records, stack frames, prompts,
@@ -217,10 +244,31 @@ pub(crate) fn is_machine_line(line: &str) -> bool {
     if LOG_LEVELS.iter().any(|lvl| has_upper_token(head, lvl)) {
         return true;
     }
+    // Code punctuation density, judged on the first 512 bytes of long lines.
+    let t = clip(t, 512);
     let len = t.chars().count();
     let symbols = t
-        .chars()
-        .filter(|c| "{}[]();=<>|\\_$&*".contains(*c))
+        .bytes()
+        .filter(|b| {
+            matches!(
+                b,
+                b'{' | b'}'
+                    | b'['
+                    | b']'
+                    | b'('
+                    | b')'
+                    | b';'
+                    | b'='
+                    | b'<'
+                    | b'>'
+                    | b'|'
+                    | b'\\'
+                    | b'_'
+                    | b'$'
+                    | b'&'
+                    | b'*'
+            )
+        })
         .count();
     len >= 8 && symbols * 6 >= len
 }
@@ -254,17 +302,18 @@ mod tests {
     #[test]
     fn english_words_match_on_boundaries_and_stars_run_on() {
         let set = KeywordSet::new(&["news", "implement*", "c++", "天気"]);
-        let words = |t: &str| -> Vec<String> {
-            set.hits(&t.to_lowercase())
-                .iter()
-                .map(|h| h.word.to_owned())
-                .collect()
-        };
+        let words =
+            |t: &str| -> Vec<String> { set.hits(t).iter().map(|h| h.word.to_owned()).collect() };
         assert_eq!(words("Latest NEWS, please"), ["news"]);
         assert!(words("subscribe to the newsletter").is_empty());
         assert!(words("renews").is_empty());
         assert_eq!(words("implementation details"), ["implement"]);
         assert!(words("reimplement").is_empty());
+        assert!(words("news_feed").is_empty());
+        let grouped = KeywordSet::grouped(&[&["stock price*"][..], &["price", "any news"][..]]);
+        let firsts = grouped.first_per_group("any news on the stock price?");
+        assert_eq!(firsts[0].map(|h| h.word), Some("stock price"));
+        assert_eq!(firsts[1].map(|h| h.word), Some("any news"));
         assert_eq!(words("modern c++17"), ["c++"]);
         assert_eq!(words("今日の天気は"), ["天気"]);
         assert_eq!(words("ニュースnewsです"), ["news"]);
@@ -282,12 +331,12 @@ mod tests {
         let prose = prose(text, 2000);
         assert_eq!(prose.machine_lines, 6);
         let p = prose.text;
-        assert!(p.contains("why does this fail today?"));
+        assert!(p.contains("Why does this fail today?"));
         assert!(!p.contains("latest"), "{p}");
         assert!(!p.contains("news"), "{p}");
         assert!(!p.contains("weather"), "{p}");
         assert!(!p.contains("current_dir"), "{p}");
-        assert!(p.contains("use"));
+        assert!(p.contains("Use"));
     }
 
     #[test]

@@ -13,105 +13,44 @@ use super::text::{KeywordSet, prose};
 const PASTED_LINES: usize = 3;
 
 /// Question cues: a weak time word counts only next to one of these.
+#[rustfmt::skip]
 const QUESTION_CUES: &[&str] = &[
-    "?",
-    "？",
-    "教えて",
-    "知りたい",
-    "調べて",
-    "何",
-    "いつ",
-    "誰",
-    "どこ",
-    "どう",
-    "ですか",
-    "ますか",
-    "でしょう",
-    "かな",
-    "いくら",
-    "what",
-    "what's",
-    "who",
-    "when",
-    "where",
-    "which",
-    "how",
-    "tell me",
-    "show me",
-    "look up",
-    "find out",
-    "is there",
-    "are there",
-    "will it",
-    "any news",
+    "?", "？", "教えて", "知りたい", "調べて", "何", "いつ", "誰", "どこ", "どう", "ですか", "ますか", "でしょう", "かな",
+    "いくら", "what", "what's", "who", "when", "where", "which", "how", "tell me", "show me",
+    "look up", "find out", "is there", "are there", "will it", "any news",
 ];
 
 /// Recency anchors: time words that point at an event the model may not know.
+#[rustfmt::skip]
 const RECENCY_ANCHORS: &[&str] = &[
-    "今年",
-    "去年",
-    "昨年",
-    "今年度",
-    "最近",
-    "直近",
-    "先週",
-    "先月",
-    "昨夜",
-    "今朝",
-    "今夜",
-    "今シーズン",
-    "this year",
-    "last year",
-    "last night",
-    "last week",
-    "this month",
-    "recently",
-    "currently",
-    "so far",
-    "as of now",
-    "these days",
-    "this season",
+    "今年", "去年", "昨年", "今年度", "最近", "直近", "先週", "先月", "昨夜", "今朝", "今夜", "今シーズン", "this year",
+    "last year", "last night", "last week", "this month", "recently", "currently", "so far",
+    "as of now", "these days", "this season",
 ];
 
 /// Event cues that, next to a recency anchor, make a question about the news.
+#[rustfmt::skip]
 const RECENCY_CUES: &[&str] = &[
-    "誰",
-    "いつ",
-    "どこ",
-    "結果",
-    "優勝",
-    "受賞",
-    "発表",
-    "発売",
-    "どうなった",
-    "いくら",
-    "何位",
-    "勝った",
-    "who",
-    "won",
-    "winner",
-    "result*",
-    "released",
-    "announced",
-    "price",
-    "how much",
-    "score",
-    "champion*",
+    "誰", "いつ", "どこ", "結果", "優勝", "受賞", "発表", "発売", "どうなった", "いくら", "何位", "勝った", "who", "won",
+    "winner", "result*", "released", "announced", "price", "how much", "score", "champion*",
     "elected",
 ];
 
-/// The compiled web rules.
+/// Groups of the one keyword set the web rules scan with.
+const POSITIVE: usize = 0;
+const WEAK: usize = 1;
+const NEGATIVE: usize = 2;
+const QUESTION: usize = 3;
+const ANCHOR: usize = 4;
+const EVENT: usize = 5;
+
+/// The compiled web rules: every list in one keyword set, scanned once per prompt.
 #[derive(Debug, Clone)]
 pub(crate) struct WebRules {
     enabled: bool,
     recency: bool,
     max_scan_chars: usize,
-    positive: KeywordSet,
-    weak: KeywordSet,
-    negative: KeywordSet,
-    questions: KeywordSet,
-    anchors: KeywordSet,
-    events: KeywordSet,
+    words: KeywordSet,
 }
 
 /// The outcome, with the one reason line that explains it.
@@ -123,33 +62,52 @@ pub(crate) struct WebVerdict {
 
 impl WebRules {
     pub fn new(cfg: &WebConfig) -> Self {
+        let fixed = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+        let (questions, anchors, events) = (
+            fixed(QUESTION_CUES),
+            fixed(RECENCY_ANCHORS),
+            fixed(RECENCY_CUES),
+        );
+        let groups: [&[String]; 6] = [
+            &cfg.positive,
+            &cfg.weak_positive,
+            &cfg.negative,
+            &questions,
+            &anchors,
+            &events,
+        ];
         Self {
             enabled: cfg.enabled,
             recency: cfg.recency,
             max_scan_chars: cfg.max_scan_chars.max(1),
-            positive: KeywordSet::new(&cfg.positive),
-            weak: KeywordSet::new(&cfg.weak_positive),
-            negative: KeywordSet::new(&cfg.negative),
-            questions: KeywordSet::new(QUESTION_CUES),
-            anchors: KeywordSet::new(RECENCY_ANCHORS),
-            events: KeywordSet::new(RECENCY_CUES),
+            words: KeywordSet::grouped(&groups),
         }
     }
 
-    /// Decides whether `prompt` asks for information from the web.
-    pub fn detect(&self, prompt: &str) -> WebVerdict {
+    /// Decides whether `prompt` asks for information from the web. In a `code_context`
+    /// (the domain rules saw code) only strong positives count: "the current date in bash"
+    /// is about code, not about today.
+    pub fn detect(&self, prompt: &str, code_context: bool) -> WebVerdict {
         if !self.enabled {
             return verdict(false, "web_search: disabled by config".to_owned());
         }
         let prose = prose(prompt, self.max_scan_chars);
         let text = prose.text.as_str();
-        let Some(pos) = self.positive_hit(text) else {
+        let first = self.words.first_per_group(text);
+        let word = |g: usize| first.get(g).copied().flatten().map(|h| h.word);
+        let Some((pos, strong)) = self.positive_hit(&word) else {
             return verdict(false, "web_search: no positive keyword".to_owned());
         };
-        if let Some(neg) = self.negative.first(text) {
+        if code_context && !strong {
             return verdict(
                 false,
-                format!("web_search: pos={pos:?} suppressed by neg={:?}", neg.word),
+                format!("web_search: weak pos={pos:?} ignored in a code question"),
+            );
+        }
+        if let Some(neg) = word(NEGATIVE) {
+            return verdict(
+                false,
+                format!("web_search: pos={pos:?} suppressed by neg={neg:?}"),
             );
         }
         if prose.machine_lines >= PASTED_LINES {
@@ -164,20 +122,18 @@ impl WebRules {
         verdict(true, format!("web_search: pos={pos:?} -> web"))
     }
 
-    fn positive_hit(&self, text: &str) -> Option<String> {
-        if let Some(hit) = self.positive.first(text) {
-            return Some(hit.word.to_owned());
+    /// The positive that fired, and whether it was a strong one.
+    fn positive_hit<'a>(&self, word: &impl Fn(usize) -> Option<&'a str>) -> Option<(String, bool)> {
+        if let Some(pos) = word(POSITIVE) {
+            return Some((pos.to_owned(), true));
         }
-        if let Some(hit) = self.weak.first(text)
-            && let Some(q) = self.questions.first(text)
-        {
-            return Some(format!("{}+{}", hit.word, q.word));
+        if let (Some(weak), Some(q)) = (word(WEAK), word(QUESTION)) {
+            return Some((format!("{weak}+{q}"), false));
         }
         if self.recency
-            && let Some(anchor) = self.anchors.first(text)
-            && let Some(cue) = self.events.first(text)
+            && let (Some(anchor), Some(cue)) = (word(ANCHOR), word(EVENT))
         {
-            return Some(format!("recency:{}+{}", anchor.word, cue.word));
+            return Some((format!("recency:{anchor}+{cue}"), false));
         }
         None
     }
@@ -196,7 +152,7 @@ mod tests {
     }
 
     fn web(p: &str) -> bool {
-        rules().detect(p).web
+        rules().detect(p, false).web
     }
 
     /// The seed's boundary set, extended: (prompt, expected web search).
@@ -236,7 +192,7 @@ mod tests {
     fn seed_boundary_cases() {
         let r = rules();
         for (prompt, expected) in BOUNDARY {
-            let v = r.detect(prompt);
+            let v = r.detect(prompt, false);
             assert_eq!(v.web, *expected, "{prompt}: {}", v.reason);
         }
     }
@@ -245,11 +201,11 @@ mod tests {
     fn reasons_name_the_keywords() {
         let r = rules();
         assert_eq!(
-            r.detect("今日の天気のAPIを実装したい").reason,
+            r.detect("今日の天気のAPIを実装したい", false).reason,
             r#"web_search: pos="天気" suppressed by neg="実装""#
         );
         assert_eq!(
-            r.detect("最新ニュースを教えて").reason,
+            r.detect("最新ニュースを教えて", false).reason,
             r#"web_search: pos="最新" -> web"#
         );
     }
@@ -263,7 +219,7 @@ mod tests {
         assert!(!web(code));
         let journal = "Jun 01 10:00:00 host app[1]: weather sync current=ok\n".repeat(50);
         assert!(!web(&journal));
-        let v = rules().detect("```\na\nb\n```\nWhat is the weather today?");
+        let v = rules().detect("```\na\nb\n```\nWhat is the weather today?", false);
         assert!(!v.web);
         assert!(
             v.reason.contains("<pasted code/log: 4 lines>"),
@@ -280,16 +236,36 @@ mod tests {
     }
 
     #[test]
+    fn code_questions_only_take_strong_positives() {
+        let r = rules();
+        let v = r.detect("How do I print the current date in bash?", true);
+        assert!(!v.web);
+        assert_eq!(
+            v.reason,
+            r#"web_search: weak pos="current+how" ignored in a code question"#
+        );
+        assert!(
+            r.detect("How do I print the current date in bash?", false)
+                .web
+        );
+        assert!(r.detect("What's the latest version of Rust?", true).web);
+    }
+
+    #[test]
     fn config_lists_and_switches_apply() {
         let mut cfg = WebConfig {
             positive: vec!["花粉".into()],
             ..WebConfig::default()
         };
-        assert!(WebRules::new(&cfg).detect("花粉の飛散").web);
-        assert!(!WebRules::new(&cfg).detect("天気は？").web);
+        assert!(WebRules::new(&cfg).detect("花粉の飛散", false).web);
+        assert!(!WebRules::new(&cfg).detect("天気は？", false).web);
         cfg.recency = false;
-        assert!(!WebRules::new(&cfg).detect("今年のノーベル賞は誰？").web);
+        assert!(
+            !WebRules::new(&cfg)
+                .detect("今年のノーベル賞は誰？", false)
+                .web
+        );
         cfg.enabled = false;
-        assert!(!WebRules::new(&cfg).detect("花粉の飛散").web);
+        assert!(!WebRules::new(&cfg).detect("花粉の飛散", false).web);
     }
 }
