@@ -51,6 +51,33 @@ impl Catalog {
             .map(|e| e.model.clone())
     }
 
+    /// Whether `model` accepts `tools`: `Some(true)` if any worker says so, `Some(false)`
+    /// if the workers that say anything all say no, `None` when none says.
+    pub fn tools_support(&self, model: &ModelName) -> Option<bool> {
+        let mut support = None;
+        for e in self.entries.iter().filter(|e| &e.model == model) {
+            match e.tools {
+                Some(true) => return Some(true),
+                Some(false) => support = Some(false),
+                None => {}
+            }
+        }
+        support
+    }
+
+    /// Models that say they accept `tools`, healthy workers' models first.
+    pub fn tool_models(&self) -> Vec<ModelName> {
+        let mut out: Vec<ModelName> = Vec::new();
+        for healthy in [true, false] {
+            for e in &self.entries {
+                if e.healthy == healthy && e.tools == Some(true) && !out.contains(&e.model) {
+                    out.push(e.model.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Workers that serve `model`.
     pub fn workers_for(&self, model: &ModelName) -> Vec<&CatalogEntry> {
         self.entries.iter().filter(|e| &e.model == model).collect()

@@ -1,71 +1,77 @@
 //! Routing: turns a [`Turn`] into a [`RouteDecision`] (domain, model, lane, web search,
-//! internal task) with the reasons that produced it.
+//! internal task, rule answer) with the reasons that produced it.
 //!
 //! The router sits between turn extraction and the store in the request flow. It reads
-//! only the user's original prompt and the request's shape, never the history.
+//! only the user's original prompt and the request's shape, never the history. Order:
+//! 1. Open WebUI background tasks ([`internal`]) are recognised first; they never reach
+//!    web search, the classifier or memory, and in rules mode get their answer at once.
+//! 2. The domain: rules ([`domain`]), and the optional LLM classifier ([`classifier`]) only
+//!    when the rules are unsure, within its deadline.
+//! 3. Web search ([`web`]) on the prose of the prompt, positives suppressed by negatives.
+//! 4. The model: named by the client, or the domain's / default model; a turn with tools
+//!    goes to a model that accepts them.
+//!
+//! Every decision is logged at INFO with its reasons. [`eval`] measures the rules against
+//! a labelled JSONL set.
 
+mod answers;
 mod catalog;
+mod classifier;
+mod config;
+mod domain;
+pub mod eval;
+mod internal;
+mod select;
+mod text;
+mod web;
 
-use std::collections::BTreeMap;
+#[cfg(test)]
+mod tests;
 
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
 
 pub use catalog::{Catalog, CatalogEntry};
+pub use classifier::ClassifierBackend;
+pub use config::{
+    ClassifierConfig, DEFAULT_WEB_NEGATIVE, DEFAULT_WEB_POSITIVE, DEFAULT_WEB_WEAK_POSITIVE,
+    DomainConfig, RoutingConfig, WebConfig,
+};
 
 use crate::config::{InternalTasksConfig, InternalTasksMode};
 use crate::domain::{InternalTask, Lane, ModelName, WorkerName};
-use crate::turn::{ModelRequest, Turn};
+use crate::turn::Turn;
+use classifier::{Classified, Classifier};
+use domain::{Confidence, DomainRules};
+use internal::TurnKind;
+use web::WebRules;
 
-/// `[routing]` in the config.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RoutingConfig {
-    /// The model for `auto` requests when no domain names one; the first discovered model
-    /// when absent.
-    pub default_model: Option<String>,
-    /// `[routing.domains.<name>] model = "..."`.
-    pub domains: BTreeMap<String, DomainConfig>,
-}
+/// The model name a rule-answered internal task reports: no model ran.
+pub const RULES_MODEL: &str = "rules";
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct DomainConfig {
-    pub model: Option<String>,
-}
-
-impl RoutingConfig {
-    pub fn validate(&self) -> Vec<String> {
-        let mut problems = Vec::new();
-        if let Some(m) = &self.default_model
-            && let Err(e) = ModelName::parse(m)
-        {
-            problems.push(format!("routing.default_model: {e}"));
-        }
-        for (name, d) in &self.domains {
-            if let Some(m) = &d.model
-                && let Err(e) = ModelName::parse(m)
-            {
-                problems.push(format!("routing.domains.{name}.model: {e}"));
-            }
-        }
-        problems
-    }
-}
-
-/// Where a turn goes and why.
+/// Where a turn goes and why. Serialises for the preview endpoint.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RouteDecision {
     pub domain: String,
     pub model: ModelName,
     /// The worker a `model@worker` request pinned, if any.
     pub worker: Option<WorkerName>,
+    /// The queue lane, as a string (`tasks:llm:<model>`, `tasks:web`, `tasks:utility`).
+    #[serde(rename = "queue")]
     pub lane: Lane,
     /// True when the client named a concrete model.
     pub named: bool,
+    /// True when the prompt asks for fresh information from the web.
+    #[serde(rename = "auto_web_search")]
     pub web_search: bool,
     pub internal_task: Option<InternalTask>,
     /// An internal task answered by rules: the exact text to return, no model needed.
     pub rules_answer: Option<String>,
+    /// Whether the turn may read and write memory: false for internal tasks, web-search
+    /// and RAG-augmented turns.
+    pub memory: bool,
     /// Which rules fired, in order.
     pub reasons: Vec<String>,
 }
@@ -86,18 +92,86 @@ pub enum RouteError {
     },
     #[error("no model is available: no backend is reachable or none reports a model")]
     NoModels,
+    /// A named model that says it cannot take `tools`, for a turn that carries tools.
+    #[error(
+        "model {model:?} does not support tools, but the request carries tool definitions; \
+         choose a tool-capable model ({}) or send the request without tools",
+        if tool_capable.is_empty() { "none is available".to_owned() } else { tool_capable.join(", ") }
+    )]
+    ToolsUnsupported {
+        model: String,
+        tool_capable: Vec<String>,
+    },
+    /// An `auto` turn with tools, and no available model accepts them.
+    #[error(
+        "the request carries tool definitions, but no available model supports tools \
+         (chosen: {model:?}; available: {}); send it without tools or add a tool-capable model",
+        available.join(", ")
+    )]
+    NoToolModel {
+        model: String,
+        available: Vec<String>,
+    },
 }
 
 /// The routing brain. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Router {
-    config: RoutingConfig,
+    config: Arc<RoutingConfig>,
     internal: InternalTasksConfig,
+    rules: Arc<Rules>,
+    classifier: Option<Arc<Classifier>>,
+}
+
+#[derive(Debug)]
+struct Rules {
+    web: WebRules,
+    domains: DomainRules,
 }
 
 impl Router {
+    /// A router without an LLM classifier: rules only.
     pub fn new(config: RoutingConfig, internal: InternalTasksConfig) -> Self {
-        Self { config, internal }
+        let rules = Rules {
+            web: WebRules::new(&config.web),
+            domains: DomainRules::new(&config.domains),
+        };
+        Self {
+            config: Arc::new(config),
+            internal,
+            rules: Arc::new(rules),
+            classifier: None,
+        }
+    }
+
+    /// A router that asks `backend` when the rules are unsure, if
+    /// `[routing.classifier] model` is set (otherwise the same as [`Router::new`]).
+    pub fn with_classifier(
+        config: RoutingConfig,
+        internal: InternalTasksConfig,
+        backend: Arc<dyn ClassifierBackend>,
+    ) -> Self {
+        let c = &config.classifier;
+        let classifier = c
+            .model
+            .as_deref()
+            .and_then(|m| ModelName::parse(m).ok())
+            .map(|model| {
+                Arc::new(Classifier::new(
+                    backend,
+                    model,
+                    Duration::from_millis(c.deadline_ms.max(1)),
+                    c.cache_size,
+                ))
+            });
+        Self {
+            classifier,
+            ..Self::new(config, internal)
+        }
+    }
+
+    pub fn config(&self) -> &RoutingConfig {
+        &self.config
     }
 
     /// Decides where a turn goes. `catalog` is what the workers serve right now.
@@ -106,32 +180,59 @@ impl Router {
         turn: &Turn,
         catalog: &Catalog,
     ) -> Result<RouteDecision, RouteError> {
-        let mut reasons = Vec::new();
-        let internal_task = turn
-            .signals
-            .task_header
-            .as_deref()
-            .and_then(InternalTask::from_header);
-        if let Some(kind) = internal_task {
-            reasons.push(format!("internal: header X-OpenWebUI-Task={kind}"));
-        }
-        let domain = "general".to_owned();
-        let (model, worker, named) = match &turn.model {
-            ModelRequest::Named { model, worker } => {
-                catalog.check_named(model, worker.as_ref())?;
-                reasons.push(format!("named: client asked for {model}"));
-                (model.clone(), worker.clone(), true)
+        let decision = match internal::detect(turn) {
+            TurnKind::Internal { task, reason } => {
+                self.decide_internal(turn, catalog, task, reason)
             }
-            ModelRequest::Auto => {
-                let model = self.auto_model(&domain, catalog)?;
-                reasons.push(format!("auto: domain {domain} -> {model}"));
-                (model, None, false)
+            TurnKind::Rag { question, reason } => {
+                self.decide_user(turn, catalog, &question, vec![reason], true)
+                    .await
+            }
+            TurnKind::User { note } => {
+                let reasons = note.into_iter().collect();
+                self.decide_user(turn, catalog, &turn.prompt, reasons, false)
+                    .await
             }
         };
-        let lane = match (&worker, internal_task) {
-            (Some(w), _) => Lane::llm_pinned(&model, w),
-            (None, Some(_)) if self.internal.mode == InternalTasksMode::Model => Lane::utility(),
-            (None, _) => Lane::llm(&model),
+        match &decision {
+            Ok(d) => tracing::info!(
+                domain = %d.domain,
+                model = %d.model,
+                queue = %d.lane,
+                web_search = d.web_search,
+                internal_task = d.internal_task.map(InternalTask::as_str),
+                named = d.named,
+                rules_answer = d.rules_answer.is_some(),
+                reasons = %d.reasons.join("; "),
+                "route decided"
+            ),
+            Err(e) => tracing::info!(error = %e, "route refused"),
+        }
+        decision
+    }
+
+    async fn decide_user(
+        &self,
+        turn: &Turn,
+        catalog: &Catalog,
+        text: &str,
+        mut reasons: Vec<String>,
+        rag: bool,
+    ) -> Result<RouteDecision, RouteError> {
+        let domain = self.domain(text, &mut reasons).await;
+        let web_search = if rag {
+            reasons.push("web_search: skipped, the turn already carries retrieved context".into());
+            false
+        } else {
+            let v = self.rules.web.detect(&turn.prompt, domain == domain::CODE);
+            reasons.push(v.reason);
+            v.web
+        };
+        let (model, worker, named) = self.choose_model(turn, catalog, &domain, &mut reasons)?;
+        let lane = match (&worker, web_search) {
+            (_, true) => Lane::web(),
+            (Some(w), false) => Lane::llm_pinned(&model, w),
+            (None, false) => Lane::llm(&model),
         };
         Ok(RouteDecision {
             domain,
@@ -139,28 +240,84 @@ impl Router {
             worker,
             lane,
             named,
-            web_search: false,
-            internal_task,
+            web_search,
+            internal_task: None,
             rules_answer: None,
+            memory: !rag && !web_search,
             reasons,
         })
     }
 
-    fn auto_model(&self, domain: &str, catalog: &Catalog) -> Result<ModelName, RouteError> {
-        let configured = self
-            .config
-            .domains
-            .get(domain)
-            .and_then(|d| d.model.as_deref())
-            .or(self.config.default_model.as_deref())
-            .and_then(|m| ModelName::parse(m).ok());
-        match configured {
-            Some(m) if catalog.serves(&m) => Ok(m),
-            Some(m) => Err(RouteError::UnknownModel {
-                requested: m.to_string(),
-                available: catalog.model_names(),
-            }),
-            None => catalog.first_model().ok_or(RouteError::NoModels),
+    /// The rule domain, refined by the classifier when the rules are unsure.
+    async fn domain(&self, text: &str, reasons: &mut Vec<String>) -> String {
+        let verdict = self.rules.domains.classify(text);
+        reasons.push(verdict.reason);
+        let Some(classifier) = self.classifier.as_ref() else {
+            return verdict.domain;
+        };
+        if verdict.confidence == Confidence::Sure {
+            return verdict.domain;
         }
+        match classifier.classify(text, self.rules.domains.names()).await {
+            Classified::Domain { domain, cached } => {
+                reasons.push(format!(
+                    "classifier: {} says {domain}{}",
+                    classifier.model(),
+                    if cached { " (cached)" } else { "" }
+                ));
+                domain
+            }
+            Classified::Failed(why) => {
+                reasons.push(format!(
+                    "classifier: {why}; keeping rule domain {}",
+                    verdict.domain
+                ));
+                verdict.domain
+            }
+        }
+    }
+
+    fn decide_internal(
+        &self,
+        turn: &Turn,
+        catalog: &Catalog,
+        task: InternalTask,
+        reason: String,
+    ) -> Result<RouteDecision, RouteError> {
+        let mut reasons = vec![
+            reason,
+            "internal: no web search, no classifier, no memory".to_owned(),
+        ];
+        let named = !matches!(turn.model, crate::turn::ModelRequest::Auto);
+        if self.internal.mode == InternalTasksMode::Rules
+            && let Some(answer) = answers::rules_answer(task, turn)
+        {
+            reasons.push("internal: answered by rules (no model)".to_owned());
+            return Ok(RouteDecision {
+                domain: domain::GENERAL.to_owned(),
+                model: ModelName::parse(RULES_MODEL).map_err(|_| RouteError::NoModels)?,
+                worker: None,
+                lane: Lane::utility(),
+                named,
+                web_search: false,
+                internal_task: Some(task),
+                rules_answer: Some(answer),
+                memory: false,
+                reasons,
+            });
+        }
+        let model = self.internal_model(turn, catalog, &mut reasons)?;
+        Ok(RouteDecision {
+            domain: domain::GENERAL.to_owned(),
+            model,
+            worker: None,
+            lane: Lane::utility(),
+            named,
+            web_search: false,
+            internal_task: Some(task),
+            rules_answer: None,
+            memory: false,
+            reasons,
+        })
     }
 }
