@@ -65,6 +65,16 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Show where a prompt would go, without running anything.
+    Route {
+        #[command(subcommand)]
+        command: RouteCommand,
+    },
+    /// Measure the router or the memory on a labelled set.
+    Eval {
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
     /// Inspect recorded tasks (reads the store directly).
     Tasks {
         #[arg(long, short, global = true)]
@@ -80,6 +90,35 @@ enum ConfigCommand {
     Check {
         /// The file to check (default: ./coordinator.toml).
         file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum RouteCommand {
+    /// The routing decision for a prompt, with the reasons (asks the backends for their
+    /// models, as `serve` would).
+    Preview {
+        prompt: String,
+        /// A model to ask for (default: auto).
+        #[arg(long)]
+        model: Option<String>,
+        /// Treat the prompt as an Open WebUI background task of this kind (the
+        /// X-OpenWebUI-Task header), e.g. title_generation.
+        #[arg(long)]
+        task: Option<String>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Accuracy of the routing rules (web, domain, internal) on a JSONL set, with misses.
+    Routing {
+        /// The labelled set, e.g. eval/routing.jsonl.
+        file: PathBuf,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -208,6 +247,47 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::from(2))
                 }
             }
+        }
+        Command::Route {
+            command:
+                RouteCommand::Preview {
+                    prompt,
+                    model,
+                    task,
+                    config,
+                },
+        } => {
+            let cfg = load_config(config)?;
+            let registry = coordinator::startup::build_registry(&cfg, None)?;
+            registry.refresh_all().await;
+            let router =
+                coordinator::routing::Router::new(cfg.routing.clone(), cfg.internal_tasks.clone());
+            let input = coordinator::turn::TurnInput {
+                messages: vec![coordinator::chat::ChatMessage::user(prompt)],
+                model,
+                task_header: task,
+                remember: true,
+                ..Default::default()
+            };
+            let turn = coordinator::turn::build_turn(input, &cfg.history)?;
+            let mut catalog = registry.catalog();
+            if catalog.entries.is_empty() {
+                eprintln!("note: no backend answered; the model below is a placeholder");
+                catalog = coordinator::routing::eval::eval_catalog(&router);
+            }
+            let decision = router.decide(&turn, &catalog).await?;
+            println!("{}", serde_json::to_string_pretty(&decision)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval {
+            command: EvalCommand::Routing { file, config },
+        } => {
+            let cfg = load_config(config)?;
+            let router =
+                coordinator::routing::Router::new(cfg.routing.clone(), cfg.internal_tasks.clone());
+            let report = coordinator::routing::eval::run_file(&file, &router).await?;
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
         }
         Command::Tasks { config, command } => {
             let cfg = load_config(config)?;

@@ -12,7 +12,7 @@ use chrono::Utc;
 use crate::backend::BackendRequest;
 use crate::chat::{ChatMessage, Chunk, FinishReason, Role, Usage};
 use crate::config::Config;
-use crate::domain::{TaskId, TaskStatus, WorkerName};
+use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::queue::{Job, Queue, QueueError};
 use crate::routing::{RouteDecision, RouteError, Router};
@@ -162,6 +162,11 @@ pub fn compose(turn: &Turn, decision: &RouteDecision, config: &Config) -> Backen
     match &turn.history {
         History::None => {}
         History::Messages(m) => messages.extend(m.iter().cloned()),
+        // The web lane needs the question on its own (it derives the search query from
+        // it); elsewhere the seed's text history goes before the prompt.
+        History::Text(t) if decision.lane.as_str() == Lane::WEB => {
+            messages.push(ChatMessage::user(t.clone()))
+        }
         History::Text(t) => prompt = format!("{t}\n\n{prompt}"),
     }
     let mut user = ChatMessage::new(Role::User, prompt);

@@ -22,6 +22,7 @@ pub use recover::{LOST_AFTER, reconcile, recover_unfinished};
 
 use self::parts::{WorkerParts, spawn_workers};
 use crate::backend::Registry;
+use crate::backend::classify::RegistryClassifier;
 use crate::config::{Config, QueueConfig};
 use crate::routing::Router;
 use crate::service::Coordinator;
@@ -49,7 +50,13 @@ impl Application {
         let registry = build_registry(&config, None)?;
         registry.refresh_all().await;
         let transport = open_transport(&config, &registry).await?;
-        let router = Router::new(config.routing.clone(), config.internal_tasks.clone());
+        let router = Router::with_classifier(
+            config.routing.clone(),
+            config.internal_tasks.clone(),
+            Arc::new(RegistryClassifier {
+                registry: registry.clone(),
+            }),
+        );
         let coordinator = Coordinator {
             config: config.clone(),
             store,

@@ -107,11 +107,24 @@ impl FakeSearxng {
     /// Starts on `127.0.0.1:0`, in `Zero` mode until told otherwise.
     pub async fn start() -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
         let state: SharedState = Arc::new(Mutex::new(Shared {
             mode: FakeMode::Zero,
             requests: Vec::new(),
         }));
+        Self::serve(listener, state)
+    }
+
+    /// Brings a stopped fake back on the same address, with its mode and records
+    /// (as `docker start` after `docker stop`).
+    pub async fn restart(&mut self) -> std::io::Result<()> {
+        self.stop().await;
+        let listener = tokio::net::TcpListener::bind(self.addr).await?;
+        *self = Self::serve(listener, self.state.clone())?;
+        Ok(())
+    }
+
+    fn serve(listener: tokio::net::TcpListener, state: SharedState) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
         let app = axum::Router::new()
             .route("/", get(search))
             .route("/search", get(search))

@@ -6,3 +6,5 @@
 mod foundation;
 mod front_door;
 mod helpers;
+mod routing;
+mod web;
