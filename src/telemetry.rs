@@ -1,4 +1,7 @@
-//! Logging: `tracing` to stderr, filtered by `RUST_LOG` (default `info`).
+//! Logging: `tracing` to stderr, filtered by `RUST_LOG` (default `info`). Colours only
+//! when stderr is a terminal, so logs piped to files or journald stay plain text.
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
@@ -8,6 +11,7 @@ pub fn init(json: bool) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = if json {
         builder.json().try_init()

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cluster;
 mod foundation;
 mod front_door;
 mod helpers;
