@@ -62,6 +62,7 @@ pub fn load_str(
             problems.push(p);
         }
     }
+    infer_type_tags(&mut root);
     let mut unknown = Vec::new();
     let parsed: Result<Config, _> =
         serde_ignored::deserialize(root, |path| unknown.push(path.to_string()));
@@ -81,6 +82,24 @@ pub fn load_str(
             problems.push(e.to_string().trim().to_owned());
             Err(ConfigError::Invalid(problems))
         }
+    }
+}
+
+/// Fills in `type` where it is implied: `[store]` with only `path` is SQLite, with a
+/// `url` PostgreSQL; `[queue]` with a `url` is Redis.
+fn infer_type_tags(root: &mut Value) {
+    let Value::Table(t) = root else { return };
+    if let Some(Value::Table(store)) = t.get_mut("store")
+        && !store.contains_key("type")
+    {
+        let kind = if store.contains_key("url") { "postgres" } else { "sqlite" };
+        store.insert("type".to_owned(), Value::String(kind.to_owned()));
+    }
+    if let Some(Value::Table(queue)) = t.get_mut("queue")
+        && !queue.contains_key("type")
+    {
+        let kind = if queue.contains_key("url") { "redis" } else { "in-process" };
+        queue.insert("type".to_owned(), Value::String(kind.to_owned()));
     }
 }
 
@@ -248,6 +267,18 @@ mod tests {
         assert_eq!(c.server.listen, "127.0.0.1:9999");
         assert_eq!(c.timeouts.route_s, 15);
         assert_eq!(c.backends[0].kind, BackendKind::Openai);
+    }
+
+    #[test]
+    fn implied_types_are_filled_in() {
+        let c = load_str("[store]\npath = \"x.db\"\n", no_env()).unwrap();
+        assert_eq!(c.store, StoreConfig::Sqlite { path: "x.db".into() });
+        let c = load_str("[store]\nurl = \"postgres://h/db\"\n[queue]\nurl = \"redis://h\"\n", no_env()).unwrap();
+        assert!(matches!(c.store, StoreConfig::Postgres { .. }));
+        assert!(matches!(c.queue, QueueConfig::Redis { .. }));
+        let env = vec![("COORDINATOR_STORE__PATH".to_owned(), "y.db".to_owned())];
+        let c = load_str("", env).unwrap();
+        assert_eq!(c.store, StoreConfig::Sqlite { path: "y.db".into() });
     }
 
     #[test]
