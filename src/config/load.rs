@@ -92,13 +92,21 @@ fn infer_type_tags(root: &mut Value) {
     if let Some(Value::Table(store)) = t.get_mut("store")
         && !store.contains_key("type")
     {
-        let kind = if store.contains_key("url") { "postgres" } else { "sqlite" };
+        let kind = if store.contains_key("url") {
+            "postgres"
+        } else {
+            "sqlite"
+        };
         store.insert("type".to_owned(), Value::String(kind.to_owned()));
     }
     if let Some(Value::Table(queue)) = t.get_mut("queue")
         && !queue.contains_key("type")
     {
-        let kind = if queue.contains_key("url") { "redis" } else { "in-process" };
+        let kind = if queue.contains_key("url") {
+            "redis"
+        } else {
+            "in-process"
+        };
         queue.insert("type".to_owned(), Value::String(kind.to_owned()));
     }
 }
@@ -272,13 +280,27 @@ mod tests {
     #[test]
     fn implied_types_are_filled_in() {
         let c = load_str("[store]\npath = \"x.db\"\n", no_env()).unwrap();
-        assert_eq!(c.store, StoreConfig::Sqlite { path: "x.db".into() });
-        let c = load_str("[store]\nurl = \"postgres://h/db\"\n[queue]\nurl = \"redis://h\"\n", no_env()).unwrap();
+        assert_eq!(
+            c.store,
+            StoreConfig::Sqlite {
+                path: "x.db".into()
+            }
+        );
+        let c = load_str(
+            "[store]\nurl = \"postgres://h/db\"\n[queue]\nurl = \"redis://h\"\n",
+            no_env(),
+        )
+        .unwrap();
         assert!(matches!(c.store, StoreConfig::Postgres { .. }));
         assert!(matches!(c.queue, QueueConfig::Redis { .. }));
         let env = vec![("COORDINATOR_STORE__PATH".to_owned(), "y.db".to_owned())];
         let c = load_str("", env).unwrap();
-        assert_eq!(c.store, StoreConfig::Sqlite { path: "y.db".into() });
+        assert_eq!(
+            c.store,
+            StoreConfig::Sqlite {
+                path: "y.db".into()
+            }
+        );
     }
 
     #[test]
