@@ -50,6 +50,7 @@ pub struct Coordinator {
     pub directory: Arc<dyn Directory>,
     /// When this process started (shown as model creation times).
     pub started_at: chrono::DateTime<Utc>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Coordinator {
@@ -61,6 +62,7 @@ impl Coordinator {
     /// Routes, records, composes and queues one turn.
     pub async fn submit(&self, turn: Turn) -> Result<Submission, SubmitError> {
         let decision = self.router.decide(&turn, &self.directory.catalog()).await?;
+        self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();
         let created_at = Utc::now();
         tracing::info!(

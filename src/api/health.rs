@@ -47,3 +47,13 @@ pub async fn workers(State(state): State<Coordinator>) -> Json<Value> {
         .collect();
     Json(json!({"workers": state.directory.statuses(), "queues": depths}))
 }
+
+pub async fn metrics(State(state): State<Coordinator>) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        state.metrics.render(),
+    )
+}

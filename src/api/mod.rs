@@ -28,7 +28,8 @@ use crate::service::Coordinator;
 pub fn router(state: Coordinator) -> Router {
     let open = Router::new()
         .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz));
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics));
     let guarded = Router::new()
         .route("/workers", get(health::workers))
         .route("/route", post(route::route))

@@ -65,6 +65,7 @@ impl Application {
             router,
             directory: transport.directory,
             started_at: Utc::now(),
+            metrics: Arc::default(),
         };
         let listener = TcpListener::bind(&config.server.listen)
             .await

@@ -59,6 +59,10 @@ impl Worker {
             self.ack(&delivery).await;
             return;
         }
+        if self.hand_to_warmer_worker(job).await {
+            self.ack(&delivery).await;
+            return;
+        }
         let started = Utc::now();
         match self.store.claim(job.task_id, &me, started).await {
             Ok(Claim::Claimed) => {}
@@ -172,6 +176,37 @@ impl Worker {
         })
     }
 
+    /// Placement: a fresh job for a model this machine has not loaded goes to a worker that
+    /// has it loaded and a free slot (a loaded but busy machine is not free). Only once
+    /// per job, and never for jobs pinned to this worker.
+    async fn hand_to_warmer_worker(&self, job: &Job) -> bool {
+        let me = self.handle.name();
+        let model = &job.request.model;
+        if job.attempt > 0 || !job.avoid.is_empty() || job.lane.as_str().contains('@') {
+            return false;
+        }
+        if self.handle.status().loaded.contains(model) {
+            return false;
+        }
+        let warmer = self.directory.statuses().into_iter().find(|s| {
+            &s.name != me
+                && s.healthy
+                && s.loaded.contains(model)
+                && s.in_flight < s.max_concurrency
+        });
+        let Some(warmer) = warmer else { return false };
+        let next = Job {
+            avoid: vec![me.clone()],
+            ..job.clone()
+        };
+        if let Err(e) = self.queue.enqueue(next).await {
+            tracing::warn!(task_id = %job.task_id, error = %e, "could not hand the task on; running it here");
+            return false;
+        }
+        tracing::info!(task_id = %job.task_id, worker = %me, to = %warmer.name, model = %model, "model not loaded here; left for a worker that has it loaded");
+        true
+    }
+
     /// Hands a job that failed before its first token to another worker, when one serves
     /// the model and attempts remain. Returns whether it did.
     async fn try_failover(&self, job: &Job, error: &BackendError) -> bool {
@@ -180,6 +215,10 @@ impl Worker {
         let pinned = job.lane.as_str().contains('@');
         let mut avoid = job.avoid.clone();
         avoid.push(me.clone());
+        if self.directory.others_serving(&job.request.model, &avoid) == 0 {
+            // Workers avoided only for placement may still serve it.
+            avoid = vec![me.clone()];
+        }
         if pinned
             || !error.is_retryable()
             || job.attempt + 1 >= MAX_ATTEMPTS

@@ -7,5 +7,6 @@ mod cluster;
 mod foundation;
 mod front_door;
 mod helpers;
+mod placement;
 mod routing;
 mod web;
