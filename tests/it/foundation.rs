@@ -237,3 +237,82 @@ async fn a_task_interrupted_by_shutdown_is_queued_again_at_restart() {
         format!("Echo from {MODEL}: survive a restart")
     );
 }
+
+/// The README's binary: `coordinator serve` answers, and SIGTERM lets the running task
+/// finish before the process exits.
+#[tokio::test]
+async fn the_binary_serves_and_drains_on_sigterm() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.token_delay = std::time::Duration::from_millis(100));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/coordinator.db");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .env("COORDINATOR_BACKENDS__0__NAME", "moon")
+        .env("COORDINATOR_BACKENDS__0__KIND", "ollama")
+        .env("COORDINATOR_BACKENDS__0__URL", fake.base_url())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next_line().await.unwrap().expect("serve exited");
+        if let Some(i) = line.find("addr=").filter(|_| line.contains("listening")) {
+            break line[i + 5..].split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let http = reqwest::Client::new();
+    let routed: Value = http
+        .post(format!("http://{addr}/route"))
+        .json(&json!({ "prompt": "one two three four five" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = routed["task_id"].as_str().unwrap().to_owned();
+    // Wait until the worker is answering, then ask the process to stop.
+    let res = http
+        .get(format!("http://{addr}/tasks/{id}/events"))
+        .send()
+        .await
+        .unwrap();
+    let mut events = res.bytes_stream();
+    use futures::StreamExt;
+    loop {
+        let chunk = events.next().await.unwrap().unwrap();
+        if String::from_utf8_lossy(&chunk).contains("token") {
+            break;
+        }
+    }
+    let pid = child.id().unwrap().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut log = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    let exit = child.wait().await.unwrap();
+    assert!(exit.success(), "{exit:?}\n{log}");
+    assert!(log.contains("coordinator stopped"), "{log}");
+    // The task that was running finished and is recorded, as sqlite3 would show.
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let (status, prompt): (String, String) =
+        sqlx::query_as("SELECT status, prompt FROM tasks WHERE task_id = ?")
+            .bind(&id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(status, "done");
+    assert_eq!(prompt, "one two three four five");
+}

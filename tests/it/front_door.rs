@@ -511,3 +511,33 @@ async fn follow_up_gets_clean_history_and_the_same_thread() {
         .unwrap();
     assert_eq!(t3["thread_id"], "owui-chat-42");
 }
+
+#[tokio::test]
+async fn a_turn_with_tools_goes_to_a_model_that_supports_them_or_gets_a_clear_error() {
+    let fake = FakeLlm::builder()
+        .model(MODEL)
+        .model_with_tools(TOOL_MODEL)
+        .spawn()
+        .await
+        .unwrap();
+    let app = spawn_app_with(fake, |c| c.routing.default_model = Some(MODEL.into())).await;
+    let tools = json!([{"type": "function", "function": {"name": "get_current_timestamp", "parameters": {"type": "object"}}}]);
+    let res = app
+        .post("/v1/chat/completions", json!({"model": "auto", "tools": tools, "messages": [{"role": "user", "content": "hello"}]}))
+        .await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["x-coordinator-model"], TOOL_MODEL);
+
+    // Only a model without tools: a clear 400, and the backend never sees the request.
+    let app = spawn_app_with(spawn_fake().await, |_| {}).await;
+    for model in ["auto", MODEL] {
+        let res = app
+            .post("/v1/chat/completions", json!({"model": model, "tools": tools, "messages": [{"role": "user", "content": "hello"}]}))
+            .await;
+        assert_eq!(res.status(), 400, "{model}");
+        let body: Value = res.json().await.unwrap();
+        let msg = body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("tools"), "{msg}");
+    }
+    assert_eq!(app.fake.requests_to("/api/chat").len(), 0);
+}
