@@ -316,3 +316,40 @@ async fn the_binary_serves_and_drains_on_sigterm() {
     assert_eq!(status, "done");
     assert_eq!(prompt, "one two three four five");
 }
+
+#[tokio::test]
+async fn api_keys_guard_everything_but_health() {
+    let app = spawn_app_with(spawn_fake().await, |c| {
+        c.server.api_keys = vec!["sk-home".into()]
+    })
+    .await;
+    assert_eq!(app.get("/healthz").await.status(), 200);
+    for path in ["/v1/models", "/api/tags", "/workers", "/metrics"] {
+        let res = app.get(path).await;
+        if path == "/metrics" {
+            assert_eq!(res.status(), 200, "metrics stay readable for scrapers");
+            continue;
+        }
+        assert_eq!(res.status(), 401, "{path}");
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_api_key");
+    }
+    let res = app
+        .http
+        .post(app.url("/route"))
+        .bearer_auth("wrong")
+        .json(&json!({"prompt": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    let res = app
+        .http
+        .post(app.url("/route"))
+        .bearer_auth("sk-home")
+        .json(&json!({"prompt": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
