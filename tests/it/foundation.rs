@@ -13,7 +13,9 @@ async fn route_queues_a_task_that_a_worker_finishes() {
     assert_eq!(routed["model"], MODEL);
     assert_eq!(routed["worker_id"], "moon");
     assert_eq!(routed["queue"], format!("tasks:llm:{MODEL}"));
-    assert_eq!(routed["domain"], "general");
+    // The seed's incident: this is a code question for the local model, not a web search.
+    assert_eq!(routed["domain"], "code");
+    assert_eq!(routed["web_search"], false);
     let id = routed["task_id"].as_str().unwrap();
     assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 7);
 
