@@ -9,6 +9,7 @@ pub mod chat;
 pub mod config;
 pub mod domain;
 pub mod events;
+pub mod memory;
 pub mod queue;
 pub mod routing;
 pub mod service;

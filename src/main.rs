@@ -47,6 +47,54 @@ enum Command {
         #[command(subcommand)]
         command: TasksCommand,
     },
+    /// Conversation memory: backfill, list, search, forget (reads the store directly).
+    Memory {
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+    /// Offline evaluations.
+    Eval {
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum MemoryCommand {
+    /// Feed every finished task in the store to memory (idempotent; web, RAG and internal
+    /// tasks and opted-out turns are skipped).
+    Backfill,
+    /// Stored memories, newest first.
+    List {
+        #[arg(long)]
+        thread: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// The memories most similar to a text, with their scores.
+    Search {
+        query: String,
+        #[arg(long)]
+        thread: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Forget one memory by id, or a whole thread with --thread.
+    Forget {
+        id: Option<String>,
+        #[arg(long)]
+        thread: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Recall hit@1 / hit@k over a JSONL file of cases (e.g. eval/memory.jsonl).
+    Memory { file: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -205,6 +253,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string_pretty(&task)?);
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Memory { config, command } => {
+            use coordinator::memory::cli;
+            let cfg = load_config(config)?;
+            match command {
+                MemoryCommand::Backfill => cli::run_backfill(&cfg).await?,
+                MemoryCommand::List { thread, limit } => {
+                    cli::run_list(&cfg, thread.as_deref(), limit).await?;
+                }
+                MemoryCommand::Search {
+                    query,
+                    thread,
+                    limit,
+                } => cli::run_search(&cfg, &query, thread.as_deref(), limit).await?,
+                MemoryCommand::Forget { id, thread } => {
+                    cli::run_forget(&cfg, id.as_deref(), thread.as_deref()).await?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval {
+            config,
+            command: EvalCommand::Memory { file },
+        } => {
+            let cfg = load_config(config)?;
+            coordinator::memory::cli::run_eval(&cfg, &file).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -50,6 +50,8 @@ pub struct Coordinator {
     pub directory: Arc<dyn Directory>,
     /// When this process started (shown as model creation times).
     pub started_at: chrono::DateTime<Utc>,
+    /// Conversation memory (`[memory]`); `None` when it could not be opened at start.
+    pub memory: Option<crate::memory::Memory>,
 }
 
 impl Coordinator {
@@ -93,6 +95,7 @@ impl Coordinator {
             web_search: decision.web_search,
             reasons: decision.reasons.clone(),
             job: None,
+            remember: turn.remember,
         };
 
         if let Some(answer) = &decision.rules_answer {

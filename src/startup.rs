@@ -17,6 +17,7 @@ use crate::backend::{Backend, BackendHandle, Registry};
 use crate::config::{Config, InternalTasksMode, QueueConfig, StoreConfig};
 use crate::domain::ModelName;
 use crate::events::{EventBus, InProcessEvents};
+use crate::memory::Memory;
 use crate::queue::in_process::InProcessQueue;
 use crate::queue::{Job, Queue};
 use crate::routing::Router;
@@ -43,6 +44,24 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn TaskStore>> {
         }
         StoreConfig::Postgres { .. } => {
             anyhow::bail!("store type \"postgres\" is not available in this build yet")
+        }
+    }
+}
+
+/// Opens conversation memory in the task store's database, with the embedder `[memory]`
+/// names (served by one of the registry's backends) or the built-in one. Memory that
+/// cannot be opened is logged and left out: chat keeps working without it.
+async fn open_memory(config: &Config, registry: &Registry) -> Option<Memory> {
+    let backends: Vec<Backend> = registry
+        .handles()
+        .iter()
+        .map(|h| h.backend.clone())
+        .collect();
+    match Memory::from_config(config, &backends).await {
+        Ok(memory) => Some(memory),
+        Err(e) => {
+            tracing::error!(error = %e, "conversation memory could not be opened; running without it");
+            None
         }
     }
 }
@@ -80,6 +99,7 @@ impl Application {
         let registry = Registry::new(handles);
         registry.refresh_all().await;
         let router = Router::new(config.routing.clone(), config.internal_tasks.clone());
+        let memory = open_memory(&config, &registry).await;
         let coordinator = Coordinator {
             config: config.clone(),
             store,
@@ -88,6 +108,7 @@ impl Application {
             router,
             directory: Arc::new(registry.clone()),
             started_at: Utc::now(),
+            memory,
         };
         let listener = TcpListener::bind(&config.server.listen)
             .await

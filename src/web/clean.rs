@@ -111,7 +111,7 @@ const DECORATION_PREFIXES: [&str; 11] = [
 /// Removes the routing header, the "⏳ 処理中..." line and the `--- *domain:` footer.
 pub fn strip_decorations(text: &str) -> String {
     let text = crate::turn::decoration::strip(text);
-    let mut body: &str = &text;
+    let mut body: &str = text;
     for footer in ["\n---\n*domain:", "---\n*domain:"] {
         if let Some(i) = body.find(footer) {
             body = &body[..i];

@@ -6,3 +6,4 @@
 mod foundation;
 mod front_door;
 mod helpers;
+mod memory;
