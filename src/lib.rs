@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod events;
+pub mod memory;
 pub mod metrics;
 pub mod queue;
 pub mod routing;

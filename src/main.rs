@@ -70,11 +70,6 @@ enum Command {
         #[command(subcommand)]
         command: RouteCommand,
     },
-    /// Measure the router or the memory on a labelled set.
-    Eval {
-        #[command(subcommand)]
-        command: EvalCommand,
-    },
     /// Inspect recorded tasks (reads the store directly).
     Tasks {
         #[arg(long, short, global = true)]
@@ -82,6 +77,57 @@ enum Command {
         #[command(subcommand)]
         command: TasksCommand,
     },
+    /// Conversation memory: backfill, list, search, forget (reads the store directly).
+    Memory {
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: MemoryCommand,
+    },
+    /// Offline evaluations.
+    Eval {
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum MemoryCommand {
+    /// Feed every finished task in the store to memory (idempotent; web, RAG and internal
+    /// tasks and opted-out turns are skipped).
+    Backfill,
+    /// Stored memories, newest first.
+    List {
+        #[arg(long)]
+        thread: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// The memories most similar to a text, with their scores.
+    Search {
+        query: String,
+        #[arg(long)]
+        thread: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Forget one memory by id, or a whole thread with --thread.
+    Forget {
+        id: Option<String>,
+        #[arg(long)]
+        thread: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Accuracy of the routing rules (web, domain, internal) on a JSONL set, with misses
+    /// (e.g. eval/routing.jsonl).
+    Routing { file: PathBuf },
+    /// Recall hit@1 / hit@k over a JSONL file of cases (e.g. eval/memory.jsonl).
+    Memory { file: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -106,17 +152,6 @@ enum RouteCommand {
         /// X-OpenWebUI-Task header), e.g. title_generation.
         #[arg(long)]
         task: Option<String>,
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-    },
-}
-
-#[derive(Subcommand)]
-enum EvalCommand {
-    /// Accuracy of the routing rules (web, domain, internal) on a JSONL set, with misses.
-    Routing {
-        /// The labelled set, e.g. eval/routing.jsonl.
-        file: PathBuf,
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -280,7 +315,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval {
-            command: EvalCommand::Routing { file, config },
+            config,
+            command: EvalCommand::Routing { file },
         } => {
             let cfg = load_config(config)?;
             let router =
@@ -331,6 +367,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string_pretty(&task)?);
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Memory { config, command } => {
+            use coordinator::memory::cli;
+            let cfg = load_config(config)?;
+            match command {
+                MemoryCommand::Backfill => cli::run_backfill(&cfg).await?,
+                MemoryCommand::List { thread, limit } => {
+                    cli::run_list(&cfg, thread.as_deref(), limit).await?;
+                }
+                MemoryCommand::Search {
+                    query,
+                    thread,
+                    limit,
+                } => cli::run_search(&cfg, &query, thread.as_deref(), limit).await?,
+                MemoryCommand::Forget { id, thread } => {
+                    cli::run_forget(&cfg, id.as_deref(), thread.as_deref()).await?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval {
+            config,
+            command: EvalCommand::Memory { file },
+        } => {
+            let cfg = load_config(config)?;
+            coordinator::memory::cli::run_eval(&cfg, &file).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -51,6 +51,8 @@ pub struct Coordinator {
     /// When this process started (shown as model creation times).
     pub started_at: chrono::DateTime<Utc>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Conversation memory (`[memory]`); `None` when it could not be opened at start.
+    pub memory: Option<crate::memory::Memory>,
 }
 
 impl Coordinator {
@@ -95,6 +97,7 @@ impl Coordinator {
             web_search: decision.web_search,
             reasons: decision.reasons.clone(),
             job: None,
+            remember: turn.remember,
         };
 
         if let Some(answer) = &decision.rules_answer {
@@ -111,11 +114,18 @@ impl Coordinator {
             });
         }
 
+        // Memory is read for the model's lanes only: never for internal tasks, web or RAG.
+        let memory_context = match &self.memory {
+            Some(m) if decision.memory && decision.lane.as_str().starts_with("tasks:llm:") => {
+                m.context_for(&turn.prompt, &turn.thread_id).await
+            }
+            _ => None,
+        };
         let job = Job {
             task_id,
             lane: decision.lane.clone(),
             created_at,
-            request: compose(&turn, &decision, &self.config),
+            request: compose(&turn, &decision, &self.config, memory_context.as_deref()),
             internal_task: decision.internal_task,
             attempt: 0,
             avoid: Vec::new(),
@@ -158,9 +168,19 @@ fn rules_answer_events(answer: &str) -> EventStream {
 
 /// What the worker receives: the client's system messages, the history, and the
 /// original prompt last. The stored prompt is never this.
-pub fn compose(turn: &Turn, decision: &RouteDecision, config: &Config) -> BackendRequest {
+///
+/// The order is the seed's: history, then memory context, then the original prompt.
+pub fn compose(
+    turn: &Turn,
+    decision: &RouteDecision,
+    config: &Config,
+    memory: Option<&str>,
+) -> BackendRequest {
     let mut messages: Vec<ChatMessage> = turn.system.iter().map(ChatMessage::system).collect();
-    let mut prompt = turn.prompt.clone();
+    let mut prompt = match memory {
+        Some(context) => format!("{context}\n\n{}", turn.prompt),
+        None => turn.prompt.clone(),
+    };
     match &turn.history {
         History::None => {}
         History::Messages(m) => messages.extend(m.iter().cloned()),

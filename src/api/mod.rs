@@ -1,4 +1,4 @@
-//! HTTP ingress: the seed's own API (`/route`, `/tasks`), health, and (in their own
+//! HTTP ingress: the seed's own API (`/route`, `/tasks`), health, memory management, and (in their own
 //! modules) the OpenAI- and Ollama-compatible front doors. Every route maps its request
 //! to one `Turn` and hands it to the service layer.
 
@@ -8,6 +8,7 @@ pub mod error;
 pub mod extract;
 mod health;
 pub mod json;
+mod memory;
 pub mod ollama;
 pub mod openai;
 mod route;
@@ -18,7 +19,7 @@ use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 
 pub use error::{ApiError, OllamaError};
 
@@ -48,6 +49,8 @@ pub fn router(state: Coordinator) -> Router {
         .route("/api/ps", get(ollama::handlers::ps))
         .route("/api/version", get(ollama::handlers::version))
         .route("/api/chat", post(ollama::handlers::chat))
+        .route("/memory", get(memory::list).delete(memory::forget_thread))
+        .route("/memory/{id}", delete(memory::forget_one))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_api_key,

@@ -4,6 +4,8 @@
 //! [`Backend::list_models`] and [`Backend::loaded_models`] to keep the catalog fresh.
 
 pub mod classify;
+#[cfg(test)]
+mod embed_tests;
 pub mod ollama;
 pub mod openai;
 pub mod registry;
@@ -161,6 +163,19 @@ impl Backend {
         match self {
             Self::Ollama(c) => c.loaded_models().await,
             Self::OpenAi(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// Embeds `inputs` with `model` (Ollama `POST /api/embed`, OpenAI-compatible
+    /// `POST embeddings`): one vector per input, in order, as the backend made them.
+    pub async fn embed(
+        &self,
+        model: &ModelName,
+        inputs: &[String],
+    ) -> Result<Vec<Vec<f32>>, BackendError> {
+        match self {
+            Self::Ollama(c) => c.embed(model, inputs).await,
+            Self::OpenAi(c) => c.embed(model, inputs).await,
         }
     }
 

@@ -32,6 +32,7 @@ struct Urls {
     show: Url,
     ps: Url,
     chat: Url,
+    embed: Url,
 }
 
 impl OllamaClient {
@@ -42,6 +43,7 @@ impl OllamaClient {
             show: wire::endpoint(&settings, "api/show")?,
             ps: wire::endpoint(&settings, "api/ps")?,
             chat: wire::endpoint(&settings, "api/chat")?,
+            embed: wire::endpoint(&settings, "api/embed")?,
         };
         Ok(Self {
             settings,
@@ -85,6 +87,23 @@ impl OllamaClient {
         let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
         let resp = wire::send(&self.settings, url, builder).await?;
         wire::decode_stream(&self.settings, resp, NdjsonDecoder::default()).await
+    }
+
+    /// `POST /api/embed` `{"model","input":[...]}`: one vector per input, in order.
+    pub async fn embed(
+        &self,
+        model: &ModelName,
+        inputs: &[String],
+    ) -> Result<Vec<Vec<f32>>, BackendError> {
+        #[derive(Deserialize)]
+        struct EmbedResponse {
+            embeddings: Vec<Vec<f32>>,
+        }
+        let url = &self.urls.embed;
+        let body = serde_json::json!({ "model": model.as_str(), "input": inputs });
+        let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
+        let resp: EmbedResponse = wire::fetch_json(&self.settings, url, builder).await?;
+        wire::check_embedding_count(&self.settings, inputs.len(), resp.embeddings)
     }
 
     fn get(&self, url: &Url) -> reqwest::RequestBuilder {

@@ -22,6 +22,7 @@ pub struct OpenAiClient {
     http: reqwest::Client,
     models_url: Url,
     chat_url: Url,
+    embeddings_url: Url,
 }
 
 impl OpenAiClient {
@@ -30,6 +31,7 @@ impl OpenAiClient {
         Ok(Self {
             models_url: wire::endpoint(&settings, "models")?,
             chat_url: wire::endpoint(&settings, "chat/completions")?,
+            embeddings_url: wire::endpoint(&settings, "embeddings")?,
             settings,
             http,
         })
@@ -64,6 +66,33 @@ impl OpenAiClient {
         let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
         let resp = wire::send(&self.settings, url, builder).await?;
         wire::decode_stream(&self.settings, resp, SseDecoder::default()).await
+    }
+}
+
+impl OpenAiClient {
+    /// `POST embeddings` `{"model","input":[...]}`: `data[].embedding`, ordered by `index`.
+    pub async fn embed(
+        &self,
+        model: &ModelName,
+        inputs: &[String],
+    ) -> Result<Vec<Vec<f32>>, BackendError> {
+        #[derive(Deserialize)]
+        struct EmbeddingList {
+            data: Vec<Embedding>,
+        }
+        #[derive(Deserialize)]
+        struct Embedding {
+            #[serde(default)]
+            index: usize,
+            embedding: Vec<f32>,
+        }
+        let url = &self.embeddings_url;
+        let body = serde_json::json!({ "model": model.as_str(), "input": inputs });
+        let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
+        let mut list: EmbeddingList = wire::fetch_json(&self.settings, url, builder).await?;
+        list.data.sort_by_key(|e| e.index);
+        let vectors = list.data.into_iter().map(|e| e.embedding).collect();
+        wire::check_embedding_count(&self.settings, inputs.len(), vectors)
     }
 }
 

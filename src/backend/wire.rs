@@ -94,6 +94,26 @@ pub(super) async fn fetch_json<T: DeserializeOwned>(
         .unwrap_or_else(|_| Err(timeout(settings)))
 }
 
+/// An embedding answer must hold one vector per input, all of one non-zero length.
+pub(super) fn check_embedding_count(
+    settings: &ClientSettings,
+    inputs: usize,
+    vectors: Vec<Vec<f32>>,
+) -> Result<Vec<Vec<f32>>, BackendError> {
+    let dim = vectors.first().map_or(0, Vec::len);
+    if vectors.len() != inputs || (inputs > 0 && dim == 0) || vectors.iter().any(|v| v.len() != dim)
+    {
+        return Err(protocol(
+            settings,
+            format!(
+                "asked for {inputs} embeddings, got {} (dimensions {dim})",
+                vectors.len()
+            ),
+        ));
+    }
+    Ok(vectors)
+}
+
 fn timeout(settings: &ClientSettings) -> BackendError {
     BackendError::Timeout {
         backend: settings.name.to_string(),

@@ -31,6 +31,7 @@ pub struct Config {
     pub internal_tasks: InternalTasksConfig,
     pub timeouts: TimeoutsConfig,
     pub web: crate::web::WebConfig,
+    pub memory: crate::memory::MemoryConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -317,6 +318,7 @@ impl Config {
         }
         problems.extend(self.routing.validate());
         problems.extend(self.web.validate());
+        problems.extend(self.memory.validate());
         problems
     }
 

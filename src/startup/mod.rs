@@ -21,14 +21,33 @@ pub use parts::{ClusterLink, build_registry, open_store, open_transport, web_con
 pub use recover::{LOST_AFTER, reconcile, recover_unfinished};
 
 use self::parts::{WorkerParts, spawn_workers};
-use crate::backend::Registry;
 use crate::backend::classify::RegistryClassifier;
+use crate::backend::{Backend, Registry};
 use crate::config::{Config, QueueConfig};
+use crate::memory::Memory;
 use crate::routing::Router;
 use crate::service::Coordinator;
 
 /// How often cluster mode compares the store with the queue.
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
+
+/// Opens conversation memory in the task store's database, with the embedder `[memory]`
+/// names (served by one of the registry's backends) or the built-in one. Memory that
+/// cannot be opened is logged and left out: chat keeps working without it.
+async fn open_memory(config: &Config, registry: &Registry) -> Option<Memory> {
+    let backends: Vec<Backend> = registry
+        .handles()
+        .iter()
+        .map(|h| h.backend.clone())
+        .collect();
+    match Memory::from_config(config, &backends).await {
+        Ok(memory) => Some(memory),
+        Err(e) => {
+            tracing::error!(error = %e, "conversation memory could not be opened; running without it");
+            None
+        }
+    }
+}
 
 /// A built `serve`: listener bound, store open, backends probed, not yet serving.
 pub struct Application {
@@ -66,6 +85,7 @@ impl Application {
             directory: transport.directory,
             started_at: Utc::now(),
             metrics: Arc::default(),
+            memory: open_memory(&config, &registry).await,
         };
         let listener = TcpListener::bind(&config.server.listen)
             .await
@@ -115,6 +135,13 @@ impl Application {
                 recover_unfinished(coordinator.store.as_ref(), coordinator.queue.as_ref()).await?;
             }
             QueueConfig::Redis { .. } => {
+                if let Some(memory) = coordinator.memory.clone() {
+                    tracker.spawn(memory_reload_loop(
+                        memory,
+                        MEMORY_RELOAD_EVERY,
+                        stop.clone(),
+                    ));
+                }
                 tracker.spawn(recover::reconcile_loop(
                     coordinator.store.clone(),
                     coordinator.queue.clone(),
@@ -130,6 +157,7 @@ impl Application {
             events: coordinator.events.clone(),
             directory: coordinator.directory.clone(),
             web: web_context(&config)?,
+            memory: coordinator.memory.clone(),
         };
         spawn_workers(
             &config,
@@ -184,6 +212,27 @@ impl Application {
     }
 }
 
+/// How often the cluster-mode router re-reads memory that worker processes wrote.
+const MEMORY_RELOAD_EVERY: Duration = Duration::from_secs(30);
+
+/// Cluster mode: workers on other machines write memories to the database; the router's
+/// in-memory index picks them up here.
+async fn memory_reload_loop(memory: Memory, every: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                if let Err(e) = memory.reload().await {
+                    tracing::warn!(error = %e, "could not reload memory from the store");
+                }
+            }
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
 /// Waits for running tasks up to `grace`, then abandons the rest (they stay recorded as
 /// running and are queued again later).
 async fn drain(tracker: &TaskTracker, abort: &CancellationToken, grace: Duration) {
@@ -233,8 +282,10 @@ impl WorkerProcess {
         let cluster = transport
             .cluster
             .context("cluster mode has no Redis link")?;
+        let memory = open_memory(&config, &registry).await;
         let parts = WorkerParts {
             store,
+            memory,
             transport_queue: transport.queue,
             events: transport.events,
             directory: transport.directory,

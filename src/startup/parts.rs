@@ -144,6 +144,7 @@ pub struct WorkerParts {
     pub events: Arc<dyn EventBus>,
     pub directory: Arc<dyn Directory>,
     pub web: Option<Arc<WebContext>>,
+    pub memory: Option<crate::memory::Memory>,
 }
 
 /// Starts one worker per backend, the model discovery loop and (in cluster mode) the
@@ -181,6 +182,7 @@ pub fn spawn_workers(
             utility_model: utility_model.clone(),
             web: parts.web.clone(),
             web_model: web_model.clone(),
+            memory: parts.memory.clone(),
             abort: abort.clone(),
         };
         tracker.spawn(worker.run(stop.clone(), tracker.clone()));

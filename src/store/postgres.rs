@@ -94,15 +94,15 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
-    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens";
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember";
 
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn insert(&self, t: &NewTask) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-             worker_id, queue, status, response, internal_task, web_search, reasons, job) \
-             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+             worker_id, queue, status, response, internal_task, web_search, reasons, job, remember) \
+             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
         )
         .bind(t.task_id.as_uuid())
         .bind(t.created_at)
@@ -118,6 +118,7 @@ impl TaskStore for PostgresStore {
         .bind(t.web_search)
         .bind(Json(&t.reasons))
         .bind(&t.job)
+        .bind(t.remember)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -269,6 +270,7 @@ fn from_row(r: &PgRow) -> Result<TaskRecord, StoreError> {
         total_ms: r.try_get("total_ms")?,
         prompt_tokens: r.try_get("prompt_tokens")?,
         completion_tokens: r.try_get("completion_tokens")?,
+        remember: r.try_get("remember")?,
     })
 }
 
@@ -293,6 +295,7 @@ mod tests {
             web_search: false,
             reasons: vec!["auto".into()],
             job: Some("{}".into()),
+            remember: true,
         }
     }
 

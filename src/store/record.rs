@@ -25,6 +25,8 @@ pub struct NewTask {
     pub reasons: Vec<String>,
     /// The serialised job, for tasks that go to a queue.
     pub job: Option<String>,
+    /// False when the user asked that this turn not be remembered (conversation memory).
+    pub remember: bool,
 }
 
 /// How a task ended.
@@ -91,6 +93,8 @@ pub struct TaskRecord {
     pub total_ms: Option<i64>,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    /// False when the user asked that this turn not be remembered, or forgot its memory.
+    pub remember: bool,
 }
 
 /// Which tasks `list` returns.

@@ -52,7 +52,7 @@ impl SqliteStore {
 
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
-    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens";
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember";
 
 #[async_trait]
 impl TaskStore for SqliteStore {
@@ -60,8 +60,8 @@ impl TaskStore for SqliteStore {
         let reasons = serde_json::to_string(&t.reasons).unwrap_or_else(|_| "[]".to_owned());
         sqlx::query(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-             worker_id, queue, status, response, internal_task, web_search, reasons, job) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             worker_id, queue, status, response, internal_task, web_search, reasons, job, remember) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(t.task_id.to_string())
         .bind(t.created_at)
@@ -78,6 +78,7 @@ impl TaskStore for SqliteStore {
         .bind(t.web_search)
         .bind(reasons)
         .bind(&t.job)
+        .bind(t.remember)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -227,6 +228,7 @@ fn from_row(r: &SqliteRow) -> Result<TaskRecord, StoreError> {
         total_ms: r.try_get("total_ms")?,
         prompt_tokens: r.try_get("prompt_tokens")?,
         completion_tokens: r.try_get("completion_tokens")?,
+        remember: r.try_get("remember")?,
     })
 }
 
@@ -251,6 +253,7 @@ mod tests {
             web_search: false,
             reasons: vec!["auto".into()],
             job: Some("{}".into()),
+            remember: true,
         }
     }
 

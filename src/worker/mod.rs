@@ -40,6 +40,8 @@ pub struct Worker {
     /// when its backend serves `web_model`.
     pub web: Option<Arc<WebContext>>,
     pub web_model: Option<ModelName>,
+    /// Conversation memory: every finished turn is written to it after delivery.
+    pub memory: Option<crate::memory::Memory>,
     /// Cancelled when shutdown's grace period is over: running jobs are abandoned without
     /// writing anything, so the store still has them as running and the next start
     /// queues them again.

@@ -130,6 +130,26 @@ impl Worker {
         }
         self.events.publish(job.task_id, terminal).await;
         self.ack(&delivery).await;
+        if outcome.status == TaskStatus::Done {
+            self.remember(job).await;
+        }
+    }
+
+    /// Writes a finished turn to memory, after its answer was delivered. The memory
+    /// applies its own exclusions (web, RAG, internal, opted out).
+    async fn remember(&self, job: &Job) {
+        let Some(memory) = &self.memory else { return };
+        match self.store.get(job.task_id).await {
+            Ok(Some(record)) => {
+                if let Err(e) = memory.remember_task(&record).await {
+                    tracing::warn!(task_id = %job.task_id, error = %e, "could not write the turn to memory");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(task_id = %job.task_id, error = %e, "could not read the task back for memory")
+            }
+        }
     }
 
     /// Calls the backend and forwards its chunks as events, all but the final `Done`, which

@@ -1,0 +1,159 @@
+//! `coordinator memory backfill|list|search|forget` and `coordinator eval memory FILE`:
+//! the command-line side of memory, printing for people. Each opens the store `[store]`
+//! names directly, like `coordinator tasks`.
+
+use std::path::Path;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use uuid::Uuid;
+
+use super::embed::Embedder;
+use super::{Memory, MemoryHit, MemoryItem};
+use crate::backend::Backend;
+use crate::config::Config;
+use crate::domain::ThreadId;
+
+/// The backends `[memory] embedding_model` may be served by (none needed otherwise).
+fn backends(config: &Config) -> Vec<Backend> {
+    if config.memory.embedding_model.is_none() {
+        return Vec::new();
+    }
+    config
+        .effective_backends()
+        .iter()
+        .filter_map(|b| match Backend::from_config(b, &config.timeouts) {
+            Ok(backend) => Some(backend),
+            Err(e) => {
+                tracing::warn!(backend = %b.name, error = %e, "backend skipped for embeddings");
+                None
+            }
+        })
+        .collect()
+}
+
+async fn open(config: &Config) -> anyhow::Result<Memory> {
+    Memory::from_config(config, &backends(config))
+        .await
+        .context("opening memory")
+}
+
+fn thread(id: Option<&str>) -> anyhow::Result<Option<ThreadId>> {
+    id.map(ThreadId::parse).transpose().context("thread id")
+}
+
+/// Feeds every finished task in the store to memory, with a progress bar.
+pub async fn run_backfill(config: &Config) -> anyhow::Result<()> {
+    let tasks = crate::startup::open_store(config).await?;
+    let memory = open(config).await?;
+    if !memory.config().enabled {
+        println!("memory is disabled ([memory] enabled = false); nothing to do");
+        return Ok(());
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} tasks  {elapsed_precise}  eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let progress_bar = bar.clone();
+    let mut progress = move |done: usize, total: usize| {
+        progress_bar.set_length(total as u64);
+        progress_bar.set_position(done as u64);
+    };
+    let report = memory.backfill(tasks.as_ref(), &mut progress).await?;
+    bar.finish();
+    println!(
+        "{} finished tasks: {} remembered now ({} items), {} already remembered, {} excluded (web, RAG, internal, opted out)",
+        report.scanned, report.remembered, report.items, report.already, report.excluded
+    );
+    Ok(())
+}
+
+/// Prints stored memories, newest first.
+pub async fn run_list(config: &Config, thread_id: Option<&str>, limit: u32) -> anyhow::Result<()> {
+    let memory = open(config).await?;
+    let items = memory.list(thread(thread_id)?.as_ref(), limit).await?;
+    println!("{:<36}  {:<19}  {:<24}  text", "id", "created_at", "thread");
+    for item in &items {
+        print_item(item, None);
+    }
+    println!("{} item(s)", items.len());
+    Ok(())
+}
+
+/// Prints the memories most similar to `query`, with their scores.
+pub async fn run_search(
+    config: &Config,
+    query: &str,
+    thread_id: Option<&str>,
+    limit: usize,
+) -> anyhow::Result<()> {
+    let memory = open(config).await?;
+    let hits: Vec<MemoryHit> = memory
+        .search(query, thread(thread_id)?.as_ref(), limit)
+        .await;
+    println!(
+        "{:<6}  {:<36}  {:<19}  {:<24}  text",
+        "score", "id", "created_at", "thread"
+    );
+    for hit in &hits {
+        print_item(&hit.item, Some(hit.score));
+    }
+    println!("{} hit(s)", hits.len());
+    Ok(())
+}
+
+/// Forgets one item (`id`) or a whole thread (`thread_id`).
+pub async fn run_forget(
+    config: &Config,
+    id: Option<&str>,
+    thread_id: Option<&str>,
+) -> anyhow::Result<()> {
+    let memory = open(config).await?;
+    match (id, thread(thread_id)?) {
+        (Some(id), None) => {
+            let id = Uuid::parse_str(id).context("memory id")?;
+            if memory.forget(id).await? {
+                println!("forgot {id}");
+            } else {
+                anyhow::bail!("no memory {id}");
+            }
+        }
+        (None, Some(t)) => {
+            let n = memory.forget_thread(&t).await?;
+            println!("forgot {n} item(s) of thread {t}");
+        }
+        _ => anyhow::bail!("give either a memory id or --thread, not both"),
+    }
+    Ok(())
+}
+
+/// Runs the memory eval in `path` and prints hit@1 and hit@k.
+pub async fn run_eval(config: &Config, path: &Path) -> anyhow::Result<()> {
+    let embedder = Embedder::from_config(&config.memory, &backends(config));
+    let report = super::eval::run(path, &config.memory, &embedder).await?;
+    println!(
+        "memory eval {} (embedder {}, scope {:?}, top_k {})",
+        path.display(),
+        embedder.preferred_id(),
+        config.memory.scope,
+        config.memory.top_k
+    );
+    print!("{report}");
+    Ok(())
+}
+
+fn print_item(item: &MemoryItem, score: Option<f32>) {
+    let text: String = item.text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let short: String = text.chars().take(80).collect();
+    let ellipsis = if text.chars().count() > 80 { "…" } else { "" };
+    if let Some(s) = score {
+        print!("{s:<6.3}  ");
+    }
+    println!(
+        "{:<36}  {:<19}  {:<24}  {short}{ellipsis}",
+        item.id,
+        item.created_at.format("%Y-%m-%d %H:%M:%S"),
+        item.thread_id,
+    );
+}

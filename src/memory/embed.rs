@@ -1,0 +1,365 @@
+//! Turning text into unit vectors for memory: the built-in hashed character n-gram
+//! embedder, and a backend embedding model with the built-in one as its fallback.
+//!
+//! Every vector carries the id of the embedder that made it; vectors of different
+//! embedders are never compared (each has its own index).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use unicode_normalization::UnicodeNormalization;
+
+use crate::backend::Backend;
+use crate::domain::ModelName;
+
+/// Dimensions of the built-in embedder: small enough that a brute-force scan of 100,000
+/// items stays within a few milliseconds, large enough for short chat turns.
+pub const BUILTIN_DIM: usize = 256;
+
+/// How long recall and the producer wait for a backend embedding before falling back.
+const BACKEND_EMBED_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Weight of n-grams made only of hiragana (mostly particles and endings: の, です, ました).
+const KANA_ONLY_WEIGHT: f32 = 0.2;
+/// Weight of n-grams that mix hiragana with kanji or katakana (猫の, 名前は).
+const MIXED_WEIGHT: f32 = 0.5;
+
+/// English words that say nothing about the topic.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "the", "is", "are", "was", "were", "be", "been", "am", "i", "me", "my", "you",
+    "your", "we", "our", "it", "its", "of", "to", "in", "on", "at", "for", "and", "or", "do",
+    "does", "did", "what", "which", "who", "how", "that", "this", "these", "those", "with", "as",
+    "by", "from", "about", "can", "could", "would", "should", "will", "please", "tell", "again",
+    "so", "there", "their", "they", "he", "she", "his", "her", "have", "has", "had", "s", "t", "m",
+    "d", "ll", "re", "ve", "did", "mention", "said", "say", "remember",
+];
+
+/// Vectors and the id of the embedder that made them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embedded {
+    pub embedder: String,
+    pub vectors: Vec<Vec<f32>>,
+}
+
+/// The built-in embedder: NFKC + lowercase, then character 1-3-grams (words for ASCII
+/// text) hashed with signed FNV-1a into [`BUILTIN_DIM`] dimensions, L2-normalised.
+/// Needs no model and works for Japanese, which has no spaces between words.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HashEmbedder;
+
+impl HashEmbedder {
+    pub const ID: &'static str = "builtin-ngram-v1-256";
+
+    pub fn id(&self) -> &'static str {
+        Self::ID
+    }
+
+    pub fn embed(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; BUILTIN_DIM];
+        let normal = normalize(text);
+        for segment in normal.split(' ').filter(|s| !s.is_empty()) {
+            if segment.is_ascii() {
+                add_ascii_word(&mut v, segment);
+            } else {
+                add_char_grams(&mut v, segment);
+            }
+        }
+        normalize_l2(&mut v);
+        v
+    }
+}
+
+/// NFKC, lowercase, and every run of non-alphanumeric characters as one space.
+pub fn normalize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut space = true;
+    for c in text.nfkc().flat_map(char::to_lowercase) {
+        if c.is_alphanumeric() {
+            out.push(c);
+            space = false;
+        } else if !space {
+            out.push(' ');
+            space = true;
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+fn add_ascii_word(v: &mut [f32], word: &str) {
+    if STOP_WORDS.contains(&word) {
+        return;
+    }
+    add(v, &['w' as u32], stem(word).chars(), 1.0);
+    // Character trigrams of the padded word catch inflections (cat / cats).
+    let chars: Vec<char> = format!(" {word} ").chars().collect();
+    for gram in chars.windows(3) {
+        add(v, &[3], gram.iter().copied(), 0.5);
+    }
+}
+
+/// A light English stemmer: plural and verb endings off (cats → cat, allergies → allerg).
+fn stem(word: &str) -> &str {
+    for suffix in ["ies", "ing", "ed", "ic", "y", "s"] {
+        if let Some(base) = word.strip_suffix(suffix)
+            && base.len() >= 3
+            && !base.ends_with('s')
+        {
+            return base;
+        }
+    }
+    word
+}
+
+fn add_char_grams(v: &mut [f32], segment: &str) {
+    let chars: Vec<char> = segment.chars().collect();
+    for n in 1..=3 {
+        for gram in chars.windows(n) {
+            let kana = gram
+                .iter()
+                .filter(|c| ('\u{3041}'..='\u{309F}').contains(*c))
+                .count();
+            if n == 1 && (kana == 1 || gram[0].is_ascii()) {
+                continue;
+            }
+            let weight = match kana {
+                0 => 1.0,
+                k if k == n => KANA_ONLY_WEIGHT,
+                _ => MIXED_WEIGHT,
+            };
+            add(v, &[n as u32], gram.iter().copied(), weight);
+        }
+    }
+}
+
+/// Signed feature hashing: the hash picks the dimension, its top bit the sign.
+fn add(v: &mut [f32], salt: &[u32], chars: impl Iterator<Item = char>, weight: f32) {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for x in salt.iter().copied().chain(chars.map(u32::from)) {
+        for b in x.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    let len = v.len() as u64;
+    if let Some(slot) = usize::try_from(h % len).ok().and_then(|i| v.get_mut(i)) {
+        *slot += if h >> 63 == 1 { weight } else { -weight };
+    }
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+pub fn normalize_l2(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// An embedding model on a backend, falling back to the built-in embedder when the
+/// backend fails (logged once per outage).
+#[derive(Debug, Clone)]
+pub struct BackendEmbedder {
+    backend: Backend,
+    model: ModelName,
+    id: String,
+    failing: Arc<AtomicBool>,
+}
+
+impl BackendEmbedder {
+    pub fn new(backend: Backend, model: ModelName) -> Self {
+        let id = format!("model:{model}");
+        Self {
+            backend,
+            model,
+            id,
+            failing: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    async fn try_embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        let call = self.backend.embed(&self.model, texts);
+        match tokio::time::timeout(BACKEND_EMBED_TIMEOUT, call).await {
+            Ok(Ok(mut vectors)) => {
+                vectors.iter_mut().for_each(|v| normalize_l2(v));
+                Ok(vectors)
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "no answer within {} s",
+                BACKEND_EMBED_TIMEOUT.as_secs()
+            )),
+        }
+    }
+}
+
+/// The active embedder.
+#[derive(Debug, Clone)]
+pub enum Embedder {
+    Builtin(HashEmbedder),
+    Backend(Box<BackendEmbedder>),
+}
+
+impl Default for Embedder {
+    fn default() -> Self {
+        Self::Builtin(HashEmbedder)
+    }
+}
+
+impl Embedder {
+    /// The embedder `[memory]` asks for: `embedding_model` on `embedding_backend` (or the
+    /// first of `backends`), else the built-in one.
+    pub fn from_config(config: &super::MemoryConfig, backends: &[Backend]) -> Self {
+        let Some(model) = config
+            .embedding_model
+            .as_deref()
+            .and_then(|m| ModelName::parse(m).ok())
+        else {
+            return Self::default();
+        };
+        let backend = match &config.embedding_backend {
+            Some(name) => backends.iter().find(|b| b.name().as_str() == name),
+            None => backends.first(),
+        };
+        match backend {
+            Some(b) => Self::Backend(Box::new(BackendEmbedder::new(b.clone(), model))),
+            None => {
+                tracing::warn!(model = %model, "no backend for memory.embedding_model; using the built-in embedder");
+                Self::default()
+            }
+        }
+    }
+
+    /// The id of the embedder that is tried first.
+    pub fn preferred_id(&self) -> &str {
+        match self {
+            Self::Builtin(b) => b.id(),
+            Self::Backend(b) => &b.id,
+        }
+    }
+
+    /// Embeds `texts`; a failing backend falls back to the built-in embedder, and the
+    /// answer says which one made the vectors.
+    pub async fn embed(&self, texts: &[String]) -> Embedded {
+        if let Self::Backend(b) = self {
+            match b.try_embed(texts).await {
+                Ok(vectors) => {
+                    if b.failing.swap(false, Ordering::Relaxed) {
+                        tracing::info!(backend = %b.backend.name(), model = %b.model, "embedding backend answers again");
+                    }
+                    return Embedded {
+                        embedder: b.id.clone(),
+                        vectors,
+                    };
+                }
+                Err(e) => {
+                    if !b.failing.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(backend = %b.backend.name(), model = %b.model, error = %e, "embedding backend failed; using the built-in embedder until it answers");
+                    }
+                }
+            }
+        }
+        Embedded {
+            embedder: HashEmbedder::ID.to_owned(),
+            vectors: texts.iter().map(|t| HashEmbedder.embed(t)).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::index::dot;
+    use crate::testkit::fake_llm::{Failure, FakeLlm};
+
+    fn sim(a: &str, b: &str) -> f32 {
+        dot(&HashEmbedder.embed(a), &HashEmbedder.embed(b))
+    }
+
+    #[test]
+    fn japanese_neighbours_are_closer_than_unrelated_text() {
+        let cat = "私の猫の名前はミケです";
+        let question = "猫の名前は何でしたっけ";
+        let close = sim(cat, question);
+        for unrelated in [
+            "今日は雨が降っています",
+            "明日の会議は何時からですか",
+            "私の趣味は読書です",
+        ] {
+            let far = sim(unrelated, question);
+            assert!(close > far + 0.15, "{close} vs {far} for {unrelated}");
+        }
+        assert!(
+            sim("What is my cat called?", "My cat is named Tom")
+                > sim("What is my cat called?", "The weather in Paris")
+        );
+    }
+
+    #[test]
+    fn vectors_are_deterministic_unit_length_and_normalised() {
+        let v = HashEmbedder.embed("Ｒｕｓｔの本　を読む！！");
+        assert_eq!(v.len(), BUILTIN_DIM);
+        assert!((dot(&v, &v) - 1.0).abs() < 1e-4);
+        assert_eq!(v, HashEmbedder.embed("rustの本 を読む"));
+        assert_eq!(
+            normalize("Ｈｅｌｌｏ,   ＷＯＲＬＤ！ ｶﾀｶﾅ"),
+            "hello world カタカナ"
+        );
+        assert!(HashEmbedder.embed("!!! ...").iter().all(|x| *x == 0.0));
+    }
+
+    #[tokio::test]
+    async fn backend_vectors_are_used_and_a_failing_backend_falls_back() {
+        let server = FakeLlm::builder()
+            .model("nomic-embed-text")
+            .spawn()
+            .await
+            .unwrap();
+        let name = crate::domain::WorkerName::parse("moon").unwrap();
+        let client =
+            crate::backend::ollama::OllamaClient::new(server.ollama_settings(name).unwrap())
+                .unwrap();
+        let config = super::super::MemoryConfig {
+            embedding_model: Some("nomic-embed-text".into()),
+            ..Default::default()
+        };
+        let embedder = Embedder::from_config(&config, &[Backend::Ollama(client)]);
+        assert_eq!(embedder.preferred_id(), "model:nomic-embed-text");
+        let texts = vec!["私の猫".to_owned(), "the cat".to_owned()];
+        let got = embedder.embed(&texts).await;
+        assert_eq!(got.embedder, "model:nomic-embed-text");
+        assert_eq!(got.vectors.len(), 2);
+        assert_ne!(
+            got.vectors[0].len(),
+            BUILTIN_DIM,
+            "the fake's own dimension"
+        );
+        assert!((dot(&got.vectors[0], &got.vectors[0]) - 1.0).abs() < 1e-4);
+
+        server.update_knobs(|k| {
+            k.fail_next = 2;
+            k.failure = Failure::Status(500);
+        });
+        for _ in 0..2 {
+            let got = embedder.embed(&texts).await;
+            assert_eq!(got.embedder, HashEmbedder::ID);
+            assert_eq!(got.vectors[1], HashEmbedder.embed("the cat"));
+        }
+        assert_eq!(
+            embedder.embed(&texts).await.embedder,
+            "model:nomic-embed-text"
+        );
+    }
+
+    #[test]
+    fn without_a_model_or_backend_the_builtin_embedder_is_used() {
+        let mut config = super::super::MemoryConfig::default();
+        assert_eq!(
+            Embedder::from_config(&config, &[]).preferred_id(),
+            HashEmbedder::ID
+        );
+        config.embedding_model = Some("nomic-embed-text".into());
+        assert_eq!(
+            Embedder::from_config(&config, &[]).preferred_id(),
+            HashEmbedder::ID
+        );
+    }
+}

@@ -1,0 +1,360 @@
+//! The in-memory vector index: every item of one embedder, vectors in one contiguous
+//! `Vec<f32>`, searched by a brute-force dot-product scan with a top-k heap.
+//!
+//! Vectors are unit length, so the dot product is the cosine similarity. The scan is a
+//! plain loop over fixed-width chunks that the compiler vectorises; at 256 dimensions
+//! 100,000 items take a few milliseconds (see `benches/memory.rs`). Loaded from the store
+//! at start, updated on every write and forget.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+
+use uuid::Uuid;
+
+use super::store::MemoryItem;
+
+/// An item's position in the index and its similarity to the query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scored {
+    pub slot: usize,
+    pub score: f32,
+}
+
+impl Eq for Scored {}
+
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then_with(|| other.slot.cmp(&self.slot))
+    }
+}
+
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The best `k` of what it is offered, kept in a min-heap.
+struct TopK {
+    k: usize,
+    heap: BinaryHeap<Reverse<Scored>>,
+}
+
+impl TopK {
+    fn new(k: usize) -> Self {
+        Self {
+            k,
+            heap: BinaryHeap::with_capacity(k + 1),
+        }
+    }
+
+    fn offer(&mut self, s: Scored) {
+        if self.k == 0 {
+            return;
+        }
+        if self.heap.len() < self.k {
+            self.heap.push(Reverse(s));
+        } else if self.heap.peek().is_some_and(|Reverse(min)| s > *min) {
+            self.heap.pop();
+            self.heap.push(Reverse(s));
+        }
+    }
+
+    /// Best first.
+    fn into_sorted(self) -> Vec<Scored> {
+        let mut out: Vec<Scored> = self.heap.into_iter().map(|Reverse(s)| s).collect();
+        out.sort_by(|a, b| b.cmp(a));
+        out
+    }
+}
+
+/// Items of one embedder (one dimension).
+#[derive(Debug, Clone)]
+pub struct Index {
+    dim: usize,
+    vectors: Vec<f32>,
+    /// The items without their vectors, slot for slot.
+    entries: Vec<MemoryItem>,
+    /// Each slot's thread, interned.
+    threads: Vec<u32>,
+    thread_numbers: HashMap<String, u32>,
+    slots: HashMap<Uuid, usize>,
+}
+
+impl Index {
+    pub fn new(dim: usize) -> Self {
+        Self {
+            dim,
+            vectors: Vec::new(),
+            entries: Vec::new(),
+            threads: Vec::new(),
+            thread_numbers: HashMap::new(),
+            slots: HashMap::new(),
+        }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn entry(&self, slot: usize) -> Option<&MemoryItem> {
+        self.entries.get(slot)
+    }
+
+    pub fn contains(&self, id: &Uuid) -> bool {
+        self.slots.contains_key(id)
+    }
+
+    /// The latest `n` `exchange` items of a thread, newest first.
+    pub fn recent_in_thread(&self, thread: &str, n: usize) -> Vec<&MemoryItem> {
+        let Some(own) = self.thread_numbers.get(thread).copied() else {
+            return Vec::new();
+        };
+        let mut items: Vec<&MemoryItem> = self
+            .threads
+            .iter()
+            .zip(&self.entries)
+            .filter(|(t, e)| **t == own && e.kind == "exchange")
+            .map(|(_, e)| e)
+            .collect();
+        items.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        items.truncate(n);
+        items
+    }
+
+    /// Adds an item; false (and nothing added) when its dimension differs or its id is
+    /// already there.
+    pub fn insert(&mut self, mut item: MemoryItem) -> bool {
+        if item.vector.len() != self.dim || self.slots.contains_key(&item.id) {
+            return false;
+        }
+        let next = u32::try_from(self.thread_numbers.len()).unwrap_or(u32::MAX);
+        let thread = *self
+            .thread_numbers
+            .entry(item.thread_id.clone())
+            .or_insert(next);
+        self.vectors.extend_from_slice(&item.vector);
+        item.vector = Vec::new();
+        self.slots.insert(item.id, self.entries.len());
+        self.entries.push(item);
+        self.threads.push(thread);
+        true
+    }
+
+    /// Removes an item (the last slot moves into its place). Returns whether it was there.
+    pub fn remove(&mut self, id: &Uuid) -> bool {
+        let Some(slot) = self.slots.remove(id) else {
+            return false;
+        };
+        let last = self.entries.len() - 1;
+        if slot != last {
+            let (head, tail) = self.vectors.split_at_mut(last * self.dim);
+            head[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
+            self.slots.insert(self.entries[last].id, slot);
+        }
+        self.vectors.truncate(last * self.dim);
+        self.entries.swap_remove(slot);
+        self.threads.swap_remove(slot);
+        true
+    }
+
+    /// The `k` items most similar to `query` among all threads, best first.
+    pub fn search(&self, query: &[f32], k: usize) -> Vec<Scored> {
+        let mut top = TopK::new(k);
+        self.scan(query, |_, s| top.offer(s));
+        top.into_sorted()
+    }
+
+    /// In one scan: the best `k` of `thread` and the best `k` of every other thread.
+    pub fn search_split(
+        &self,
+        query: &[f32],
+        k: usize,
+        thread: &str,
+    ) -> (Vec<Scored>, Vec<Scored>) {
+        let own = self.thread_numbers.get(thread).copied();
+        let (mut mine, mut others) = (TopK::new(k), TopK::new(k));
+        self.scan(query, |t, s| {
+            if Some(t) == own {
+                mine.offer(s);
+            } else {
+                others.offer(s);
+            }
+        });
+        (mine.into_sorted(), others.into_sorted())
+    }
+
+    /// The best `k` of one thread; only that thread's vectors are read.
+    pub fn search_thread(&self, query: &[f32], k: usize, thread: &str) -> Vec<Scored> {
+        let Some(own) = self.thread_numbers.get(thread).copied() else {
+            return Vec::new();
+        };
+        let mut top = TopK::new(k);
+        if query.len() != self.dim {
+            return Vec::new();
+        }
+        for (slot, t) in self.threads.iter().enumerate() {
+            if *t == own {
+                let v = &self.vectors[slot * self.dim..(slot + 1) * self.dim];
+                top.offer(Scored {
+                    slot,
+                    score: dot(query, v),
+                });
+            }
+        }
+        top.into_sorted()
+    }
+
+    fn scan(&self, query: &[f32], mut visit: impl FnMut(u32, Scored)) {
+        if query.len() != self.dim || self.dim == 0 {
+            return;
+        }
+        for (slot, (v, t)) in self
+            .vectors
+            .chunks_exact(self.dim)
+            .zip(self.threads.iter())
+            .enumerate()
+        {
+            visit(
+                *t,
+                Scored {
+                    slot,
+                    score: dot(query, v),
+                },
+            );
+        }
+    }
+}
+
+/// The dot product, in eight independent lanes so that it vectorises.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            lanes[i] += x[i] * y[i];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::TaskId;
+
+    fn unit(dim: usize, hot: &[(usize, f32)]) -> Vec<f32> {
+        let mut v = vec![0f32; dim];
+        for (i, x) in hot {
+            v[*i] = *x;
+        }
+        crate::memory::embed::normalize_l2(&mut v);
+        v
+    }
+
+    fn item(thread: &str, vector: Vec<f32>) -> MemoryItem {
+        MemoryItem {
+            id: Uuid::now_v7(),
+            thread_id: thread.into(),
+            task_id: TaskId::new(),
+            seq: 0,
+            kind: "exchange".into(),
+            text: format!("in {thread}"),
+            embedder: "test".into(),
+            vector,
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    /// Ten items whose similarity to the query `e0` falls with their number.
+    fn ranked(dim: usize) -> (Index, Vec<Uuid>) {
+        let mut index = Index::new(dim);
+        let mut ids = Vec::new();
+        for i in 0..10 {
+            let thread = if i % 2 == 0 { "even" } else { "odd" };
+            let it = item(thread, unit(dim, &[(0, 10.0 - i as f32), (1 + i, 3.0)]));
+            ids.push(it.id);
+            assert!(index.insert(it));
+        }
+        (index, ids)
+    }
+
+    fn ids(index: &Index, found: &[Scored]) -> Vec<Uuid> {
+        found
+            .iter()
+            .map(|s| index.entry(s.slot).unwrap().id)
+            .collect()
+    }
+
+    #[test]
+    fn top_k_is_best_first_and_threads_filter() {
+        let dim = 19; // not a multiple of 8: the tail of the dot product counts too
+        let (index, all) = ranked(dim);
+        let q = unit(dim, &[(0, 1.0)]);
+        let top = index.search(&q, 3);
+        assert_eq!(ids(&index, &top), all[..3].to_vec());
+        assert!(top[0].score > top[1].score && top[1].score > top[2].score);
+        assert_eq!(index.search(&q, 50).len(), 10);
+        assert!(index.search(&q, 0).is_empty());
+
+        let odd = index.search_thread(&q, 2, "odd");
+        assert_eq!(ids(&index, &odd), vec![all[1], all[3]]);
+        assert!(index.search_thread(&q, 2, "nobody").is_empty());
+        let (mine, others) = index.search_split(&q, 2, "even");
+        assert_eq!(ids(&index, &mine), vec![all[0], all[2]]);
+        assert_eq!(ids(&index, &others), vec![all[1], all[3]]);
+        assert!(
+            index.search(&unit(4, &[(0, 1.0)]), 3).is_empty(),
+            "wrong dimension"
+        );
+    }
+
+    #[test]
+    fn remove_keeps_the_other_vectors_in_place() {
+        let dim = 16;
+        let (mut index, all) = ranked(dim);
+        let q = unit(dim, &[(0, 1.0)]);
+        assert!(index.remove(&all[0]));
+        assert!(!index.remove(&all[0]));
+        assert!(index.remove(&all[9]));
+        assert_eq!(index.len(), 8);
+        assert!(!index.contains(&all[0]));
+        let top = index.search(&q, 8);
+        assert_eq!(ids(&index, &top), all[1..9].to_vec());
+        // Scores after the move equal a fresh computation.
+        for s in &top {
+            let slot_id = index.entry(s.slot).unwrap().id;
+            let i = all.iter().position(|x| *x == slot_id).unwrap();
+            let expected = dot(&q, &unit(dim, &[(0, 10.0 - i as f32), (1 + i, 3.0)]));
+            assert!((s.score - expected).abs() < 1e-6);
+        }
+        assert!(
+            !index.insert(item("x", vec![1.0; 3])),
+            "wrong dimension is refused"
+        );
+    }
+
+    #[test]
+    fn dot_matches_the_naive_sum() {
+        let a: Vec<f32> = (0..37).map(|i| (i as f32).sin()).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i as f32 * 0.7).cos()).collect();
+        let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - naive).abs() < 1e-4);
+    }
+}

@@ -1,0 +1,145 @@
+//! Conversation memory: what earlier turns said, recalled for the turn at hand.
+//!
+//! Where it sits in the request flow (DESIGN.md §3):
+//! - **Producer**: when an LLM task has finished and its answer has been delivered, the
+//!   exchange (the user's original prompt and the answer) is condensed into a few
+//!   [`store::MemoryItem`]s, embedded and written with its thread and task id
+//!   ([`Memory::remember_task`]). Web, RAG, utility and internal tasks, failed tasks and
+//!   turns the user asked not to remember are never written. `coordinator memory
+//!   backfill` feeds finished tasks from the task store the same way, idempotently.
+//! - **Consumer**: at compose time, [`Memory::recall`] finds the items most relevant to the
+//!   current prompt (scope `thread`, `global` or `auto`) and [`Memory::context_block`]
+//!   formats them for the worker, which receives history + memory context + original.
+//!   The stored prompt stays the user's text, so the seed's self-feeding loop (history and
+//!   memory written back as the prompt, then remembered again) cannot happen: memory
+//!   is only ever made from `tasks.prompt` and the answer.
+//!
+//! Vectors live in the task store's database (`memory_items`, SQLite or PostgreSQL), the
+//! source of truth; each process keeps an [`index::Index`] per embedder in memory for
+//! search. Embeddings come from a backend model (`[memory] embedding_model`) or, without
+//! one, from the built-in hashed character n-gram embedder ([`embed::HashEmbedder`]).
+
+pub mod cli;
+mod context;
+pub mod embed;
+pub mod eval;
+pub mod index;
+mod producer;
+mod service;
+pub mod store;
+
+#[cfg(test)]
+mod tests;
+
+use serde::{Deserialize, Serialize};
+
+pub use context::context_block;
+pub use producer::{BackfillReport, Skip, condense, eligibility};
+pub use service::{Memory, MemoryHit, select};
+pub use store::{MemoryItem, MemoryStore};
+
+/// Which memories a recall may return.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Only the current thread.
+    Thread,
+    /// Every thread alike.
+    Global,
+    /// The current thread first, plus strong matches (`cross_thread_min_score`) from others.
+    #[default]
+    Auto,
+}
+
+/// `[memory]`: conversation memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MemoryConfig {
+    /// Whether turns are remembered and recalled. Listing and forgetting work either way.
+    pub enabled: bool,
+    pub scope: Scope,
+    /// How many memories go into one prompt at most.
+    pub top_k: usize,
+    /// Lowest similarity (cosine, -1..1) a memory of the same thread needs.
+    pub min_score: f32,
+    /// Lowest similarity a memory from another thread needs under `scope = "auto"`.
+    pub cross_thread_min_score: f32,
+    /// A backend embedding model (e.g. `nomic-embed-text`); the built-in embedder otherwise.
+    pub embedding_model: Option<String>,
+    /// The backend (worker name) that serves `embedding_model`; the first backend otherwise.
+    pub embedding_backend: Option<String>,
+    /// The longest memory context put into one prompt, in characters.
+    pub max_context_chars: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            scope: Scope::Auto,
+            top_k: 3,
+            min_score: 0.15,
+            cross_thread_min_score: 0.18,
+            embedding_model: None,
+            embedding_backend: None,
+            max_context_chars: 1500,
+        }
+    }
+}
+
+impl MemoryConfig {
+    /// Every problem in `[memory]`, not just the first.
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.top_k == 0 || self.top_k > 50 {
+            problems.push("memory.top_k: must be between 1 and 50".to_owned());
+        }
+        for (key, value) in [
+            ("min_score", self.min_score),
+            ("cross_thread_min_score", self.cross_thread_min_score),
+        ] {
+            if !(-1.0..=1.0).contains(&value) {
+                problems.push(format!(
+                    "memory.{key}: {value} is not a similarity between -1 and 1"
+                ));
+            }
+        }
+        if self.max_context_chars < 50 {
+            problems.push("memory.max_context_chars: must be at least 50".to_owned());
+        }
+        if let Some(m) = &self.embedding_model
+            && let Err(e) = crate::domain::ModelName::parse(m)
+        {
+            problems.push(format!("memory.embedding_model: {e}"));
+        }
+        if let Some(b) = &self.embedding_backend {
+            if let Err(e) = crate::domain::WorkerName::parse(b) {
+                problems.push(format!("memory.embedding_backend: {e}"));
+            }
+            if self.embedding_model.is_none() {
+                problems.push(
+                    "memory.embedding_backend: set only together with memory.embedding_model"
+                        .to_owned(),
+                );
+            }
+        }
+        problems
+    }
+}
+
+/// What can go wrong in memory.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("memory holds a malformed item {id}: {detail}")]
+    Corrupt { id: String, detail: String },
+    #[error("cannot read the memory eval file {path}: {detail}")]
+    Eval { path: String, detail: String },
+}
+
+impl From<sqlx::Error> for MemoryError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Store(e.into())
+    }
+}

@@ -1,0 +1,230 @@
+//! The producer side of memory: which finished tasks are remembered, how an exchange is
+//! condensed into items, writing one task (after its answer was delivered) and the
+//! backfill of every finished task in the task store.
+
+use std::fmt;
+
+use uuid::Uuid;
+
+use super::service::MAX_ITEMS_PER_TASK;
+use super::store::MemoryItem;
+use super::{Memory, MemoryError};
+use crate::domain::{Lane, TaskStatus};
+use crate::store::{TaskFilter, TaskRecord, TaskStore};
+
+/// The longest prompt kept in an exchange item, in characters.
+const MAX_PROMPT_CHARS: usize = 500;
+/// How much of the answer goes into the exchange item itself.
+const ANSWER_HEAD_CHARS: usize = 300;
+/// The size of the later answer parts.
+const ANSWER_PART_CHARS: usize = 400;
+/// The marker the worker puts before tool calls in a recorded response.
+const TOOL_CALLS_MARKER: &str = "[tool_calls]";
+
+/// Why a task is not remembered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// Queued, running or failed.
+    NotDone,
+    /// An Open WebUI background task (title, tags, follow-ups, …).
+    Internal,
+    /// The web, RAG or utility lane: search results and retrieved documents are not
+    /// memories (the seed's rule).
+    Lane,
+    WebSearch,
+    /// Nothing was answered.
+    NoAnswer,
+    /// The user asked that this turn not be remembered, or forgot it.
+    OptedOut,
+}
+
+impl fmt::Display for Skip {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NotDone => "the task did not finish successfully",
+            Self::Internal => "internal task",
+            Self::Lane => "web, RAG or utility lane",
+            Self::WebSearch => "web search task",
+            Self::NoAnswer => "no answer",
+            Self::OptedOut => "the user asked not to remember it",
+        })
+    }
+}
+
+/// Whether a finished task may become memory.
+pub fn eligibility(task: &TaskRecord) -> Result<(), Skip> {
+    if task.status != TaskStatus::Done {
+        return Err(Skip::NotDone);
+    }
+    if task.internal_task.is_some() {
+        return Err(Skip::Internal);
+    }
+    if matches!(task.queue.as_str(), Lane::WEB | Lane::RAG | Lane::UTILITY) {
+        return Err(Skip::Lane);
+    }
+    if task.web_search {
+        return Err(Skip::WebSearch);
+    }
+    if !task.remember {
+        return Err(Skip::OptedOut);
+    }
+    if answer_text(task).is_empty() || task.prompt.trim().is_empty() {
+        return Err(Skip::NoAnswer);
+    }
+    Ok(())
+}
+
+/// The answer without any recorded tool calls.
+fn answer_text(task: &TaskRecord) -> &str {
+    let response = task.response.as_deref().unwrap_or("");
+    let text = match response.find(TOOL_CALLS_MARKER) {
+        Some(at) => &response[..at],
+        None => response,
+    };
+    text.trim()
+}
+
+/// An exchange as memory: `(kind, text)` pairs. The first (`exchange`) holds the prompt
+/// and the start of the answer; a long answer adds `answer` parts, up to four items.
+pub fn condense(prompt: &str, answer: &str) -> Vec<(&'static str, String)> {
+    let prompt = flatten(prompt);
+    let answer = flatten(answer);
+    let (head, rest) = split_at_sentence(&answer, ANSWER_HEAD_CHARS);
+    let mut items = vec![(
+        "exchange",
+        format!("{}\n{}", truncate(&prompt, MAX_PROMPT_CHARS), head),
+    )];
+    let mut rest = rest;
+    while !rest.is_empty() && items.len() < MAX_ITEMS_PER_TASK {
+        let (part, more) = split_at_sentence(rest, ANSWER_PART_CHARS);
+        items.push(("answer", part.to_owned()));
+        rest = more;
+    }
+    items
+}
+
+/// Whitespace runs as single spaces.
+fn flatten(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// Splits after the last sentence end within `max` characters (or at `max`).
+fn split_at_sentence(text: &str, max: usize) -> (&str, &str) {
+    let Some((limit, _)) = text.char_indices().nth(max) else {
+        return (text, "");
+    };
+    let window = &text[..limit];
+    let cut = window
+        .char_indices()
+        .rev()
+        .map(|(i, c)| (i + c.len_utf8(), c))
+        .find(|&(end, c)| {
+            matches!(c, '。' | '！' | '？' | '.' | '!' | '?' | '\n') && end * 2 >= limit
+        })
+        .map_or(limit, |(end, _)| end);
+    (text[..cut].trim(), text[cut..].trim())
+}
+
+/// What a backfill did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackfillReport {
+    /// Finished tasks read from the store.
+    pub scanned: usize,
+    /// Tasks that are never remembered (web, RAG, internal, opted out, …).
+    pub excluded: usize,
+    /// Tasks that already had memory from the active embedder.
+    pub already: usize,
+    /// Tasks written now, and their items.
+    pub remembered: usize,
+    pub items: usize,
+}
+
+impl Memory {
+    /// Remembers one finished task, if it may be remembered: condenses, embeds and
+    /// writes it. Returns how many items were written (0 for excluded or known tasks).
+    /// Call it after the answer was delivered, off the request's critical path.
+    pub async fn remember_task(&self, task: &TaskRecord) -> Result<usize, MemoryError> {
+        if !self.inner.config.enabled {
+            return Ok(0);
+        }
+        if let Err(skip) = eligibility(task) {
+            tracing::debug!(task_id = %task.task_id, reason = %skip, "task not remembered");
+            return Ok(0);
+        }
+        let pieces = condense(&task.prompt, answer_text(task));
+        let texts: Vec<String> = pieces.iter().map(|(_, t)| t.clone()).collect();
+        let embedded = self.inner.embedder.embed(&texts).await;
+        // When the exchange ended (the same for the producer and a backfill).
+        let created_at = task.updated_at;
+        let items = pieces
+            .into_iter()
+            .zip(embedded.vectors)
+            .enumerate()
+            .map(|(seq, ((kind, text), vector))| MemoryItem {
+                id: Uuid::now_v7(),
+                thread_id: task.thread_id.clone(),
+                task_id: task.task_id,
+                seq: u32::try_from(seq).unwrap_or(u32::MAX),
+                kind: kind.to_owned(),
+                text,
+                embedder: embedded.embedder.clone(),
+                vector,
+                created_at,
+            })
+            .collect();
+        let written = self.store_items(items).await?;
+        tracing::debug!(task_id = %task.task_id, thread_id = %task.thread_id, items = written, "task remembered");
+        Ok(written)
+    }
+
+    /// Feeds every finished task in `tasks` to memory with the same exclusions as the
+    /// producer. Idempotent: tasks that already have items of the active embedder are
+    /// skipped, and the store ignores duplicates. `progress(done, total)` is called after
+    /// each task.
+    pub async fn backfill(
+        &self,
+        tasks: &dyn TaskStore,
+        progress: &mut (dyn FnMut(usize, usize) + Send),
+    ) -> Result<BackfillReport, MemoryError> {
+        let mut report = BackfillReport::default();
+        if !self.inner.config.enabled {
+            return Ok(report);
+        }
+        let mut done = tasks
+            .list(&TaskFilter {
+                status: Some(TaskStatus::Done),
+                internal_only: false,
+                thread_id: None,
+                limit: u32::MAX,
+            })
+            .await?;
+        // Oldest first, as they happened.
+        done.reverse();
+        report.scanned = done.len();
+        let embedder = self.inner.embedder.preferred_id().to_owned();
+        for (i, task) in done.iter().enumerate() {
+            if eligibility(task).is_err() {
+                report.excluded += 1;
+            } else if self.inner.store.has_task(task.task_id, &embedder).await? {
+                report.already += 1;
+            } else {
+                let items = self.remember_task(task).await?;
+                if items > 0 {
+                    report.remembered += 1;
+                    report.items += items;
+                } else {
+                    report.already += 1;
+                }
+            }
+            progress(i + 1, report.scanned);
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,325 @@
+//! [`Memory`]: the handle the rest of Coordinator uses. It owns the store, the embedder
+//! and one in-memory index per embedder, and applies the scope rules on recall.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::embed::{Embedder, HashEmbedder};
+use super::index::{Index, Scored};
+use super::store::{MemoryItem, MemoryStore};
+use super::{MemoryConfig, MemoryError, Scope};
+use crate::backend::Backend;
+use crate::chat::ChatMessage;
+use crate::config::Config;
+use crate::domain::ThreadId;
+use crate::web::Lang;
+
+/// How many items one task can have at most (see `producer::condense`).
+pub(super) const MAX_ITEMS_PER_TASK: usize = 4;
+/// How many of a thread's latest exchanges a follow-up is resolved against.
+const FOLLOWUP_EXCHANGES: usize = 4;
+
+/// One recalled memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryHit {
+    #[serde(flatten)]
+    pub item: MemoryItem,
+    pub score: f32,
+    /// Whether it came from the thread the recall was for.
+    pub same_thread: bool,
+}
+
+/// Cheap to clone: a handle on shared state.
+#[derive(Clone)]
+pub struct Memory {
+    pub(super) inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) config: MemoryConfig,
+    pub(super) store: Arc<dyn MemoryStore>,
+    pub(super) embedder: Embedder,
+    /// One index per embedder id.
+    indexes: RwLock<HashMap<String, Index>>,
+}
+
+impl Memory {
+    /// Opens memory on `store` and loads every stored item into the in-memory indexes.
+    pub async fn open(
+        config: MemoryConfig,
+        store: Arc<dyn MemoryStore>,
+        embedder: Embedder,
+    ) -> Result<Self, MemoryError> {
+        let items = store.load().await?;
+        let count = items.len();
+        let indexes = build_indexes(items);
+        tracing::info!(items = count, embedder = embedder.preferred_id(), scope = ?config.scope, enabled = config.enabled, "memory loaded");
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                store,
+                embedder,
+                indexes: RwLock::new(indexes),
+            }),
+        })
+    }
+
+    /// Opens memory in the database `[store]` names, with the embedder `[memory]` names
+    /// (an embedding model on one of `backends`, else the built-in one).
+    pub async fn from_config(config: &Config, backends: &[Backend]) -> Result<Self, MemoryError> {
+        let store = super::store::open(&config.store).await?;
+        let embedder = Embedder::from_config(&config.memory, backends);
+        Self::open(config.memory.clone(), store, embedder).await
+    }
+
+    pub fn config(&self) -> &MemoryConfig {
+        &self.inner.config
+    }
+
+    /// Items in the in-memory indexes, over all embedders.
+    pub fn len(&self) -> usize {
+        self.indexes().values().map(Index::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The memories most relevant to `prompt` under `[memory] scope`, best first, at most
+    /// `top_k`, one per task. Empty when memory is disabled.
+    pub async fn recall(&self, prompt: &str, thread_id: &ThreadId) -> Vec<MemoryHit> {
+        let config = &self.inner.config;
+        if !config.enabled || prompt.trim().is_empty() {
+            return Vec::new();
+        }
+        let query = {
+            let indexes = self.indexes();
+            indexes
+                .get(self.inner.embedder.preferred_id())
+                .or_else(|| indexes.get(HashEmbedder::ID))
+                .and_then(|index| standalone_query(index, prompt, thread_id.as_str()))
+                .unwrap_or_else(|| prompt.to_owned())
+        };
+        let embedded = self.inner.embedder.embed(&[query]).await;
+        let Some(query) = embedded.vectors.first() else {
+            return Vec::new();
+        };
+        let indexes = self.indexes();
+        let Some(index) = indexes.get(&embedded.embedder) else {
+            return Vec::new();
+        };
+        select(index, query, thread_id.as_str(), config)
+            .into_iter()
+            .filter_map(|(s, same_thread)| hit(index, s, same_thread))
+            .collect()
+    }
+
+    /// The memory context for the worker's prompt, in the prompt's language, capped at
+    /// `[memory] max_context_chars`; `None` when there is nothing to say.
+    pub fn context_block(&self, hits: &[MemoryHit], lang: Lang) -> Option<String> {
+        super::context::context_block(hits, lang, self.inner.config.max_context_chars)
+    }
+
+    /// [`recall`](Self::recall) and [`context_block`](Self::context_block) in one: the
+    /// memory context for a prompt, in its language, or `None`.
+    pub async fn context_for(&self, prompt: &str, thread_id: &ThreadId) -> Option<String> {
+        let hits = self.recall(prompt, thread_id).await;
+        self.context_block(&hits, crate::web::detect_language(prompt))
+    }
+
+    /// Re-reads every item from the store (in cluster mode, to pick up what other
+    /// processes wrote). Returns how many items are indexed.
+    pub async fn reload(&self) -> Result<usize, MemoryError> {
+        let fresh = build_indexes(self.inner.store.load().await?);
+        let count = fresh.values().map(Index::len).sum();
+        *self.indexes_mut() = fresh;
+        Ok(count)
+    }
+
+    /// Stored items, newest first, of one thread or all.
+    pub async fn list(
+        &self,
+        thread_id: Option<&ThreadId>,
+        limit: u32,
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
+        let mut items = self
+            .inner
+            .store
+            .list(thread_id.map(ThreadId::as_str), limit)
+            .await?;
+        items.iter_mut().for_each(|i| i.vector = Vec::new());
+        Ok(items)
+    }
+
+    /// The items most similar to `query` with no threshold (for people looking), of one
+    /// thread or all, best first.
+    pub async fn search(
+        &self,
+        query: &str,
+        thread_id: Option<&ThreadId>,
+        limit: usize,
+    ) -> Vec<MemoryHit> {
+        let embedded = self.inner.embedder.embed(&[query.to_owned()]).await;
+        let Some(q) = embedded.vectors.first() else {
+            return Vec::new();
+        };
+        let indexes = self.indexes();
+        let Some(index) = indexes.get(&embedded.embedder) else {
+            return Vec::new();
+        };
+        let found = match thread_id {
+            Some(t) => index.search_thread(q, limit, t.as_str()),
+            None => index.search(q, limit),
+        };
+        found
+            .into_iter()
+            .filter_map(|s| hit(index, s, thread_id.is_some()))
+            .collect()
+    }
+
+    /// Forgets one item (and keeps a backfill from bringing its task back).
+    pub async fn forget(&self, id: Uuid) -> Result<bool, MemoryError> {
+        let existed = self.inner.store.delete(id).await?;
+        let mut indexes = self.indexes_mut();
+        let removed = indexes.values_mut().any(|index| index.remove(&id));
+        Ok(existed || removed)
+    }
+
+    /// Forgets everything of a thread. Returns how many items went.
+    pub async fn forget_thread(&self, thread_id: &ThreadId) -> Result<usize, MemoryError> {
+        let ids = self.inner.store.delete_thread(thread_id.as_str()).await?;
+        let mut indexes = self.indexes_mut();
+        for id in &ids {
+            for index in indexes.values_mut() {
+                index.remove(id);
+            }
+        }
+        Ok(ids.len())
+    }
+
+    /// Writes items to the store, then adds those actually written to the index.
+    pub(super) async fn store_items(&self, items: Vec<MemoryItem>) -> Result<usize, MemoryError> {
+        let written: HashSet<Uuid> = self.inner.store.insert(&items).await?.into_iter().collect();
+        let mut indexes = self.indexes_mut();
+        for item in items.into_iter().filter(|i| written.contains(&i.id)) {
+            let dim = item.vector.len();
+            indexes
+                .entry(item.embedder.clone())
+                .or_insert_with(|| Index::new(dim))
+                .insert(item);
+        }
+        Ok(written.len())
+    }
+
+    fn indexes(&self) -> RwLockReadGuard<'_, HashMap<String, Index>> {
+        // A poisoned lock only means a panic elsewhere while holding plain data.
+        self.inner
+            .indexes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn indexes_mut(&self) -> RwLockWriteGuard<'_, HashMap<String, Index>> {
+        self.inner
+            .indexes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One index per embedder.
+fn build_indexes(items: Vec<MemoryItem>) -> HashMap<String, Index> {
+    let mut indexes: HashMap<String, Index> = HashMap::new();
+    for item in items {
+        let dim = item.vector.len();
+        indexes
+            .entry(item.embedder.clone())
+            .or_insert_with(|| Index::new(dim))
+            .insert(item);
+    }
+    indexes
+}
+
+fn hit(index: &Index, s: Scored, same_thread: bool) -> Option<MemoryHit> {
+    Some(MemoryHit {
+        item: index.entry(s.slot)?.clone(),
+        score: s.score,
+        same_thread,
+    })
+}
+
+/// A follow-up ("この市の特産物をおしえて", "what should I pack for it?") made standalone
+/// with the latest entity the thread's memory names, by the same rules the web lane uses
+/// for its search queries; `None` when the prompt refers to nothing it can resolve.
+pub fn standalone_query(index: &Index, prompt: &str, thread: &str) -> Option<String> {
+    let recent = index.recent_in_thread(thread, FOLLOWUP_EXCHANGES);
+    let history: Vec<ChatMessage> = recent
+        .iter()
+        .rev()
+        .flat_map(|item| {
+            let (user, answer) = item.text.split_once('\n').unwrap_or((&item.text, ""));
+            [ChatMessage::user(user), ChatMessage::assistant(answer)]
+        })
+        .collect();
+    crate::web::followup::resolve(prompt, &history).map(|(query, _)| query)
+}
+
+/// The scope rules, on one index: which slots a recall returns, best first, each with
+/// whether it is from `thread`. One item per task; at most `top_k`.
+///
+/// - `thread`: items of the thread scoring at least `min_score`;
+/// - `global`: items of any thread scoring at least `min_score`;
+/// - `auto`: items of the thread scoring at least `min_score`, plus items of other
+///   threads scoring at least `cross_thread_min_score` (a strong match), by score.
+pub fn select(
+    index: &Index,
+    query: &[f32],
+    thread: &str,
+    config: &MemoryConfig,
+) -> Vec<(Scored, bool)> {
+    // Room for several items of one task before de-duplication.
+    let k = config.top_k.saturating_mul(MAX_ITEMS_PER_TASK);
+    let candidates: Vec<(Scored, bool)> = match config.scope {
+        Scope::Thread => index
+            .search_thread(query, k, thread)
+            .into_iter()
+            .filter(|s| s.score >= config.min_score)
+            .map(|s| (s, true))
+            .collect(),
+        Scope::Global => index
+            .search(query, k)
+            .into_iter()
+            .filter(|s| s.score >= config.min_score)
+            .map(|s| {
+                let same = index.entry(s.slot).is_some_and(|e| e.thread_id == thread);
+                (s, same)
+            })
+            .collect(),
+        Scope::Auto => {
+            let (mine, others) = index.search_split(query, k, thread);
+            let mut all: Vec<(Scored, bool)> = mine
+                .into_iter()
+                .filter(|s| s.score >= config.min_score)
+                .map(|s| (s, true))
+                .chain(
+                    others
+                        .into_iter()
+                        .filter(|s| s.score >= config.cross_thread_min_score)
+                        .map(|s| (s, false)),
+                )
+                .collect();
+            // By score; on a tie the thread's own memory first.
+            all.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+            all
+        }
+    };
+    let mut tasks = HashSet::new();
+    candidates
+        .into_iter()
+        .filter(|(s, _)| index.entry(s.slot).is_some_and(|e| tasks.insert(e.task_id)))
+        .take(config.top_k)
+        .collect()
+}

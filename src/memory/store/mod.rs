@@ -1,0 +1,116 @@
+//! Where memory items are kept: the `memory_items` table of the task store's database
+//! (SQLite in embedded mode, PostgreSQL in cluster mode), the source of truth that every
+//! process loads its in-memory index from.
+//!
+//! Items are unique per (task, embedder, seq), so writing the same task twice (the
+//! producer and a backfill, or two backfills) adds nothing. Forgetting an item also marks
+//! its task `remember = false`, so that a later backfill cannot bring it back.
+
+pub mod postgres;
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::config::StoreConfig;
+use crate::domain::TaskId;
+use crate::store::StoreError;
+
+/// One remembered piece of an exchange.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryItem {
+    pub id: Uuid,
+    pub thread_id: String,
+    pub task_id: TaskId,
+    /// Position among the items condensed from one task (0 = the exchange itself).
+    pub seq: u32,
+    /// `exchange` (prompt and the answer's start) or `answer` (a later part of the answer).
+    pub kind: String,
+    pub text: String,
+    /// The embedder that made `vector`.
+    pub embedder: String,
+    #[serde(skip)]
+    pub vector: Vec<f32>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[async_trait]
+pub trait MemoryStore: Send + Sync + 'static {
+    /// Writes items, skipping any whose (task, embedder, seq) is already stored. Returns
+    /// the ids of the items actually written.
+    async fn insert(&self, items: &[MemoryItem]) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Every item, oldest first (to build the in-memory index).
+    async fn load(&self) -> Result<Vec<MemoryItem>, StoreError>;
+
+    /// Newest first, of one thread or all.
+    async fn list(
+        &self,
+        thread_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<MemoryItem>, StoreError>;
+
+    /// Whether a task already has items made by `embedder`.
+    async fn has_task(&self, task_id: TaskId, embedder: &str) -> Result<bool, StoreError>;
+
+    /// Deletes one item and marks its task not to be remembered again. Returns whether
+    /// the item existed.
+    async fn delete(&self, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Deletes every item of a thread and marks the thread's tasks not to be remembered
+    /// again. Returns the deleted ids.
+    async fn delete_thread(&self, thread_id: &str) -> Result<Vec<Uuid>, StoreError>;
+}
+
+/// Opens the memory store in the database `[store]` names (applying the migrations).
+pub async fn open(config: &StoreConfig) -> Result<Arc<dyn MemoryStore>, StoreError> {
+    Ok(match config {
+        StoreConfig::Sqlite { path } => {
+            let tasks = crate::store::sqlite::SqliteStore::open(path).await?;
+            Arc::new(sqlite::SqliteMemoryStore::new(tasks.pool().clone()))
+        }
+        StoreConfig::Postgres { url, schema } => {
+            let tasks = match schema {
+                Some(s) => {
+                    crate::store::postgres::PostgresStore::connect_with_schema(url, s).await?
+                }
+                None => crate::store::postgres::PostgresStore::connect(url).await?,
+            };
+            Arc::new(postgres::PostgresMemoryStore::new(tasks.pool().clone()))
+        }
+    })
+}
+
+/// A vector as stored: little-endian f32s.
+pub fn encode_vector(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Reads a stored vector back; `None` when its length does not match `dim`.
+pub fn decode_vector(bytes: &[u8], dim: usize) -> Option<Vec<f32>> {
+    if bytes.len() != dim.checked_mul(4)? {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+    )
+}
+
+fn corrupt(id: &str, detail: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        task_id: format!("memory item {id}"),
+        detail: detail.into(),
+    }
+}
+
+/// The largest `LIMIT` a listing asks for.
+fn limit(limit: u32) -> i64 {
+    i64::from(limit.clamp(1, 10_000))
+}

@@ -1,0 +1,149 @@
+//! `memory_items` in the PostgreSQL task database (cluster mode). Same semantics as
+//! [`super::sqlite`], with native `uuid`, `timestamptz` and `bytea` columns.
+
+use async_trait::async_trait;
+use sqlx::postgres::PgRow;
+use sqlx::{PgPool, Row};
+use uuid::Uuid;
+
+use super::{MemoryItem, MemoryStore, corrupt, decode_vector, encode_vector, limit};
+use crate::domain::TaskId;
+use crate::store::StoreError;
+
+const COLUMNS: &str = "id, thread_id, task_id, seq, kind, text, embedder, dim, vector, created_at";
+
+#[derive(Debug, Clone)]
+pub struct PostgresMemoryStore {
+    pool: PgPool,
+}
+
+impl PostgresMemoryStore {
+    /// Uses a pool on a database the task store's migrations have been applied to.
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+}
+
+#[async_trait]
+impl MemoryStore for PostgresMemoryStore {
+    async fn insert(&self, items: &[MemoryItem]) -> Result<Vec<Uuid>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut written = Vec::new();
+        for item in items {
+            let done = sqlx::query(
+                "INSERT INTO memory_items (id, thread_id, task_id, seq, kind, text, embedder, dim, \
+                 vector, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT (task_id, embedder, seq) DO NOTHING",
+            )
+            .bind(item.id)
+            .bind(&item.thread_id)
+            .bind(item.task_id.as_uuid())
+            .bind(i32::try_from(item.seq).unwrap_or(i32::MAX))
+            .bind(&item.kind)
+            .bind(&item.text)
+            .bind(&item.embedder)
+            .bind(i32::try_from(item.vector.len()).unwrap_or(i32::MAX))
+            .bind(encode_vector(&item.vector))
+            .bind(item.created_at)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 1 {
+                written.push(item.id);
+            }
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    async fn load(&self) -> Result<Vec<MemoryItem>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items ORDER BY created_at, id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn list(&self, thread_id: Option<&str>, max: u32) -> Result<Vec<MemoryItem>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items WHERE ($1::text IS NULL OR thread_id = $1) \
+             ORDER BY created_at DESC, id DESC LIMIT $2"
+        ))
+        .bind(thread_id)
+        .bind(limit(max))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn has_task(&self, task_id: TaskId, embedder: &str) -> Result<bool, StoreError> {
+        let row =
+            sqlx::query("SELECT 1 FROM memory_items WHERE task_id = $1 AND embedder = $2 LIMIT 1")
+                .bind(task_id.as_uuid())
+                .bind(embedder)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    async fn delete(&self, id: Uuid) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE tasks SET remember = FALSE \
+             WHERE task_id = (SELECT task_id FROM memory_items WHERE id = $1)",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        let done = sqlx::query("DELETE FROM memory_items WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<Vec<Uuid>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE tasks SET remember = FALSE WHERE thread_id = $1")
+            .bind(thread_id)
+            .execute(&mut *tx)
+            .await?;
+        let ids: Vec<Uuid> =
+            sqlx::query_scalar("DELETE FROM memory_items WHERE thread_id = $1 RETURNING id")
+                .bind(thread_id)
+                .fetch_all(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        Ok(ids)
+    }
+}
+
+fn from_row(r: &PgRow) -> Result<MemoryItem, StoreError> {
+    let id: Uuid = r.try_get("id")?;
+    let task: Uuid = r.try_get("task_id")?;
+    let dim: i32 = r.try_get("dim")?;
+    let seq: i32 = r.try_get("seq")?;
+    let bytes: Vec<u8> = r.try_get("vector")?;
+    let text_id = id.to_string();
+    let vector = usize::try_from(dim)
+        .ok()
+        .and_then(|d| decode_vector(&bytes, d))
+        .ok_or_else(|| {
+            corrupt(
+                &text_id,
+                format!("vector of {} bytes for dim {dim}", bytes.len()),
+            )
+        })?;
+    Ok(MemoryItem {
+        id,
+        thread_id: r.try_get("thread_id")?,
+        task_id: TaskId::from(task),
+        seq: u32::try_from(seq).map_err(|e| corrupt(&text_id, e.to_string()))?,
+        kind: r.try_get("kind")?,
+        text: r.try_get("text")?,
+        embedder: r.try_get("embedder")?,
+        vector,
+        created_at: r.try_get("created_at")?,
+    })
+}

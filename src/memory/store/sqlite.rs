@@ -1,0 +1,150 @@
+//! `memory_items` in the SQLite task database (embedded mode).
+
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqlitePool};
+use uuid::Uuid;
+
+use super::{MemoryItem, MemoryStore, corrupt, decode_vector, encode_vector, limit};
+use crate::domain::TaskId;
+use crate::store::StoreError;
+
+const COLUMNS: &str = "id, thread_id, task_id, seq, kind, text, embedder, dim, vector, created_at";
+
+#[derive(Debug, Clone)]
+pub struct SqliteMemoryStore {
+    pool: SqlitePool,
+}
+
+impl SqliteMemoryStore {
+    /// Uses a pool on a database the task store's migrations have been applied to.
+    pub fn new(pool: SqlitePool) -> Self {
+        Self { pool }
+    }
+}
+
+#[async_trait]
+impl MemoryStore for SqliteMemoryStore {
+    async fn insert(&self, items: &[MemoryItem]) -> Result<Vec<Uuid>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let mut written = Vec::new();
+        for item in items {
+            let done = sqlx::query(
+                "INSERT INTO memory_items (id, thread_id, task_id, seq, kind, text, embedder, dim, \
+                 vector, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT (task_id, embedder, seq) DO NOTHING",
+            )
+            .bind(item.id.to_string())
+            .bind(&item.thread_id)
+            .bind(item.task_id.to_string())
+            .bind(i64::from(item.seq))
+            .bind(&item.kind)
+            .bind(&item.text)
+            .bind(&item.embedder)
+            .bind(i64::try_from(item.vector.len()).unwrap_or(i64::MAX))
+            .bind(encode_vector(&item.vector))
+            .bind(item.created_at)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 1 {
+                written.push(item.id);
+            }
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    async fn load(&self) -> Result<Vec<MemoryItem>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items ORDER BY created_at, id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn list(&self, thread_id: Option<&str>, max: u32) -> Result<Vec<MemoryItem>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items WHERE (?1 IS NULL OR thread_id = ?1) \
+             ORDER BY created_at DESC, id DESC LIMIT ?2"
+        ))
+        .bind(thread_id)
+        .bind(limit(max))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn has_task(&self, task_id: TaskId, embedder: &str) -> Result<bool, StoreError> {
+        let row =
+            sqlx::query("SELECT 1 FROM memory_items WHERE task_id = ? AND embedder = ? LIMIT 1")
+                .bind(task_id.to_string())
+                .bind(embedder)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    async fn delete(&self, id: Uuid) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE tasks SET remember = 0 WHERE task_id = (SELECT task_id FROM memory_items WHERE id = ?)",
+        )
+        .bind(id.to_string())
+        .execute(&mut *tx)
+        .await?;
+        let done = sqlx::query("DELETE FROM memory_items WHERE id = ?")
+            .bind(id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<Vec<Uuid>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE tasks SET remember = 0 WHERE thread_id = ?")
+            .bind(thread_id)
+            .execute(&mut *tx)
+            .await?;
+        let rows = sqlx::query("DELETE FROM memory_items WHERE thread_id = ? RETURNING id")
+            .bind(thread_id)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|r| {
+                let id: String = r.try_get("id")?;
+                Uuid::parse_str(&id).map_err(|e| corrupt(&id, e.to_string()))
+            })
+            .collect()
+    }
+}
+
+fn from_row(r: &SqliteRow) -> Result<MemoryItem, StoreError> {
+    let id: String = r.try_get("id")?;
+    let task: String = r.try_get("task_id")?;
+    let dim: i64 = r.try_get("dim")?;
+    let seq: i64 = r.try_get("seq")?;
+    let bytes: Vec<u8> = r.try_get("vector")?;
+    let vector = usize::try_from(dim)
+        .ok()
+        .and_then(|d| decode_vector(&bytes, d))
+        .ok_or_else(|| {
+            corrupt(
+                &id,
+                format!("vector of {} bytes for dim {dim}", bytes.len()),
+            )
+        })?;
+    Ok(MemoryItem {
+        id: Uuid::parse_str(&id).map_err(|e| corrupt(&id, e.to_string()))?,
+        thread_id: r.try_get("thread_id")?,
+        task_id: TaskId::parse(&task).map_err(|e| corrupt(&id, e.to_string()))?,
+        seq: u32::try_from(seq).map_err(|e| corrupt(&id, e.to_string()))?,
+        kind: r.try_get("kind")?,
+        text: r.try_get("text")?,
+        embedder: r.try_get("embedder")?,
+        vector,
+        created_at: r.try_get("created_at")?,
+    })
+}

@@ -1,0 +1,493 @@
+//! Memory as the service uses it, on real SQLite (and PostgreSQL when `DATABASE_URL` is
+//! set): exclusions, scope rules, backfill idempotency, forgetting, the context block and
+//! the shipped eval.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+
+use super::embed::Embedder;
+use super::store::postgres::PostgresMemoryStore;
+use super::store::sqlite::SqliteMemoryStore;
+use super::*;
+use crate::domain::{InternalTask, TaskId, TaskStatus, ThreadId};
+use crate::store::postgres::PostgresStore;
+use crate::store::sqlite::SqliteStore;
+use crate::store::{NewTask, TaskRecord, TaskStore};
+use crate::web::Lang;
+
+pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
+    TaskRecord {
+        task_id: TaskId::new(),
+        created_at: Utc::now(),
+        updated_at: Utc::now(),
+        thread_id: thread.into(),
+        prompt: prompt.into(),
+        domain: "general".into(),
+        model: "qwen2.5:7b".into(),
+        worker_id: Some("moon".into()),
+        queue: "tasks:llm:qwen2.5:7b".into(),
+        status: TaskStatus::Done,
+        response: Some(response.into()),
+        error: None,
+        internal_task: None,
+        web_search: false,
+        fallback_used: false,
+        fallback_reason: None,
+        reasons: vec![],
+        job: None,
+        attempts: 1,
+        queue_wait_ms: None,
+        first_token_ms: None,
+        total_ms: None,
+        prompt_tokens: None,
+        completion_tokens: None,
+        remember: true,
+    }
+}
+
+fn new_task(r: &TaskRecord) -> NewTask {
+    NewTask {
+        task_id: r.task_id,
+        created_at: r.created_at,
+        thread_id: r.thread_id.clone(),
+        prompt: r.prompt.clone(),
+        domain: r.domain.clone(),
+        model: r.model.clone(),
+        queue: r.queue.clone(),
+        status: r.status,
+        response: r.response.clone(),
+        worker_id: r.worker_id.clone(),
+        internal_task: r
+            .internal_task
+            .as_ref()
+            .map(|_| InternalTask::TitleGeneration),
+        web_search: r.web_search,
+        reasons: vec![],
+        job: None,
+        remember: r.remember,
+    }
+}
+
+fn thread(t: &str) -> ThreadId {
+    ThreadId::parse(t).unwrap()
+}
+
+struct Sqlite {
+    _dir: tempfile::TempDir,
+    tasks: SqliteStore,
+    store: Arc<SqliteMemoryStore>,
+}
+
+async fn sqlite() -> Sqlite {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = SqliteStore::open(&dir.path().join("c.db")).await.unwrap();
+    let store = Arc::new(SqliteMemoryStore::new(tasks.pool().clone()));
+    Sqlite {
+        _dir: dir,
+        tasks,
+        store,
+    }
+}
+
+async fn memory_on(store: Arc<dyn MemoryStore>, config: MemoryConfig) -> Memory {
+    Memory::open(config, store, Embedder::default())
+        .await
+        .unwrap()
+}
+
+/// Every kind of task that must never become memory, and one that must.
+fn excluded_and_kept() -> (Vec<TaskRecord>, TaskRecord) {
+    let mut web = record(
+        "t",
+        "今日の千葉県柏市の天気を教えて",
+        "柏市は晴れ時々曇、最高31℃",
+    );
+    web.queue = "tasks:web".into();
+    web.web_search = true;
+    let mut rag = record("t", "社内規定の休暇日数は？", "規定では20日です");
+    rag.queue = "tasks:rag".into();
+    let mut internal = record("t", "### Task: Generate a title", "{\"title\":\"猫\"}");
+    internal.internal_task = Some("title_generation".into());
+    let mut utility = record("t", "tags please", "[\"cats\"]");
+    utility.queue = "tasks:utility".into();
+    let mut failed = record("t", "私の猫の名前はタマです", "");
+    failed.status = TaskStatus::Failed;
+    failed.response = None;
+    let mut opted_out = record("t", "私の暗証番号は1234です", "覚えておきます");
+    opted_out.remember = false;
+    let mut searched = record("t", "latest news", "Here is the news");
+    searched.web_search = true;
+    let empty = record("t", "hello", "   ");
+    let mut tools = record("t", "weather?", "[tool_calls] [{\"name\":\"w\"}]");
+    tools.response = Some("[tool_calls] [{\"name\":\"w\"}]".into());
+    let kept = record(
+        "t",
+        "私の猫の名前はミケです",
+        "ミケちゃん、かわいい名前ですね。",
+    );
+    (
+        vec![
+            web, rag, internal, utility, failed, opted_out, searched, empty, tools,
+        ],
+        kept,
+    )
+}
+
+#[tokio::test]
+async fn web_rag_internal_failed_and_opted_out_tasks_are_never_written() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    let (excluded, kept) = excluded_and_kept();
+    for task in &excluded {
+        assert!(eligibility(task).is_err(), "{}", task.prompt);
+        assert_eq!(
+            memory.remember_task(task).await.unwrap(),
+            0,
+            "{}",
+            task.prompt
+        );
+    }
+    assert!(db.store.list(None, 100).await.unwrap().is_empty());
+    assert!(memory.is_empty());
+    assert_eq!(memory.remember_task(&kept).await.unwrap(), 1);
+    assert_eq!(memory.len(), 1);
+    // Disabled memory writes nothing, even for a task that qualifies.
+    let off = MemoryConfig {
+        enabled: false,
+        ..Default::default()
+    };
+    let disabled = memory_on(db.store.clone(), off).await;
+    let other = record("u", "I live in Lisbon", "Nice city.");
+    assert_eq!(disabled.remember_task(&other).await.unwrap(), 0);
+    assert!(
+        disabled
+            .recall("where do I live?", &thread("u"))
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_cat_named_in_thread_a_is_recalled_in_thread_b() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    let noise = [
+        ("A", "明日の会議は何時からですか", "10時からです。"),
+        ("C", "カレーのレシピを教えて", "玉ねぎを炒めて…"),
+        ("D", "What is the capital of Portugal?", "Lisbon."),
+    ];
+    for (t, p, a) in noise {
+        memory.remember_task(&record(t, p, a)).await.unwrap();
+    }
+    let cat = record(
+        "A",
+        "私の猫の名前はミケです",
+        "ミケちゃん、かわいい名前ですね。",
+    );
+    memory.remember_task(&cat).await.unwrap();
+    let hits = memory
+        .recall("私の猫の名前は何でしたっけ？", &thread("B"))
+        .await;
+    assert_eq!(
+        hits.first().map(|h| h.item.task_id),
+        Some(cat.task_id),
+        "{hits:?}"
+    );
+    assert!(!hits[0].same_thread);
+    let block = memory.context_block(&hits, Lang::Ja).unwrap();
+    assert!(
+        block.starts_with("関連する過去の会話の記憶:\n- 私の猫の名前はミケです → ミケちゃん"),
+        "{block}"
+    );
+    let ready = memory
+        .context_for("私の猫の名前は何でしたっけ？", &thread("B"))
+        .await;
+    assert_eq!(ready.as_deref(), Some(block.as_str()));
+    assert_eq!(
+        memory
+            .context_for("Explain quantum entanglement", &thread("B"))
+            .await,
+        None
+    );
+    // Another process's writes show after a reload.
+    let other = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    other
+        .remember_task(&record("E", "I play the cello", "Lovely."))
+        .await
+        .unwrap();
+    assert_eq!(memory.reload().await.unwrap(), 5);
+    assert_eq!(memory.len(), 5);
+    // After a restart the index is loaded from the store.
+    let reopened = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    assert_eq!(reopened.len(), memory.len());
+    let again = reopened
+        .recall("私の猫の名前は何でしたっけ？", &thread("B"))
+        .await;
+    assert_eq!(again.first().map(|h| h.item.id), Some(hits[0].item.id));
+}
+
+#[tokio::test]
+async fn scope_rules_thread_global_and_auto() {
+    let db = sqlite().await;
+    let config = |scope, cross| MemoryConfig {
+        scope,
+        cross_thread_min_score: cross,
+        ..Default::default()
+    };
+    let memory = memory_on(db.store.clone(), config(Scope::Auto, 0.3)).await;
+    let own = record("A", "私の犬の名前はポチです", "ポチ、いい名前ですね。");
+    let other = record("B", "私の犬の名前はポチです", "ポチ、いい名前ですね。");
+    let weak = record("C", "犬の散歩は一日二回です", "健康的ですね。");
+    for r in [&own, &other, &weak] {
+        memory.remember_task(r).await.unwrap();
+    }
+    let ask = "私の犬の名前は？";
+    let tasks = |hits: Vec<MemoryHit>| hits.into_iter().map(|h| h.item.task_id).collect::<Vec<_>>();
+    let store: Arc<dyn MemoryStore> = db.store.clone();
+
+    let scoped = memory_on(store.clone(), config(Scope::Thread, 0.3)).await;
+    assert_eq!(
+        tasks(scoped.recall(ask, &thread("A")).await),
+        vec![own.task_id]
+    );
+    assert!(scoped.recall(ask, &thread("Z")).await.is_empty());
+
+    let global = memory_on(store.clone(), config(Scope::Global, 0.3)).await;
+    let found = tasks(global.recall(ask, &thread("Z")).await);
+    assert!(
+        found.contains(&own.task_id) && found.contains(&other.task_id),
+        "{found:?}"
+    );
+
+    // Auto: equal scores put the thread's own memory first; the weak match from another
+    // thread needs the cross-thread threshold.
+    let auto = tasks(memory.recall(ask, &thread("A")).await);
+    assert_eq!(auto.first(), Some(&own.task_id));
+    assert!(auto.contains(&other.task_id));
+    let strict = memory_on(store.clone(), config(Scope::Auto, 0.99)).await;
+    assert_eq!(
+        tasks(strict.recall(ask, &thread("A")).await),
+        vec![own.task_id]
+    );
+    let lenient = memory_on(store, config(Scope::Auto, -1.0)).await;
+    assert_eq!(lenient.recall(ask, &thread("A")).await.len(), 3, "top_k 3");
+}
+
+/// Backfill twice: the second run adds nothing; excluded tasks are never written.
+async fn backfill_is_idempotent(tasks: &dyn TaskStore, store: Arc<dyn MemoryStore>) {
+    let memory = memory_on(store.clone(), MemoryConfig::default()).await;
+    let (excluded, kept) = excluded_and_kept();
+    let long = "長い答えです。".repeat(300);
+    let also = record("t2", "長い話をして", &long);
+    for t in excluded.iter().chain([&kept, &also]) {
+        tasks.insert(&new_task(t)).await.unwrap();
+    }
+    let mut calls = Vec::new();
+    let first = memory
+        .backfill(tasks, &mut |done, total| calls.push((done, total)))
+        .await
+        .unwrap();
+    assert_eq!(first.remembered, 2, "{first:?}");
+    assert_eq!(
+        first.items,
+        1 + 4,
+        "a long answer makes four items: {first:?}"
+    );
+    assert_eq!(first.scanned, calls.len());
+    assert_eq!(calls.last(), Some(&(first.scanned, first.scanned)));
+    let stored = store.list(None, 100).await.unwrap();
+    assert_eq!(stored.len(), 5);
+    assert!(
+        stored
+            .iter()
+            .all(|i| i.task_id == kept.task_id || i.task_id == also.task_id)
+    );
+    let second = memory.backfill(tasks, &mut |_, _| {}).await.unwrap();
+    assert_eq!(
+        (second.remembered, second.items, second.already),
+        (0, 0, 2),
+        "{second:?}"
+    );
+    assert_eq!(store.list(None, 100).await.unwrap().len(), 5);
+    // The producer writing a task the backfill already wrote adds nothing either.
+    assert_eq!(memory.remember_task(&kept).await.unwrap(), 0);
+    assert_eq!(memory.len(), 5);
+
+    // Forgotten memories stay forgotten, even through a backfill.
+    let id = stored
+        .iter()
+        .find(|i| i.task_id == kept.task_id)
+        .unwrap()
+        .id;
+    assert!(memory.forget(id).await.unwrap());
+    assert!(!memory.forget(id).await.unwrap());
+    assert_eq!(memory.forget_thread(&thread("t2")).await.unwrap(), 4);
+    assert!(memory.is_empty());
+    let third = memory.backfill(tasks, &mut |_, _| {}).await.unwrap();
+    assert_eq!(third.items, 0, "{third:?}");
+    assert!(store.list(None, 100).await.unwrap().is_empty());
+    assert!(!tasks.get(kept.task_id).await.unwrap().unwrap().remember);
+}
+
+#[tokio::test]
+async fn backfill_is_idempotent_on_sqlite() {
+    let db = sqlite().await;
+    backfill_is_idempotent(&db.tasks, db.store.clone()).await;
+}
+
+#[tokio::test]
+async fn backfill_is_idempotent_on_postgres() {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        eprintln!("note: DATABASE_URL is not set; PostgreSQL test skipped");
+        return;
+    };
+    let schema = format!("test_{}", uuid::Uuid::now_v7().simple());
+    let tasks = PostgresStore::connect_with_schema(&url, &schema)
+        .await
+        .unwrap();
+    let store = Arc::new(PostgresMemoryStore::new(tasks.pool().clone()));
+    backfill_is_idempotent(&tasks, store).await;
+    tasks.drop_schema(&schema).await.unwrap();
+}
+
+#[tokio::test]
+async fn list_and_search_show_items_without_thresholds() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    memory
+        .remember_task(&record("A", "I play the violin", "Lovely."))
+        .await
+        .unwrap();
+    memory
+        .remember_task(&record("B", "My bike is red", "Nice."))
+        .await
+        .unwrap();
+    let all = memory.list(None, 10).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(
+        all.iter().all(|i| i.vector.is_empty()),
+        "vectors stay inside"
+    );
+    assert_eq!(memory.list(Some(&thread("B")), 10).await.unwrap().len(), 1);
+    let hits = memory.search("violin lessons", None, 5).await;
+    assert_eq!(hits.len(), 2);
+    assert!(hits[0].item.text.contains("violin"));
+    assert_eq!(
+        memory.search("violin", Some(&thread("B")), 5).await.len(),
+        1
+    );
+}
+
+fn hit(text: &str) -> MemoryHit {
+    let mut r = super::store::MemoryItem {
+        id: uuid::Uuid::now_v7(),
+        thread_id: "t".into(),
+        task_id: TaskId::new(),
+        seq: 0,
+        kind: "exchange".into(),
+        text: text.into(),
+        embedder: "x".into(),
+        vector: vec![],
+        created_at: Utc::now(),
+    };
+    r.text = text.into();
+    MemoryHit {
+        item: r,
+        score: 0.5,
+        same_thread: true,
+    }
+}
+
+#[test]
+fn context_block_follows_the_language_and_the_cap() {
+    let hits = [
+        hit("My cat is Tom\nWhat a nice name."),
+        hit(&"long ".repeat(400)),
+    ];
+    let en = context_block(&hits, Lang::En, 200).unwrap();
+    assert!(en.starts_with("Relevant memories from earlier conversations:\n- My cat is Tom → What a nice name.\n- long"), "{en}");
+    assert!(en.chars().count() <= 201, "{}", en.chars().count());
+    assert!(en.ends_with('…'));
+    let ja = context_block(&hits[..1], Lang::Ja, 1000).unwrap();
+    assert!(ja.starts_with("関連する過去の会話の記憶:\n"));
+    assert_eq!(context_block(&[], Lang::En, 1000), None);
+    assert_eq!(context_block(&[hit("  ")], Lang::En, 1000), None);
+}
+
+#[test]
+fn condensing_keeps_the_prompt_and_splits_long_answers() {
+    let items = condense("猫の名前は\n  ミケ", "かわいい。とても。");
+    assert_eq!(
+        items,
+        vec![("exchange", "猫の名前は ミケ\nかわいい。とても。".to_owned())]
+    );
+    let long = condense("q", &"This is a sentence. ".repeat(200));
+    assert_eq!(long.len(), 4);
+    assert!(
+        long[1..]
+            .iter()
+            .all(|(k, t)| *k == "answer" && t.ends_with('.'))
+    );
+    assert!(long.iter().all(|(_, t)| t.chars().count() <= 402));
+}
+
+#[test]
+fn config_defaults_validation_and_toml() {
+    let d = MemoryConfig::default();
+    assert!(d.enabled && d.scope == Scope::Auto && d.top_k == 3);
+    assert!(d.validate().is_empty());
+    let bad = MemoryConfig {
+        top_k: 0,
+        min_score: 2.0,
+        max_context_chars: 1,
+        embedding_backend: Some("bad name!".into()),
+        ..Default::default()
+    };
+    assert_eq!(bad.validate().len(), 5, "{:?}", bad.validate());
+    let toml = "[memory]\nscope = \"thread\"\ntop_k = 5\nembedding_model = \"nomic-embed-text\"\n";
+    let c = crate::config::load_str(toml, Vec::new()).unwrap();
+    assert_eq!(c.memory.scope, Scope::Thread);
+    assert_eq!(c.memory.top_k, 5);
+    let err = crate::config::load_str("[memory]\nscope = \"everywhere\"\ntop_k = 0\n", Vec::new());
+    assert!(err.is_err());
+}
+
+#[tokio::test]
+async fn the_shipped_eval_meets_its_thresholds() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/memory.jsonl");
+    let cases = eval::load(&path).unwrap();
+    assert!(cases.len() >= 50, "{} cases", cases.len());
+    assert!(cases.iter().any(|c| c.query.text.contains("この市")));
+    let report = eval::run_cases(&cases, &MemoryConfig::default(), &Embedder::default()).await;
+    eprintln!("memory eval: {report}");
+    // The built-in embedder matches characters, not meaning: the misses are synonyms
+    // (職業/仕事, vegetarian/meat). A backend embedding model is there for those.
+    assert!(report.hit_at_1_rate() >= 0.8, "{report}");
+    assert!(report.hit_at_k_rate() >= 0.85, "{report}");
+    assert!(report.quiet_rate() >= 0.85, "{report}");
+    for must in [
+        "ja-cat-mike",
+        "ja-seed-kono-shi",
+        "ja-kono-shi-with-other-city",
+    ] {
+        assert!(!report.failed.iter().any(|f| f == must), "{must}: {report}");
+    }
+}
+
+#[test]
+fn eval_files_with_mistakes_name_the_line() {
+    let ok = r#"{"id":"a","exchanges":[{"thread":"A","user":"u","assistant":"a"}],"query":{"thread":"A","text":"u"},"expect":{"exchange":0}}"#;
+    assert_eq!(
+        eval::parse(&format!("# comment\n\n{ok}\n")).unwrap().len(),
+        1
+    );
+    let out_of_range = ok.replace("\"exchange\":0", "\"exchange\":3");
+    assert!(eval::parse(&out_of_range).unwrap_err().contains("line 1"));
+    let unknown = ok.replace("\"id\"", "\"idx\"");
+    assert!(
+        eval::parse(&format!("{ok}\n{unknown}"))
+            .unwrap_err()
+            .starts_with("line 2")
+    );
+}
