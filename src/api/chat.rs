@@ -43,6 +43,19 @@ pub fn client_context(headers: &HeaderMap) -> ClientContext {
     }
 }
 
+/// Whether a request lets its turn be remembered: not when it says
+/// `X-Coordinator-Remember: false`, nor for Open WebUI's temporary chats.
+pub fn may_remember(headers: &HeaderMap, thread: &str) -> bool {
+    let refused = header(headers, "x-coordinator-remember").is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "false" | "0" | "no" | "off"
+        )
+    });
+    let temporary = thread.starts_with("temporary:") || thread.starts_with("local:");
+    !refused && !temporary
+}
+
 /// Submits a turn and waits for its first token (within `[timeouts] route_s`).
 pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiError> {
     let sub = state.submit(turn).await?;

@@ -39,6 +39,9 @@ pub struct RouteRequest {
     pub history: Option<HistoryField>,
     #[serde(default)]
     pub model: Option<String>,
+    /// `false`: do not write this turn to conversation memory.
+    #[serde(default)]
+    pub remember: Option<bool>,
 }
 
 #[derive(Debug, Serialize)]
@@ -68,6 +71,7 @@ pub fn turn_from_route(
         _ => {}
     }
     messages.push(ChatMessage::user(req.prompt));
+    let remember = req.remember.unwrap_or(true);
     let input = TurnInput {
         messages,
         model: req.model,
@@ -76,7 +80,7 @@ pub fn turn_from_route(
         body_chat_id: req.thread_id,
         task_header: header(headers, "x-openwebui-task"),
         client_identity: client_identity(headers),
-        remember: true,
+        remember,
         ..Default::default()
     };
     let cfg = &state.config.history;
@@ -86,6 +90,7 @@ pub fn turn_from_route(
     {
         turn.history = History::Text(keep_tail(&t, cfg.max_chars));
     }
+    turn.remember &= super::chat::may_remember(headers, turn.thread_id.as_str());
     Ok(turn)
 }
 
@@ -149,6 +154,7 @@ pub async fn preview_get(
         thread_id: None,
         history: None,
         model: q.model,
+        remember: None,
     };
     let turn = turn_from_route(&state, req, &headers)?;
     Ok(Json(state.preview(&turn).await?))

@@ -199,3 +199,63 @@ async fn web_and_internal_turns_are_never_remembered() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A turn the user asked not to remember, or one from an Open WebUI temporary chat, is
+/// recorded as such and never reaches memory.
+#[tokio::test]
+async fn opted_out_and_temporary_turns_are_not_remembered() {
+    let app = crate::helpers::spawn_app().await;
+    let a = app
+        .route(
+            serde_json::json!({"prompt": "my PIN is 1234", "thread_id": "t1", "remember": false}),
+        )
+        .await;
+    let res = app
+        .http
+        .post(app.url("/v1/chat/completions"))
+        .header("X-Coordinator-Remember", "false")
+        .json(&serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": "secret plan"}]}))
+        .send()
+        .await
+        .unwrap();
+    let b = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let res = app
+        .http
+        .post(app.url("/v1/chat/completions"))
+        .header("X-OpenWebUI-Chat-Id", "temporary:abc123")
+        .json(&serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": "temporary chat"}]}))
+        .send()
+        .await
+        .unwrap();
+    let c = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for id in [a["task_id"].as_str().unwrap(), &b, &c] {
+        let task = app.finished_task(id).await;
+        assert_eq!(task["status"], "done");
+        assert_eq!(task["remember"], false, "{task}");
+    }
+    // A remembered control turn after them: once it is in memory, the others were skipped.
+    let d = app
+        .route(serde_json::json!({"prompt": "remember this one", "thread_id": "t2"}))
+        .await;
+    app.finished_task(d["task_id"].as_str().unwrap()).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let items: Value = app.get("/memory").await.json().await.unwrap();
+        let all = items["items"].as_array().cloned().unwrap_or_default();
+        if !all.is_empty() {
+            assert!(all.iter().all(|i| i["thread_id"] == "t2"), "{items}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the control turn never reached memory"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

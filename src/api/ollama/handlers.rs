@@ -96,8 +96,9 @@ pub async fn chat(
     let input = req
         .into_turn_input(client_context(&headers))
         .map_err(ApiError::from)?;
-    let turn = build_turn(input, &state.config.history)
+    let mut turn = build_turn(input, &state.config.history)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    turn.remember &= chat::may_remember(&headers, turn.thread_id.as_str());
     let started = chat::start(&state, turn).await?;
     let model = started.decision.model.to_string();
     if !stream {

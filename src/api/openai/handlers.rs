@@ -47,8 +47,9 @@ pub async fn chat_completions(
     let req: ChatCompletionRequest = parse_body(&body)?;
     let stream = req.wants_stream();
     let parsed = req.into_turn_input(client_context(&headers))?;
-    let turn = build_turn(parsed.input, &state.config.history)
+    let mut turn = build_turn(parsed.input, &state.config.history)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    turn.remember &= chat::may_remember(&headers, turn.thread_id.as_str());
     let started = chat::start(&state, turn).await?;
     let meta = CompletionMeta::new(
         started.task_id,
