@@ -237,7 +237,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             tracing::info!(config = %cfg.summary(), "starting coordinator {}", env!("CARGO_PKG_VERSION"));
             let app = Application::build(cfg).await?;
-            app.run_until_stopped(shutdown_signal()).await?;
+            app.run_until_stopped(coordinator::startup::shutdown_signal())
+                .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Worker {
@@ -258,7 +259,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             tracing::info!(config = %cfg.summary(), "starting coordinator worker {}", env!("CARGO_PKG_VERSION"));
             let process = coordinator::startup::WorkerProcess::build(cfg, name.as_deref()).await?;
-            process.run_until_stopped(shutdown_signal()).await?;
+            process
+                .run_until_stopped(coordinator::startup::shutdown_signal())
+                .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Config {
@@ -452,29 +455,4 @@ fn one_line(s: &str, max: usize) -> String {
     } else {
         flat
     }
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    tracing::info!("shutdown signal received");
 }

@@ -97,30 +97,8 @@ async fn main() -> anyhow::Result<()> {
     println!("models: {}", names.join(", "));
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(fake_llm::serve(listener, config, shutdown.clone()));
-    stop_signal().await;
+    coordinator::startup::shutdown_signal().await;
     shutdown.cancel();
     server.await??;
     Ok(())
-}
-
-/// Ctrl-C, or SIGTERM on Unix.
-async fn stop_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
 }

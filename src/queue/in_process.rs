@@ -125,26 +125,9 @@ impl Queue for InProcessQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::BackendRequest;
-    use crate::domain::{ModelName, TaskId};
     use std::sync::Arc;
 
-    fn job(lane: &Lane) -> Job {
-        Job {
-            task_id: TaskId::new(),
-            lane: lane.clone(),
-            created_at: chrono::Utc::now(),
-            request: BackendRequest {
-                model: ModelName::parse("m").unwrap(),
-                messages: vec![],
-                params: Default::default(),
-                tools: vec![],
-            },
-            internal_task: None,
-            attempt: 0,
-            avoid: vec![],
-        }
-    }
+    use crate::testkit::jobs::sample_job as job;
 
     #[tokio::test]
     async fn oldest_job_across_lanes_first() {

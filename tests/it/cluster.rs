@@ -245,18 +245,7 @@ async fn spawn_serve(env: &Env) -> (Child, String) {
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("serve did not start")
-            .unwrap()
-            .expect("serve exited");
-        if line.contains("coordinator listening")
-            && let Some(i) = line.find("addr=")
-        {
-            break line[i + 5..].split_whitespace().next().unwrap().to_owned();
-        }
-    };
+    let addr = crate::helpers::listen_addr(&mut lines).await;
     // Keep draining its log so it never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (Child(child), format!("http://{addr}"))

@@ -260,12 +260,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next_line().await.unwrap().expect("serve exited");
-        if let Some(i) = line.find("addr=").filter(|_| line.contains("listening")) {
-            break line[i + 5..].split_whitespace().next().unwrap().to_owned();
-        }
-    };
+    let addr = crate::helpers::listen_addr(&mut lines).await;
     let http = reqwest::Client::new();
     let routed: Value = http
         .post(format!("http://{addr}/route"))

@@ -168,3 +168,23 @@ pub async fn start(config: Config, dir: tempfile::TempDir, fake: FakeLlmServer) 
         handle: Some(handle),
     }
 }
+
+/// Reads a `coordinator serve` child's log until it says where it listens; returns the
+/// address (`127.0.0.1:PORT`). The lines after it are left to the caller.
+pub async fn listen_addr<R>(lines: &mut tokio::io::Lines<R>) -> String
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("serve did not start")
+            .unwrap()
+            .expect("serve exited before listening");
+        if line.contains("coordinator listening")
+            && let Some(i) = line.find("addr=")
+        {
+            return line[i + 5..].split_whitespace().next().unwrap().to_owned();
+        }
+    }
+}

@@ -7,30 +7,14 @@ use redis::AsyncCommands;
 
 use super::take::id_order;
 use super::*;
-use crate::backend::BackendRequest;
-use crate::domain::{ModelName, TaskId};
+
 use crate::testkit::redis_server::{RedisServer, delete_keys, redis_url_or_skip, unique_prefix};
 
 /// A deadline, not a wait: the tests return as soon as the condition holds. Generous,
 /// because reconnecting after a restart follows a backoff of up to 5 s on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-fn job(lane: &Lane) -> Job {
-    Job {
-        task_id: TaskId::new(),
-        lane: lane.clone(),
-        created_at: chrono::Utc::now(),
-        request: BackendRequest {
-            model: ModelName::parse("m").unwrap(),
-            messages: vec![],
-            params: Default::default(),
-            tools: vec![],
-        },
-        internal_task: None,
-        attempt: 0,
-        avoid: vec![],
-    }
-}
+use crate::testkit::jobs::sample_job as job;
 
 fn fast() -> RedisQueueOptions {
     RedisQueueOptions {
