@@ -14,10 +14,14 @@ pub async fn healthz() -> Json<Value> {
 
 pub async fn readyz(State(state): State<Coordinator>) -> (StatusCode, Json<Value>) {
     let store = state.store.ping().await;
+    let queue = state.queue.ping().await;
     let backends = state.directory.any_healthy();
     let mut problems = Vec::new();
     if let Err(e) = &store {
         problems.push(format!("task store: {e}"));
+    }
+    if let Err(e) = &queue {
+        problems.push(format!("queue: {e}"));
     }
     if !backends {
         problems.push("no healthy backend".to_owned());
@@ -30,6 +34,7 @@ pub async fn readyz(State(state): State<Coordinator>) -> (StatusCode, Json<Value
     let body = json!({
         "ready": problems.is_empty(),
         "store": store.is_ok(),
+        "queue": queue.is_ok(),
         "healthy_backend": backends,
         "problems": problems,
     });

@@ -97,6 +97,10 @@ impl Queue for InProcessQueue {
         Ok(())
     }
 
+    async fn ping(&self) -> Result<(), QueueError> {
+        Ok(())
+    }
+
     async fn task_ids(
         &self,
     ) -> Result<std::collections::HashSet<crate::domain::TaskId>, QueueError> {

@@ -71,6 +71,9 @@ pub trait Queue: Send + Sync + 'static {
     /// Jobs waiting in each lane.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError>;
 
+    /// Checks the queue's server answers (always true in process).
+    async fn ping(&self) -> Result<(), QueueError>;
+
     /// The tasks the queue holds, waiting or handed out and not yet acknowledged.
     async fn task_ids(&self) -> Result<std::collections::HashSet<TaskId>, QueueError>;
 }

@@ -439,6 +439,10 @@ impl Queue for RedisQueue {
         Ok(out)
     }
 
+    async fn ping(&self) -> Result<(), QueueError> {
+        RedisQueue::ping(self).await
+    }
+
     async fn task_ids(&self) -> Result<HashSet<TaskId>, QueueError> {
         inventory::task_ids(&self.inner).await
     }

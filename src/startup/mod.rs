@@ -156,7 +156,7 @@ impl Application {
             transport_queue: coordinator.queue.clone(),
             events: coordinator.events.clone(),
             directory: coordinator.directory.clone(),
-            web: web_context(&config)?,
+            web: web_context(&config, &registry)?,
             memory: coordinator.memory.clone(),
         };
         spawn_workers(
@@ -289,7 +289,7 @@ impl WorkerProcess {
             transport_queue: transport.queue,
             events: transport.events,
             directory: transport.directory,
-            web: web_context(&config)?,
+            web: web_context(&config, &registry)?,
         };
         Ok(Self {
             config: Arc::new(config),

@@ -21,7 +21,7 @@ use crate::queue::redis::{RedisQueue, RedisQueueOptions};
 use crate::store::TaskStore;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
-use crate::web::WebContext;
+use crate::web::{BackendQueryRewriter, WebContext};
 use crate::worker::{Directory, Worker};
 
 /// Opens the task store the config names.
@@ -128,12 +128,31 @@ pub async fn open_transport(config: &Config, registry: &Registry) -> anyhow::Res
     })
 }
 
-/// The web lane's context, unless web search is switched off.
-pub fn web_context(config: &Config) -> anyhow::Result<Option<Arc<WebContext>>> {
+/// The web lane's context, unless web search is switched off. Follow-up queries are
+/// rewritten by rules, and by the utility-lane model (`[internal_tasks] model`) when one
+/// of this process's backends serves it.
+pub fn web_context(
+    config: &Config,
+    registry: &Registry,
+) -> anyhow::Result<Option<Arc<WebContext>>> {
     if !config.web.enabled {
         return Ok(None);
     }
-    let ctx = WebContext::new(config.web.clone()).context("setting up the web lane")?;
+    let mut ctx = WebContext::new(config.web.clone()).context("setting up the web lane")?;
+    let utility = config
+        .internal_tasks
+        .model
+        .as_deref()
+        .and_then(|m| ModelName::parse(m).ok());
+    if let Some(model) = utility
+        && let Some(handle) = registry.handles().iter().find(|h| h.serves(&model))
+    {
+        tracing::info!(model = %model, worker = %handle.name(), "web follow-up queries are rewritten by the utility model");
+        ctx = ctx.with_rewriter(Arc::new(BackendQueryRewriter {
+            backend: handle.backend.clone(),
+            model,
+        }));
+    }
     Ok(Some(Arc::new(ctx)))
 }
 

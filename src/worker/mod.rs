@@ -26,6 +26,9 @@ use crate::web::WebContext;
 /// How many workers may try one task before it fails.
 pub const MAX_ATTEMPTS: u32 = 3;
 
+/// How long a worker whose backend is failing stays out before probing it again.
+pub const COOL_DOWN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One backend's worker.
 #[derive(Clone)]
 pub struct Worker {
@@ -71,13 +74,42 @@ impl Worker {
         lanes
     }
 
+    /// Whether another healthy worker serves one of this worker's models.
+    fn others_can_serve(&self) -> bool {
+        let me = std::slice::from_ref(self.handle.name());
+        self.handle
+            .models()
+            .iter()
+            .any(|m| self.directory.others_serving(&m.name, me) > 0)
+    }
+
     /// Takes and runs jobs until `shutdown`; running jobs are tracked by `tracker`.
     pub async fn run(self, shutdown: CancellationToken, tracker: TaskTracker) {
         let name = self.handle.name().clone();
         let slots = Arc::new(Semaphore::new(self.handle.max_concurrency));
         let mut models = self.handle.watch_models();
         tracing::info!(worker = %name, slots = self.handle.max_concurrency, "worker started");
+        let mut cooling = false;
         loop {
+            // A failing backend steps out while another worker can serve its models, and is
+            // probed back in after a cool-down. With nobody else, it keeps taking tasks, so
+            // they fail with a clear error instead of waiting.
+            if !self.handle.is_healthy() && self.others_can_serve() {
+                if !cooling {
+                    tracing::warn!(worker = %name, cool_down_s = COOL_DOWN.as_secs(), "backend failing; taken out for a cool-down");
+                    cooling = true;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(COOL_DOWN) => {}
+                    () = shutdown.cancelled() => break,
+                }
+                self.handle.refresh().await;
+                continue;
+            }
+            if cooling {
+                tracing::info!(worker = %name, "backend answers again; back in service");
+                cooling = false;
+            }
             let permit = tokio::select! {
                 p = slots.clone().acquire_owned() => match p {
                     Ok(p) => p,

@@ -168,3 +168,35 @@ async fn follow_up_queries_are_short_standalone_and_resolve_the_city() {
         assert!(q.chars().count() <= 200, "{} chars", q.chars().count());
     }
 }
+
+#[tokio::test]
+async fn the_utility_model_rewrites_follow_up_queries_when_configured() {
+    use coordinator::testkit::fake_llm::{FakeLlm, Script};
+    let searxng = FakeSearxng::start().await.unwrap();
+    searxng.set_mode(results());
+    let fake = FakeLlm::builder()
+        .model(crate::helpers::MODEL)
+        .model("rewriter:1b")
+        .spawn()
+        .await
+        .unwrap();
+    fake.set_script("rewriter:1b", Some(Script::text("柏市 名物 ニュース")));
+    let url = searxng.url();
+    let app = spawn_app_with(fake, move |c| {
+        c.web.searxng_url = url;
+        c.routing.default_model = Some(crate::helpers::MODEL.into());
+        c.internal_tasks.model = Some("rewriter:1b".into());
+    })
+    .await;
+    let (_, task) = ask(
+        &app,
+        json!([
+            {"role": "user", "content": WEATHER},
+            {"role": "assistant", "content": "柏市は晴れです。"},
+            {"role": "user", "content": "この市の最新ニュースを教えて"},
+        ]),
+    )
+    .await;
+    assert_eq!(task["fallback_used"], false);
+    assert_eq!(searxng.queries().pop().unwrap(), "柏市 名物 ニュース");
+}
