@@ -91,6 +91,13 @@ impl Worker {
         tracing::info!(worker = %name, slots = self.handle.max_concurrency, "worker started");
         let mut cooling = false;
         loop {
+            let permit = tokio::select! {
+                p = slots.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+                () = shutdown.cancelled() => break,
+            };
             // A failing backend steps out while another worker can serve its models, and is
             // probed back in after a cool-down. With nobody else, it keeps taking tasks, so
             // they fail with a clear error instead of waiting.
@@ -103,6 +110,7 @@ impl Worker {
                     () = tokio::time::sleep(COOL_DOWN) => {}
                     () = shutdown.cancelled() => break,
                 }
+                drop(permit);
                 self.handle.refresh().await;
                 continue;
             }
@@ -110,13 +118,6 @@ impl Worker {
                 tracing::info!(worker = %name, "backend answers again; back in service");
                 cooling = false;
             }
-            let permit = tokio::select! {
-                p = slots.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-                () = shutdown.cancelled() => break,
-            };
             models.mark_unchanged();
             let lanes = self.lanes();
             let delivery = tokio::select! {

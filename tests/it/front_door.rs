@@ -350,6 +350,13 @@ async fn fails_over_to_another_machine_before_the_first_token() {
         assert_eq!(worker, "sun");
     }
     assert!(good.request_count() > 0);
+    // The failing machine was taken out for a cool-down after its failure instead of
+    // being handed every task.
+    let tried_on_bad = app.fake.requests_to("/api/chat").len();
+    assert!(
+        tried_on_bad <= 1,
+        "the failing backend kept taking tasks: {tried_on_bad}"
+    );
 }
 
 #[tokio::test]
