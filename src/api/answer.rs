@@ -58,6 +58,7 @@ pub async fn first_chunk(
         Err(_) => Err(ApiError::Busy {
             task_id,
             waited_s: timeout.as_secs(),
+            lang: crate::web::Lang::En,
         }),
     }
 }

@@ -17,6 +17,7 @@ use crate::routing::RouteDecision;
 use crate::service::Coordinator;
 use crate::turn::decoration::{Decoration, RouteInfo};
 use crate::turn::{Answer, ClientContext, Turn};
+use crate::web::{Lang, detect_language};
 
 /// What a chat front door needs after submitting: who answers and how to decorate it.
 pub struct ChatStart {
@@ -25,6 +26,8 @@ pub struct ChatStart {
     pub worker: String,
     pub decoration: Decoration,
     pub started: Started,
+    /// The language of the user's prompt, for messages the chat shows.
+    pub lang: Lang,
 }
 
 /// One piece of a streamed answer, after decoration.
@@ -32,6 +35,14 @@ pub enum Piece {
     Chunk(Chunk),
     /// The task failed after the first token; the message is safe to show.
     Failed(String),
+}
+
+/// A failure after the answer started, as the chat shows it.
+fn failure_message(task_id: TaskId, detail: &str, lang: Lang) -> String {
+    match lang {
+        Lang::Ja => format!("回答の途中でエラーが発生しました（タスク {task_id}）: {detail}"),
+        Lang::En => format!("task {task_id} failed: {detail}"),
+    }
 }
 
 /// The client's identity and Open WebUI headers.
@@ -57,10 +68,14 @@ pub fn may_remember(headers: &HeaderMap, thread: &str) -> bool {
 }
 
 /// Submits a turn and waits for its first token (within `[timeouts] route_s`).
+/// Errors a chat shows are in the language of the user's prompt.
 pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiError> {
+    let lang = detect_language(&turn.prompt);
     let sub = state.submit(turn).await?;
     let timeout = Duration::from_secs(state.config.timeouts.route_s);
-    let started = first_chunk(sub.task_id, sub.events, timeout).await?;
+    let started = first_chunk(sub.task_id, sub.events, timeout)
+        .await
+        .map_err(|e| e.in_language(lang))?;
     let worker = started
         .worker
         .as_ref()
@@ -84,6 +99,7 @@ pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiErro
         worker,
         decoration,
         started,
+        lang,
     })
 }
 
@@ -109,7 +125,10 @@ impl ChatStart {
     pub async fn into_answer(self) -> Result<(Answer, Vec<(HeaderName, HeaderValue)>), ApiError> {
         let headers = self.headers();
         let decoration = self.decoration.clone();
-        let mut answer = collect(self.task_id, self.started).await?;
+        let lang = self.lang;
+        let mut answer = collect(self.task_id, self.started)
+            .await
+            .map_err(|e| e.in_language(lang))?;
         if answer.tool_calls.is_empty() && !decoration.is_empty() {
             answer.content = decoration.apply(&answer.content);
         }
@@ -123,6 +142,7 @@ impl ChatStart {
             task_id,
             decoration,
             started,
+            lang,
             ..
         } = self;
         let Started {
@@ -142,12 +162,12 @@ impl ChatStart {
                     None => match rest.next().await {
                         Some(TaskEvent::Chunk { chunk }) => chunk,
                         Some(TaskEvent::Failed { message }) => {
-                            yield Piece::Failed(format!("task {task_id} failed: {message}"));
+                            yield Piece::Failed(failure_message(task_id, &message, lang));
                             break;
                         }
                         Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => continue,
                         None => {
-                            yield Piece::Failed(format!("the answer of task {task_id} ended early"));
+                            yield Piece::Failed(failure_message(task_id, "the answer ended early", lang));
                             break;
                         }
                     },

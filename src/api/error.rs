@@ -10,6 +10,7 @@ use serde_json::json;
 use crate::domain::TaskId;
 use crate::routing::RouteError;
 use crate::service::SubmitError;
+use crate::web::Lang;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -27,10 +28,12 @@ pub enum ApiError {
     #[error("{0}")]
     NoModels(String),
     /// The task waited past the route timeout; it stays queued and recorded.
-    #[error(
-        "the cluster is busy: task {task_id} has not started answering after {waited_s} s; it is still queued and can be read at GET /tasks/{task_id}"
-    )]
-    Busy { task_id: TaskId, waited_s: u64 },
+    #[error("{}", busy_message(*.task_id, *.waited_s, *.lang))]
+    Busy {
+        task_id: TaskId,
+        waited_s: u64,
+        lang: Lang,
+    },
     /// A backend failed; the message names it and is safe to show.
     #[error("{message}")]
     Upstream {
@@ -44,6 +47,25 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The same error with its message in the language of the user's prompt, for errors a
+    /// chat shows (a busy cluster, a failed backend). Others are unchanged.
+    pub fn in_language(self, lang: Lang) -> Self {
+        match self {
+            Self::Busy {
+                task_id, waited_s, ..
+            } => Self::Busy {
+                task_id,
+                waited_s,
+                lang,
+            },
+            Self::Upstream { message, task_id } if lang == Lang::Ja => Self::Upstream {
+                message: format!("バックエンドでエラーが発生しました（{message}）"),
+                task_id,
+            },
+            other => other,
+        }
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::BadRequest {
             message: message.into(),
@@ -104,6 +126,17 @@ impl ApiError {
             body["error"]["task_id"] = json!(id.to_string());
         }
         body
+    }
+}
+
+fn busy_message(task_id: TaskId, waited_s: u64, lang: Lang) -> String {
+    match lang {
+        Lang::Ja => format!(
+            "クラスタが混雑しています: タスク {task_id} は {waited_s} 秒待っても回答を始めていません。キューには残っていて、GET /tasks/{task_id} で結果を確認できます。"
+        ),
+        Lang::En => format!(
+            "the cluster is busy: task {task_id} has not started answering after {waited_s} s; it is still queued and can be read at GET /tasks/{task_id}"
+        ),
     }
 }
 

@@ -553,3 +553,31 @@ async fn a_turn_with_tools_goes_to_a_model_that_supports_them_or_gets_a_clear_er
     }
     assert_eq!(app.fake.requests_to("/api/chat").len(), 0);
 }
+
+#[tokio::test]
+async fn errors_shown_in_a_chat_follow_the_prompts_language() {
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.latency = Duration::from_secs(3));
+    let app = spawn_app_with(fake, |c| c.timeouts.route_s = 1).await;
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "auto", "messages": [{"role": "user", "content": "遅い質問です"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 504);
+    let body: Value = res.json().await.unwrap();
+    let msg = body["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("クラスタが混雑しています")
+            && msg.contains(body["error"]["task_id"].as_str().unwrap()),
+        "{msg}"
+    );
+
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.error_after = Some(2));
+    let app = spawn_app_with(fake, |_| {}).await;
+    let res = app.post("/v1/chat/completions", json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "一 二 三 四 五"}]})).await;
+    let body = res.text().await.unwrap();
+    assert!(body.contains("回答の途中でエラーが発生しました"), "{body}");
+}
