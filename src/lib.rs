@@ -6,6 +6,7 @@
 pub mod api;
 pub mod backend;
 pub mod chat;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod domain;

@@ -1,14 +1,12 @@
 //! The `coordinator` binary: parses the CLI, loads config, sets up logging, runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
-use coordinator::config::{self, Config};
-use coordinator::domain::{TaskId, TaskStatus};
-use coordinator::startup::{Application, open_store};
-use coordinator::store::TaskFilter;
+use coordinator::cli;
+use coordinator::memory::cli as memory_cli;
+use coordinator::startup::{Application, WorkerProcess, shutdown_signal};
 
 #[derive(Parser)]
 #[command(
@@ -174,30 +172,6 @@ enum TasksCommand {
     Show { id: String },
 }
 
-const DEFAULT_CONFIG: &str = "coordinator.toml";
-
-/// The explicit file, else `./coordinator.toml` when it exists, else none.
-fn config_path(explicit: Option<PathBuf>) -> Option<PathBuf> {
-    explicit.or_else(|| {
-        Path::new(DEFAULT_CONFIG)
-            .exists()
-            .then(|| PathBuf::from(DEFAULT_CONFIG))
-    })
-}
-
-fn load_config(explicit: Option<PathBuf>) -> anyhow::Result<Config> {
-    let path = config_path(explicit);
-    config::load(path.as_deref()).map_err(|e| {
-        let from = path
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "defaults".into());
-        anyhow::anyhow!(
-            "configuration ({from}) has problems:\n  {}",
-            e.problems().join("\n  ")
-        )
-    })
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -227,7 +201,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             log_json,
         } => {
             coordinator::telemetry::init(log_json);
-            let mut cfg = load_config(config)?;
+            let mut cfg = cli::load_config(config)?;
             if let Some(l) = listen {
                 cfg.server.listen = if l.starts_with(':') {
                     format!("127.0.0.1{l}")
@@ -237,9 +211,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             tracing::info!(config = %cfg.summary(), "starting coordinator {}", env!("CARGO_PKG_VERSION"));
             let app = Application::build(cfg).await?;
-            app.run_until_stopped(coordinator::startup::shutdown_signal())
-                .await?;
-            Ok(ExitCode::SUCCESS)
+            app.run_until_stopped(shutdown_signal()).await?;
         }
         Command::Worker {
             config,
@@ -251,39 +223,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             log_json,
         } => {
             coordinator::telemetry::init(log_json);
-            let mut cfg = load_config(config)?;
-            apply_cluster_flags(&mut cfg, store, queue, ollama, openai);
+            let mut cfg = cli::load_config(config)?;
+            cli::apply_cluster_flags(&mut cfg, store, queue, ollama, openai);
             let problems = cfg.validate();
             if !problems.is_empty() {
                 anyhow::bail!("configuration has problems:\n  {}", problems.join("\n  "));
             }
             tracing::info!(config = %cfg.summary(), "starting coordinator worker {}", env!("CARGO_PKG_VERSION"));
-            let process = coordinator::startup::WorkerProcess::build(cfg, name.as_deref()).await?;
-            process
-                .run_until_stopped(coordinator::startup::shutdown_signal())
-                .await?;
-            Ok(ExitCode::SUCCESS)
+            let process = WorkerProcess::build(cfg, name.as_deref()).await?;
+            process.run_until_stopped(shutdown_signal()).await?;
         }
         Command::Config {
             command: ConfigCommand::Check { file },
         } => {
-            let path = config_path(file);
-            match config::load(path.as_deref()) {
-                Ok(cfg) => {
-                    println!("ok: {}", cfg.summary());
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    let from = path
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_else(|| "defaults".into());
-                    let problems = e.problems();
-                    println!("{from}: {} problem(s)", problems.len());
-                    for p in problems {
-                        println!("  - {p}");
-                    }
-                    Ok(ExitCode::from(2))
-                }
+            if !cli::check_config(file) {
+                return Ok(ExitCode::from(2));
             }
         }
         Command::Route {
@@ -295,164 +249,47 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     config,
                 },
         } => {
-            let cfg = load_config(config)?;
-            let registry = coordinator::startup::build_registry(&cfg, None)?;
-            registry.refresh_all().await;
-            let router =
-                coordinator::routing::Router::new(cfg.routing.clone(), cfg.internal_tasks.clone());
-            let input = coordinator::turn::TurnInput {
-                messages: vec![coordinator::chat::ChatMessage::user(prompt)],
-                model,
-                task_header: task,
-                remember: true,
-                ..Default::default()
-            };
-            let turn = coordinator::turn::build_turn(input, &cfg.history)?;
-            let mut catalog = registry.catalog();
-            if catalog.entries.is_empty() {
-                eprintln!("note: no backend answered; the model below is a placeholder");
-                catalog = coordinator::routing::eval::eval_catalog(&router);
-            }
-            let decision = router.decide(&turn, &catalog).await?;
-            println!("{}", serde_json::to_string_pretty(&decision)?);
-            Ok(ExitCode::SUCCESS)
+            cli::route_preview(&cli::load_config(config)?, prompt, model, task).await?;
         }
-        Command::Eval {
-            config,
-            command: EvalCommand::Routing { file },
-        } => {
-            let cfg = load_config(config)?;
-            let router =
-                coordinator::routing::Router::new(cfg.routing.clone(), cfg.internal_tasks.clone());
-            let report = coordinator::routing::eval::run_file(&file, &router).await?;
-            println!("{report}");
-            Ok(ExitCode::SUCCESS)
+        Command::Eval { config, command } => {
+            let cfg = cli::load_config(config)?;
+            match command {
+                EvalCommand::Routing { file } => cli::eval_routing(&cfg, &file).await?,
+                EvalCommand::Memory { file } => memory_cli::run_eval(&cfg, &file).await?,
+            }
         }
         Command::Tasks { config, command } => {
-            let cfg = load_config(config)?;
-            let store = open_store(&cfg).await?;
+            let cfg = cli::load_config(config)?;
             match command {
                 TasksCommand::List {
                     status,
                     internal,
                     limit,
                 } => {
-                    let status = status.as_deref().map(TaskStatus::parse).transpose()?;
-                    let filter = TaskFilter {
-                        status,
-                        internal_only: internal,
-                        thread_id: None,
-                        limit,
-                    };
-                    let tasks = store.list(&filter).await?;
-                    println!(
-                        "{:<36}  {:<19}  {:<7}  {:<18}  {:<12}  prompt",
-                        "task_id", "created_at", "status", "model", "internal"
-                    );
-                    for t in tasks {
-                        println!(
-                            "{:<36}  {:<19}  {:<7}  {:<18}  {:<12}  {}",
-                            t.task_id,
-                            t.created_at.format("%Y-%m-%d %H:%M:%S"),
-                            t.status,
-                            t.model,
-                            t.internal_task.as_deref().unwrap_or("-"),
-                            one_line(&t.prompt, 60)
-                        );
-                    }
+                    cli::tasks_list(&cfg, status.as_deref(), internal, limit).await?;
                 }
-                TasksCommand::Show { id } => {
-                    let id = TaskId::parse(&id)?;
-                    let task = store
-                        .get(id)
-                        .await?
-                        .with_context(|| format!("no task {id}"))?;
-                    println!("{}", serde_json::to_string_pretty(&task)?);
-                }
+                TasksCommand::Show { id } => cli::tasks_show(&cfg, &id).await?,
             }
-            Ok(ExitCode::SUCCESS)
         }
         Command::Memory { config, command } => {
-            use coordinator::memory::cli;
-            let cfg = load_config(config)?;
+            let cfg = cli::load_config(config)?;
             match command {
-                MemoryCommand::Backfill => cli::run_backfill(&cfg).await?,
+                MemoryCommand::Backfill => memory_cli::run_backfill(&cfg).await?,
                 MemoryCommand::List { thread, limit } => {
-                    cli::run_list(&cfg, thread.as_deref(), limit).await?;
+                    memory_cli::run_list(&cfg, thread.as_deref(), limit).await?
                 }
                 MemoryCommand::Search {
                     query,
                     thread,
                     limit,
-                } => cli::run_search(&cfg, &query, thread.as_deref(), limit).await?,
+                } => {
+                    memory_cli::run_search(&cfg, &query, thread.as_deref(), limit).await?;
+                }
                 MemoryCommand::Forget { id, thread } => {
-                    cli::run_forget(&cfg, id.as_deref(), thread.as_deref()).await?;
+                    memory_cli::run_forget(&cfg, id.as_deref(), thread.as_deref()).await?;
                 }
             }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Eval {
-            config,
-            command: EvalCommand::Memory { file },
-        } => {
-            let cfg = load_config(config)?;
-            coordinator::memory::cli::run_eval(&cfg, &file).await?;
-            Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// `worker` flags over the config: store and queue URLs, and local backends.
-fn apply_cluster_flags(
-    cfg: &mut Config,
-    store: Option<String>,
-    queue: Option<String>,
-    ollama: Option<String>,
-    openai: Option<String>,
-) {
-    use coordinator::config::{BackendConfig, BackendKind, QueueConfig, StoreConfig};
-    if let Some(url) = store {
-        cfg.store = StoreConfig::Postgres { url, schema: None };
-    }
-    if let Some(url) = queue {
-        let (prefix, lease_s) = match &cfg.queue {
-            QueueConfig::Redis {
-                prefix, lease_s, ..
-            } => (prefix.clone(), *lease_s),
-            QueueConfig::InProcess => (String::new(), 60),
-        };
-        cfg.queue = QueueConfig::Redis {
-            url,
-            prefix,
-            lease_s,
-        };
-    }
-    for (url, kind, name) in [
-        (ollama, BackendKind::Ollama, "ollama"),
-        (openai, BackendKind::Openai, "openai"),
-    ] {
-        if let Some(url) = url {
-            cfg.backends.push(BackendConfig {
-                name: name.to_owned(),
-                kind,
-                url,
-                models: None,
-                api_key_env: None,
-                max_concurrency: 2,
-            });
-        }
-    }
-}
-
-/// The first `max` characters of `s` on one line.
-fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() > max {
-        format!("{}…", flat.chars().take(max).collect::<String>())
-    } else {
-        flat
-    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,399 @@
+//! Tests of the ollama client against the in-repo fake LLM server.
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::chat::{ChatMessage, SamplingParams};
+use crate::domain::WorkerName;
+use crate::testkit::chunks::{closed_port, collect_chunks as collect, content_text as text_of};
+use crate::testkit::fake_llm::{Failure, FakeLlm, FakeLlmServer, Script};
+
+async fn setup() -> (FakeLlmServer, OllamaClient) {
+    let server = FakeLlm::builder()
+        .model("qwen2.5:7b")
+        .model_with_tools("llama3.1:8b")
+        .spawn()
+        .await
+        .unwrap();
+    let client = client(&server, Duration::from_secs(10));
+    (server, client)
+}
+
+fn client(server: &FakeLlmServer, idle: Duration) -> OllamaClient {
+    let mut settings = server
+        .ollama_settings(WorkerName::parse("moon").unwrap())
+        .unwrap();
+    settings.idle_timeout = idle;
+    OllamaClient::new(settings).unwrap()
+}
+
+fn request(model: &str, messages: Vec<ChatMessage>) -> BackendRequest {
+    BackendRequest {
+        model: ModelName::parse(model).unwrap(),
+        messages,
+        params: SamplingParams::default(),
+        tools: Vec::new(),
+    }
+}
+
+fn weather_tool() -> ToolSpec {
+    ToolSpec {
+        name: "get_weather".into(),
+        description: Some("Weather for a city".into()),
+        parameters: json!({ "type": "object", "properties": { "city": { "type": "string" } } }),
+    }
+}
+
+#[tokio::test]
+async fn streams_text_and_ends_with_done() {
+    let (_server, client) = setup().await;
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
+    let chunks = collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(text_of(&chunks), "Echo from qwen2.5:7b: hello world");
+    assert_eq!(chunks.len(), 6, "five tokens and done: {chunks:?}");
+    assert_eq!(
+        chunks.last().unwrap(),
+        &Ok(Chunk::Done {
+            finish_reason: FinishReason::Stop,
+            usage: Usage {
+                prompt_tokens: 2,
+                completion_tokens: 5,
+                backend_total_ms: Some(6),
+            },
+        })
+    );
+}
+
+#[tokio::test]
+async fn thinking_becomes_reasoning_chunks() {
+    let (server, client) = setup().await;
+    let script = Script::text("Yes.").with_reasoning("Let me think");
+    server.set_script("qwen2.5:7b", Some(script));
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("ok?")]);
+    let chunks = collect(client.chat(&req).await.unwrap()).await;
+    let kinds: Vec<Chunk> = chunks.into_iter().map(Result::unwrap).collect();
+    assert_eq!(
+        kinds[..4],
+        [
+            Chunk::Reasoning { text: "Let".into() },
+            Chunk::Reasoning { text: " me".into() },
+            Chunk::Reasoning {
+                text: " think".into()
+            },
+            Chunk::Content {
+                text: "Yes.".into()
+            },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn tools_round_trip() {
+    let (server, client) = setup().await;
+    let mut req = request(
+        "llama3.1:8b",
+        vec![ChatMessage::user(
+            r#"call tool get_weather {"city":"Paris"}"#,
+        )],
+    );
+    req.tools = vec![weather_tool()];
+    let chunks = collect(client.chat(&req).await.unwrap()).await;
+    let call = ToolCall {
+        id: "call_0".into(),
+        name: "get_weather".into(),
+        arguments: r#"{"city":"Paris"}"#.into(),
+    };
+    assert_eq!(
+        chunks[0],
+        Ok(Chunk::ToolCalls {
+            calls: vec![call.clone()]
+        })
+    );
+    assert!(matches!(
+        chunks.last(),
+        Some(Ok(Chunk::Done {
+            finish_reason: FinishReason::ToolCalls,
+            ..
+        }))
+    ));
+
+    let mut assistant = ChatMessage::assistant("");
+    assistant.tool_calls = vec![call];
+    let mut result = ChatMessage::new(Role::Tool, "18 degrees");
+    result.tool_call_id = Some("call_0".into());
+    req.messages.push(assistant);
+    req.messages.push(result);
+    let chunks = collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(text_of(&chunks), "Tool get_weather returned: 18 degrees");
+
+    // What Ollama received: arguments as an object, the tool name on the tool message.
+    let sent = server.requests_to("/api/chat").pop().unwrap().body.unwrap();
+    assert_eq!(
+        sent["messages"][1]["tool_calls"],
+        json!([{ "function": { "name": "get_weather", "arguments": { "city": "Paris" } } }])
+    );
+    assert_eq!(sent["messages"][2]["tool_name"], "get_weather");
+    assert_eq!(
+        sent["tools"][0],
+        json!({ "type": "function", "function": {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": { "type": "object", "properties": { "city": { "type": "string" } } },
+        } })
+    );
+}
+
+#[tokio::test]
+async fn options_and_images_are_mapped() {
+    let (server, client) = setup().await;
+    let mut user = ChatMessage::user("look");
+    user.images = vec!["iVBORw0KGgo=".into()];
+    let mut req = request("qwen2.5:7b", vec![ChatMessage::system("be brief"), user]);
+    req.params = SamplingParams {
+        temperature: Some(0.5),
+        top_p: Some(0.9),
+        max_tokens: Some(2),
+        stop: vec!["END".into()],
+        seed: Some(42),
+    };
+    let chunks = collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(text_of(&chunks), "Echo from");
+    assert!(matches!(
+        chunks.last(),
+        Some(Ok(Chunk::Done {
+            finish_reason: FinishReason::Length,
+            ..
+        }))
+    ));
+    let sent = server.requests_to("/api/chat").pop().unwrap().body.unwrap();
+    assert_eq!(
+        sent,
+        json!({
+            "model": "qwen2.5:7b",
+            "messages": [
+                { "role": "system", "content": "be brief" },
+                { "role": "user", "content": "look", "images": ["iVBORw0KGgo="] },
+            ],
+            "stream": true,
+            "options": { "temperature": 0.5, "top_p": 0.9, "num_predict": 2, "stop": ["END"], "seed": 42 },
+        })
+    );
+}
+
+#[tokio::test]
+async fn lists_models_with_tools_and_loaded_models() {
+    let (_server, client) = setup().await;
+    let models = client.list_models().await.unwrap();
+    let summary: Vec<(&str, Option<bool>)> =
+        models.iter().map(|m| (m.name.as_str(), m.tools)).collect();
+    assert_eq!(
+        summary,
+        [("qwen2.5:7b", Some(false)), ("llama3.1:8b", Some(true))]
+    );
+    assert!(client.loaded_models().await.unwrap().is_empty());
+    let req = request("llama3.1:8b", vec![ChatMessage::user("hi")]);
+    collect(client.chat(&req).await.unwrap()).await;
+    let loaded = client.loaded_models().await.unwrap();
+    assert_eq!(loaded, [ModelName::parse("llama3.1:8b").unwrap()]);
+}
+
+#[tokio::test]
+async fn refused_connection_is_connect_naming_the_backend() {
+    let addr = closed_port().unwrap();
+    let settings = ClientSettings {
+        name: WorkerName::parse("moon").unwrap(),
+        base_url: reqwest::Url::parse(&format!("http://{addr}/")).unwrap(),
+        connect_timeout: Duration::from_secs(2),
+        idle_timeout: Duration::from_secs(2),
+        api_key: None,
+    };
+    let client = OllamaClient::new(settings).unwrap();
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hi")]);
+    let err = client.chat(&req).await.err().unwrap();
+    let BackendError::Connect { backend, url, .. } = &err else {
+        panic!("expected Connect, got {err:?}");
+    };
+    assert_eq!(backend, "moon");
+    assert_eq!(url, &format!("http://{addr}/api/chat"));
+    assert!(err.to_string().contains("moon"), "{err}");
+    assert!(matches!(
+        client.list_models().await,
+        Err(BackendError::Connect { .. })
+    ));
+}
+
+#[tokio::test]
+async fn http_failures_map_to_busy_server_and_protocol() {
+    let (server, client) = setup().await;
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hi")]);
+    server.update_knobs(|k| {
+        k.fail_next = 1;
+        k.failure = Failure::Status(503);
+    });
+    let err = client.chat(&req).await.err().unwrap();
+    assert!(
+        matches!(&err, BackendError::Busy { status: 503, message, .. } if message.contains("server busy")),
+        "{err:?}"
+    );
+    server.update_knobs(|k| {
+        k.fail_next = 1;
+        k.failure = Failure::Status(500);
+    });
+    let err = client.chat(&req).await.err().unwrap();
+    assert!(
+        matches!(err, BackendError::Server { status: 500, .. }),
+        "{err:?}"
+    );
+    server.update_knobs(|k| {
+        k.fail_next = 1;
+        k.failure = Failure::Drop;
+    });
+    let err = client.chat(&req).await.err().unwrap();
+    assert!(matches!(err, BackendError::Protocol { .. }), "{err:?}");
+    // The server is fine again afterwards.
+    assert!(client.chat(&req).await.is_ok());
+}
+
+#[tokio::test]
+async fn tools_for_a_model_without_them_is_rejected_with_the_message() {
+    let (_server, client) = setup().await;
+    let mut req = request("qwen2.5:7b", vec![ChatMessage::user("hi")]);
+    req.tools = vec![weather_tool()];
+    let err = client.chat(&req).await.err().unwrap();
+    assert_eq!(
+        err,
+        BackendError::Rejected {
+            backend: "moon".into(),
+            status: 400,
+            message: "registry.ollama.ai/library/qwen2.5:7b does not support tools".into(),
+        }
+    );
+    assert!(!err.is_retryable());
+}
+
+#[tokio::test]
+async fn silence_mid_stream_is_stalled_and_before_it_a_timeout() {
+    let (server, _) = setup().await;
+    // A short real timeout: this tests the timeout itself, nothing races with it.
+    let client = client(&server, Duration::from_millis(500));
+    server.update_knobs(|k| k.stall_after = Some(2));
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
+    let chunks = collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(text_of(&chunks), "Echo from");
+    assert!(
+        matches!(chunks.last(), Some(Err(BackendError::Stalled { backend, .. })) if backend == "moon"),
+        "{chunks:?}"
+    );
+    server.update_knobs(|k| k.stall_after = Some(0));
+    let err = client.chat(&req).await.err().unwrap();
+    assert!(
+        matches!(err, BackendError::Timeout { after_ms: 500, .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn error_line_mid_stream_is_midstream() {
+    let (server, client) = setup().await;
+    server.update_knobs(|k| k.error_after = Some(1));
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
+    let chunks = collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(chunks.len(), 2, "{chunks:?}");
+    assert_eq!(
+        chunks[1],
+        Err(BackendError::MidStream {
+            backend: "moon".into(),
+            message: "fake-llm: injected mid-stream error".into(),
+        })
+    );
+}
+
+fn decode(bytes: &[u8], cut: usize) -> Vec<Result<Chunk, WireError>> {
+    let mut decoder = NdjsonDecoder::default();
+    let mut splitter = wire::LineSplitter::default();
+    let mut out = VecDeque::new();
+    let mut results = Vec::new();
+    let mut feed = |part: &[u8], results: &mut Vec<_>, out: &mut VecDeque<Chunk>| {
+        if let Err(e) = splitter.push(part, |l| decoder.line(l, out)) {
+            results.push(Err(e));
+        }
+    };
+    feed(&bytes[..cut], &mut results, &mut out);
+    feed(&bytes[cut..], &mut results, &mut out);
+    if let Err(e) = decoder.end(&mut out) {
+        results.push(Err(e));
+    }
+    out.into_iter().map(Ok).chain(results).collect()
+}
+
+#[test]
+fn decoder_handles_any_split_ids_and_unicode() {
+    let stream = concat!(
+        r#"{"message":{"role":"assistant","content":"","thinking":"ü"},"done":false}"#,
+        "\n",
+        r#"{"message":{"role":"assistant","content":"日本"},"done":false}"#,
+        "\r\n",
+        r#"{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"a","arguments":{}}},{"id":"x","function":{"name":"b","arguments":{"k":1}}}]},"done":false}"#,
+        "\n",
+        r#"{"message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","total_duration":2500000,"prompt_eval_count":3,"eval_count":4}"#,
+        "\n"
+    )
+    .as_bytes();
+    let expected = vec![
+        Ok(Chunk::Reasoning { text: "ü".into() }),
+        Ok(Chunk::Content {
+            text: "日本".into(),
+        }),
+        Ok(Chunk::ToolCalls {
+            calls: vec![
+                ToolCall {
+                    id: "call_0".into(),
+                    name: "a".into(),
+                    arguments: "{}".into(),
+                },
+                ToolCall {
+                    id: "x".into(),
+                    name: "b".into(),
+                    arguments: r#"{"k":1}"#.into(),
+                },
+            ],
+        }),
+        Ok(Chunk::Done {
+            finish_reason: FinishReason::ToolCalls,
+            usage: Usage {
+                prompt_tokens: 3,
+                completion_tokens: 4,
+                backend_total_ms: Some(2),
+            },
+        }),
+    ];
+    for cut in 0..=stream.len() {
+        assert_eq!(decode(stream, cut), expected, "cut at {cut}");
+    }
+}
+
+#[test]
+fn decoder_reports_errors_and_truncation() {
+    let error = b"{\"error\":\"out of memory\"}\n";
+    assert_eq!(
+        decode(error, 0)[0],
+        Err(WireError::MidStream("out of memory".into()))
+    );
+    let truncated = b"{\"message\":{\"content\":\"a\"},\"done\":false}\n";
+    let out = decode(truncated, 3);
+    assert_eq!(out[0], Ok(Chunk::Content { text: "a".into() }));
+    assert!(matches!(out[1], Err(WireError::Protocol(_))));
+    assert!(matches!(
+        decode(b"not json\n", 0)[0],
+        Err(WireError::Protocol(_))
+    ));
+    let length = b"{\"done\":true,\"done_reason\":\"length\"}\n";
+    assert!(matches!(
+        decode(length, 0)[0],
+        Ok(Chunk::Done {
+            finish_reason: FinishReason::Length,
+            ..
+        })
+    ));
+}
