@@ -22,7 +22,7 @@ use crate::worker::Directory;
 /// How often a worker publishes its heartbeat.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// How long a heartbeat lives without renewal.
-pub const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(10);
 
 /// What a worker says about itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,18 +59,31 @@ pub async fn publish_heartbeats(
             _ = tick.tick() => {}
             () = stop.cancelled() => break,
         }
+        // Every step is bounded by one tick, so a long outage never holds the next
+        // heartbeat behind a reconnect backoff while the time to live runs out.
         if redis.is_none() {
-            match Redis::connect(&redis_url).await {
-                Ok(r) => redis = Some(r),
-                Err(e) => {
+            match tokio::time::timeout(HEARTBEAT_EVERY, Redis::connect(&redis_url)).await {
+                Ok(Ok(r)) => redis = Some(r),
+                Ok(Err(e)) => {
                     tracing::warn!(error = %e, "cannot reach Redis to publish heartbeats; retrying");
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!("connecting to Redis to publish heartbeats timed out; retrying");
                     continue;
                 }
             }
         }
         let Some(r) = &redis else { continue };
-        if let Err(e) = beat(r, &prefix, &registry).await {
-            tracing::warn!(error = %e, "heartbeat failed; retrying");
+        let failed = match tokio::time::timeout(HEARTBEAT_EVERY, beat(r, &prefix, &registry)).await
+        {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some("timed out".to_owned()),
+        };
+        if let Some(e) = failed {
+            tracing::warn!(error = %e, "heartbeat failed; reconnecting");
+            redis = None;
         }
     }
     // Leave at once rather than after the time to live.
@@ -140,11 +153,21 @@ impl RedisDirectory {
                 }
             }
         }
-        beats.sort_by(|a, b| a.status.name.cmp(&b.status.name));
-        *self
+        // A heartbeat is good for its time to live from when it was sent, even if Redis
+        // lost it (a restart without persistence): keep those until they expire.
+        let now = chrono::Utc::now();
+        let ttl = chrono::Duration::from_std(HEARTBEAT_TTL).unwrap_or_default();
+        let mut cached = self
             .beats
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = beats;
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for old in cached.drain(..) {
+            if old.at + ttl > now && !beats.iter().any(|b| b.status.name == old.status.name) {
+                beats.push(old);
+            }
+        }
+        beats.sort_by(|a, b| a.status.name.cmp(&b.status.name));
+        *cached = beats;
         Ok(())
     }
 
@@ -155,8 +178,10 @@ impl RedisDirectory {
         loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    if let Err(e) = self.refresh().await {
-                        tracing::warn!(error = %e, "could not read worker heartbeats");
+                    match tokio::time::timeout(every, self.refresh()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::warn!(error = %e, "could not read worker heartbeats"),
+                        Err(_) => tracing::warn!("reading worker heartbeats timed out"),
                     }
                 }
                 () = stop.cancelled() => return,

@@ -356,6 +356,9 @@ async fn killing_a_worker_mid_load_loses_no_task() {
 #[tokio::test]
 async fn a_redis_restart_under_load_loses_no_accepted_task() {
     let Some(env) = env() else { return };
+    if std::env::var("IT_LOG").is_ok() {
+        coordinator::telemetry::init(false);
+    }
     if RedisServer::binary().is_none() {
         eprintln!("note: redis-server not found; test skipped");
         return;
@@ -407,6 +410,18 @@ async fn a_redis_restart_under_load_loses_no_accepted_task() {
                     .as_str()
                     .unwrap_or_default()
                     .to_owned();
+                eprintln!("submission {i} refused: {msg}");
+                if std::env::var("IT_LOG").is_ok() {
+                    let w = http
+                        .get(format!("{base}/workers"))
+                        .send()
+                        .await
+                        .unwrap()
+                        .text()
+                        .await
+                        .unwrap();
+                    eprintln!("workers then: {w}");
+                }
                 msg.split_whitespace()
                     .find(|w| uuid::Uuid::parse_str(w).is_ok())
                     .map(str::to_owned)
@@ -416,12 +431,54 @@ async fn a_redis_restart_under_load_loses_no_accepted_task() {
     for i in 0..40 {
         accepted.extend(submit(i).await);
     }
+    // While Redis is away the coordinator stays alive but says it is not ready.
+    redis.stop().await.unwrap();
+    let health = http.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    eventually(
+        Duration::from_secs(15),
+        "readyz reports the queue down",
+        || async {
+            let res = http.get(format!("{base}/readyz")).send().await.unwrap();
+            res.status() == 503 && res.text().await.unwrap_or_default().contains("queue")
+        },
+    )
+    .await;
+    // Submitted while Redis is down: recorded, answered 503 naming the task, and run
+    // once the queue is back (the store is compared with the queue every 2 s).
+    let mut while_down = Vec::new();
+    for i in 1000..1003 {
+        let res = http
+            .post(format!("{base}/route"))
+            .json(&json!({"prompt": format!("down {i}")}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 503);
+        let body: Value = res.json().await.unwrap();
+        let msg = body["error"]["message"].as_str().unwrap().to_owned();
+        let id = msg
+            .split_whitespace()
+            .find(|w| uuid::Uuid::parse_str(w).is_ok())
+            .unwrap()
+            .to_owned();
+        while_down.push(id);
+    }
+    accepted.extend(while_down);
     redis.restart().await.unwrap();
+    eventually(Duration::from_secs(30), "readyz is ready again", || async {
+        http.get(format!("{base}/readyz"))
+            .send()
+            .await
+            .map(|r| r.status() == 200)
+            .unwrap_or(false)
+    })
+    .await;
     for i in 40..80 {
         accepted.extend(submit(i).await);
     }
     assert!(
-        accepted.len() >= 70,
+        accepted.len() == 83,
         "most submissions were accepted: {}",
         accepted.len()
     );
