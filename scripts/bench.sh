@@ -11,6 +11,8 @@
 #
 # Usage: scripts/bench.sh            (env: BENCH_DURATION=10s BENCH_CONCURRENCY="1 16 64"
 #                                      BENCH_TTFT_S=5 BENCH_OUT=file.md RUST_LOG=...)
+#        scripts/bench.sh profile    (perf profile of Coordinator under non-streaming c=64 load;
+#                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
 set -euo pipefail
 
 OHA_VERSION="1.16.0"
@@ -120,6 +122,24 @@ oha_fields() {
         + ((.statusCodeDistribution // {}) | to_entries | map(select(.key != "200")) | map(.value) | add // 0)
     ] | @tsv' "$1"
 }
+
+if [[ "${1:-}" == profile ]]; then
+  c="${BENCH_PROFILE_C:-64}" mode="${BENCH_PROFILE_MODE:-nonstream}"
+  command -v perf >/dev/null 2>&1 || { log "perf is needed: apt-get install -y linux-perf"; exit 1; }
+  oha --no-tui --output-format json -n 500 -c "$c" -m POST -H 'content-type: application/json' \
+    -D "$WORK/body-$mode.json" "http://$COORD_ADDR/v1/chat/completions" >/dev/null
+  log "profiling $mode c=$c for $DURATION (load $(load1))"
+  run_oha "$COORD_ADDR" "$WORK/body-$mode.json" "$c" "$WORK/oha-profile.json" &
+  OHA_PID=$!
+  sleep 1
+  perf record -F 999 -g -o "$WORK/perf.data" -p "$COORD_PID" -- sleep 5 2>"$WORK/perf-record.log"
+  wait "$OHA_PID"
+  log "$(oha_fields "$WORK/oha-profile.json" | awk -F'\t' '{printf "%.0f req/s, p50 %.3f ms, p99 %.3f ms", $1, $2, $3}') under the profiler"
+  perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --percent-limit 0.7 --stdio 2>/dev/null \
+    | grep -v '^$' | grep -E '^ +[0-9]' | head -60
+  log "full profile: perf report -i $WORK/perf.data"
+  exit 0
+fi
 
 RESULTS="$WORK/results.tsv"
 : >"$RESULTS"
