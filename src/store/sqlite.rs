@@ -51,7 +51,9 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        let writer = Writer::start(pool.clone());
+        // The writer's own connection, outside the pool: it is never pinged, lent or
+        // shared, and the pool keeps its connections for reads.
+        let writer = Writer::start(pool.acquire().await?.detach());
         Ok(Self { pool, writer })
     }
 

@@ -11,10 +11,11 @@
 //! as before.
 //!
 //! If a batch fails, it is rolled back and its writes are run again one at a time, each in
-//! its own transaction, so one bad write fails only its own caller.
+//! its own transaction, so one bad write fails only its own caller. A write that arrives
+//! alone runs as a single statement (autocommit), without `BEGIN`/`COMMIT`.
 
 use chrono::{DateTime, Utc};
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::{Claim, NewTask, StoreError, TaskOutcome};
@@ -68,12 +69,14 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer task on the current runtime. It is not tracked by a
-    /// `TaskTracker` on purpose: it lives exactly as long as the store's handles, holds no
-    /// write that a caller is not awaiting, and so has nothing to drain at shutdown.
-    pub(super) fn start(pool: SqlitePool) -> Self {
+    /// Starts the writer task on the current runtime, owning `conn` (the store's only
+    /// writing connection, so writers never wait for SQLite's write lock). It is not
+    /// tracked by a `TaskTracker` on purpose: it lives exactly as long as the store's
+    /// handles, holds no write that a caller is not awaiting, and so has nothing to drain
+    /// at shutdown.
+    pub(super) fn start(conn: SqliteConnection) -> Self {
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        tokio::spawn(run(pool, rx));
+        tokio::spawn(run(conn, rx));
         Self { tx }
     }
 
@@ -93,39 +96,47 @@ fn stopped() -> StoreError {
     StoreError::Database(sqlx::Error::PoolClosed)
 }
 
-async fn run(pool: SqlitePool, mut rx: mpsc::Receiver<Request>) {
+async fn run(mut conn: SqliteConnection, mut rx: mpsc::Receiver<Request>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        commit(&pool, &mut batch).await;
+        if batch.len() == 1 {
+            // Alone: its own statement is its transaction, without BEGIN and COMMIT
+            // round trips to the connection's thread.
+            if let Some(req) = batch.pop() {
+                let result = apply(&mut conn, &req.op).await.map_err(StoreError::from);
+                let _ = req.reply.send(result);
+            }
+        } else {
+            commit(&mut conn, &mut batch).await;
+        }
     }
+    let _ = conn.close().await;
 }
 
 /// Runs `batch` in one transaction and answers every caller; empties `batch`.
-async fn commit(pool: &SqlitePool, batch: &mut Vec<Request>) {
-    match apply_all(pool, batch).await {
+async fn commit(conn: &mut SqliteConnection, batch: &mut Vec<Request>) {
+    match apply_all(conn, batch).await {
         Ok(results) => {
             for (req, done) in batch.drain(..).zip(results) {
                 // A caller that went away (client disconnected) no longer needs the answer.
                 let _ = req.reply.send(Ok(done));
             }
         }
-        Err(e) if batch.len() == 1 => {
-            if let Some(req) = batch.pop() {
-                let _ = req.reply.send(Err(e.into()));
-            }
-        }
         Err(e) => {
             tracing::debug!(writes = batch.len(), error = %e, "batched write failed; retrying one by one");
             for req in batch.drain(..) {
-                let result = one(pool, &req.op).await;
+                let result = apply(conn, &req.op).await.map_err(StoreError::from);
                 let _ = req.reply.send(result);
             }
         }
     }
 }
 
-async fn apply_all(pool: &SqlitePool, batch: &[Request]) -> Result<Vec<Done>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+async fn apply_all(
+    conn: &mut SqliteConnection,
+    batch: &[Request],
+) -> Result<Vec<Done>, sqlx::Error> {
+    let mut tx = conn.begin().await?;
     let mut out = Vec::with_capacity(batch.len());
     for req in batch {
         match apply(&mut tx, &req.op).await {
@@ -138,12 +149,6 @@ async fn apply_all(pool: &SqlitePool, batch: &[Request]) -> Result<Vec<Done>, sq
     }
     tx.commit().await?;
     Ok(out)
-}
-
-/// One write in its own transaction (autocommit).
-async fn one(pool: &SqlitePool, op: &Op) -> Result<Done, StoreError> {
-    let mut conn = pool.acquire().await?;
-    Ok(apply(&mut conn, op).await?)
 }
 
 async fn apply(conn: &mut SqliteConnection, op: &Op) -> Result<Done, sqlx::Error> {
