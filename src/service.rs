@@ -131,12 +131,29 @@ impl Coordinator {
             avoid: Vec::new(),
         };
         task.job = serde_json::to_string(&job).ok();
-        self.store.insert(&task).await?;
-        let events = self.events.subscribe(task_id).await;
-        self.queue
-            .enqueue(job)
-            .await
-            .map_err(|source| SubmitError::Queue { task_id, source })?;
+        // Recorded and queued in a task of its own: a client that goes away drops this
+        // future, and a task recorded but never queued would wait for the next restart.
+        let (store, events, queue) = (self.store.clone(), self.events.clone(), self.queue.clone());
+        let record_and_queue = tokio::spawn(async move {
+            store.insert(&task).await?;
+            let events = events.subscribe(task_id).await;
+            queue
+                .enqueue(job)
+                .await
+                .map_err(|source| SubmitError::Queue { task_id, source })?;
+            Ok::<_, SubmitError>(events)
+        });
+        let events = match record_and_queue.await {
+            Ok(result) => result?,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only when the runtime is shutting down.
+            Err(_) => {
+                return Err(SubmitError::Queue {
+                    task_id,
+                    source: QueueError::Closed,
+                });
+            }
+        };
         Ok(Submission {
             task_id,
             decision,

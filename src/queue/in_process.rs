@@ -131,7 +131,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::testkit::jobs::sample_job as job;
+    use crate::testkit::samples::sample_job as job;
 
     #[tokio::test]
     async fn oldest_job_across_lanes_first() {

@@ -279,25 +279,7 @@ mod tests {
     use super::*;
     use crate::domain::InternalTask;
 
-    fn new_task(prompt: &str) -> NewTask {
-        NewTask {
-            task_id: TaskId::new(),
-            created_at: Utc::now(),
-            thread_id: "t1".into(),
-            prompt: prompt.into(),
-            domain: "general".into(),
-            model: "m".into(),
-            queue: "tasks:llm:m".into(),
-            status: TaskStatus::Queued,
-            response: None,
-            worker_id: None,
-            internal_task: None,
-            web_search: false,
-            reasons: vec!["auto".into()],
-            job: Some("{}".into()),
-            remember: true,
-        }
-    }
+    use crate::testkit::samples::sample_task as new_task;
 
     /// A store in a fresh schema, or `None` (with a note) when `DATABASE_URL` is unset.
     async fn store() -> Option<(PostgresStore, String)> {

@@ -1,6 +1,9 @@
 //! The SQLite task store: the embedded default (`[store] type = "sqlite"`).
 //!
 //! WAL mode, so readers (`GET /tasks/{id}`, the `sqlite3` CLI) never block the writer.
+//! Writes are group-committed by one writer task ([`writer`]): under load, many tasks'
+//! inserts, claims and finishes share one transaction, and each caller still waits until
+//! its own write is committed.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -13,12 +16,18 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, SqlitePool};
 
+use self::writer::{Done, Op, Writer};
 use super::{Claim, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 
+mod writer;
+
+/// Reads go to the pool; writes go through one writer task that commits them in batches
+/// (see [`writer`]).
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    writer: Writer,
 }
 
 impl SqliteStore {
@@ -42,7 +51,10 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        Ok(Self { pool })
+        // The writer's own connection, outside the pool: it is never pinged, lent or
+        // shared, and the pool keeps its connections for reads.
+        let writer = Writer::start(pool.acquire().await?.detach());
+        Ok(Self { pool, writer })
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -57,31 +69,10 @@ const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domai
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn insert(&self, t: &NewTask) -> Result<(), StoreError> {
-        let reasons = serde_json::to_string(&t.reasons).unwrap_or_else(|_| "[]".to_owned());
-        sqlx::query(
-            "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-             worker_id, queue, status, response, internal_task, web_search, reasons, job, remember) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(t.task_id.to_string())
-        .bind(t.created_at)
-        .bind(t.created_at)
-        .bind(&t.thread_id)
-        .bind(&t.prompt)
-        .bind(&t.domain)
-        .bind(&t.model)
-        .bind(&t.worker_id)
-        .bind(&t.queue)
-        .bind(t.status.as_str())
-        .bind(&t.response)
-        .bind(t.internal_task.map(|k| k.as_str()))
-        .bind(t.web_search)
-        .bind(reasons)
-        .bind(&t.job)
-        .bind(t.remember)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.writer
+            .write(Op::Insert(Box::new(t.clone())))
+            .await
+            .map(|_| ())
     }
 
     async fn claim(
@@ -90,66 +81,35 @@ impl TaskStore for SqliteStore {
         worker: &WorkerName,
         at: DateTime<Utc>,
     ) -> Result<Claim, StoreError> {
-        let done = sqlx::query(
-            "UPDATE tasks SET status = 'running', worker_id = ?, updated_at = ?, attempts = attempts + 1 \
-             WHERE task_id = ? AND status IN ('queued', 'running')",
-        )
-        .bind(worker.as_str())
-        .bind(at)
-        .bind(id.to_string())
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 1 {
-            return Ok(Claim::Claimed);
+        let op = Op::Claim {
+            id,
+            worker: worker.as_str().to_owned(),
+            at,
+        };
+        match self.writer.write(op).await? {
+            Done::Claim(claim) => Ok(claim),
+            other => Err(unexpected(id, other)),
         }
-        let exists = sqlx::query("SELECT 1 FROM tasks WHERE task_id = ?")
-            .bind(id.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(if exists.is_some() {
-            Claim::AlreadyFinished
-        } else {
-            Claim::Missing
-        })
     }
 
     async fn requeue(&self, id: TaskId, job: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE tasks SET status = 'queued', job = ?, updated_at = ? \
-             WHERE task_id = ? AND status IN ('queued', 'running')",
-        )
-        .bind(job)
-        .bind(at)
-        .bind(id.to_string())
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let op = Op::Requeue {
+            id,
+            job: job.to_owned(),
+            at,
+        };
+        self.writer.write(op).await.map(|_| ())
     }
 
     async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE tasks SET status = ?, updated_at = ?, worker_id = COALESCE(?, worker_id), \
-             response = ?, error = ?, fallback_used = ?, fallback_reason = ?, \
-             queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
-             prompt_tokens = ?, completion_tokens = ?, job = NULL \
-             WHERE task_id = ? AND status IN ('queued', 'running')",
-        )
-        .bind(o.status.as_str())
-        .bind(o.at)
-        .bind(&o.worker_id)
-        .bind(&o.response)
-        .bind(&o.error)
-        .bind(o.fallback_used)
-        .bind(&o.fallback_reason)
-        .bind(o.queue_wait_ms)
-        .bind(o.first_token_ms)
-        .bind(o.total_ms)
-        .bind(o.prompt_tokens)
-        .bind(o.completion_tokens)
-        .bind(id.to_string())
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let op = Op::Finish {
+            id,
+            outcome: Box::new(o.clone()),
+        };
+        match self.writer.write(op).await? {
+            Done::Finished(changed) => Ok(changed),
+            other => Err(unexpected(id, other)),
+        }
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
@@ -188,6 +148,14 @@ impl TaskStore for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+}
+
+/// A write answered with another kind of result: a bug in the writer, reported as such.
+fn unexpected(id: TaskId, got: Done) -> StoreError {
+    StoreError::Corrupt {
+        task_id: id.to_string(),
+        detail: format!("the store's writer answered {got:?} to another kind of write"),
     }
 }
 
@@ -237,25 +205,7 @@ mod tests {
     use super::*;
     use crate::domain::InternalTask;
 
-    fn new_task(prompt: &str) -> NewTask {
-        NewTask {
-            task_id: TaskId::new(),
-            created_at: Utc::now(),
-            thread_id: "t1".into(),
-            prompt: prompt.into(),
-            domain: "general".into(),
-            model: "m".into(),
-            queue: "tasks:llm:m".into(),
-            status: TaskStatus::Queued,
-            response: None,
-            worker_id: None,
-            internal_task: None,
-            web_search: false,
-            reasons: vec!["auto".into()],
-            job: Some("{}".into()),
-            remember: true,
-        }
-    }
+    use crate::testkit::samples::sample_task as new_task;
 
     async fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
@@ -305,6 +255,94 @@ mod tests {
             s.claim(TaskId::new(), &w, Utc::now()).await.unwrap(),
             Claim::Missing
         );
+    }
+
+    /// Many tasks at once through the group-committing writer: every caller gets its own
+    /// result, and every row ends as its own writes left it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_each_get_their_own_result() {
+        let (_d, s) = store().await;
+        let s = std::sync::Arc::new(s);
+        let runs: Vec<_> = (0..300)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let t = new_task(&format!("prompt {i}"));
+                    let w = WorkerName::parse(&format!("w{}", i % 7)).unwrap();
+                    s.insert(&t).await.unwrap();
+                    // Every third task is claimed twice (a redelivery while running).
+                    assert_eq!(
+                        s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+                        Claim::Claimed
+                    );
+                    if i % 3 == 0 {
+                        assert_eq!(
+                            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+                            Claim::Claimed
+                        );
+                    }
+                    let mut o = TaskOutcome::failed(Utc::now(), "");
+                    o.status = TaskStatus::Done;
+                    o.error = None;
+                    o.response = Some(format!("answer {i}"));
+                    assert!(s.finish(t.task_id, &o).await.unwrap());
+                    assert!(!s.finish(t.task_id, &o).await.unwrap());
+                    assert_eq!(
+                        s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+                        Claim::AlreadyFinished
+                    );
+                    assert_eq!(
+                        s.claim(TaskId::new(), &w, Utc::now()).await.unwrap(),
+                        Claim::Missing
+                    );
+                    (i, t.task_id, w)
+                })
+            })
+            .collect();
+        for run in runs {
+            let (i, id, w) = run.await.unwrap();
+            let got = s.get(id).await.unwrap().unwrap();
+            assert_eq!(got.status, TaskStatus::Done);
+            assert_eq!(got.prompt, format!("prompt {i}"));
+            assert_eq!(got.response, Some(format!("answer {i}")));
+            assert_eq!(got.worker_id.as_deref(), Some(w.as_str()));
+            assert_eq!(got.attempts, if i % 3 == 0 { 2 } else { 1 });
+            assert_eq!(got.job, None);
+        }
+        assert!(s.unfinished().await.unwrap().is_empty());
+    }
+
+    /// A write that fails inside a batch fails only its own caller.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_write_fails_only_its_caller() {
+        let (_d, s) = store().await;
+        let s = std::sync::Arc::new(s);
+        let dup = new_task("first");
+        s.insert(&dup).await.unwrap();
+        let runs: Vec<_> = (0..100)
+            .map(|i| {
+                let s = s.clone();
+                let task = if i == 50 {
+                    dup.clone()
+                } else {
+                    new_task(&format!("p{i}"))
+                };
+                tokio::spawn(async move { (i, s.insert(&task).await) })
+            })
+            .collect();
+        for run in runs {
+            let (i, result) = run.await.unwrap();
+            assert_eq!(result.is_err(), i == 50, "write {i}: {result:?}");
+        }
+        let all = s
+            .list(&TaskFilter {
+                limit: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 100);
+        assert_eq!(s.get(dup.task_id).await.unwrap().unwrap().prompt, "first");
     }
 
     #[tokio::test]

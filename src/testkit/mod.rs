@@ -4,5 +4,5 @@
 pub mod chunks;
 pub mod fake_llm;
 pub mod fake_searxng;
-pub mod jobs;
 pub mod redis_server;
+pub mod samples;

@@ -106,7 +106,7 @@ impl Worker {
         let terminal = match result {
             Ok(done) => {
                 self.handle.mark_ok();
-                tracing::info!(task_id = %job.task_id, worker = %me, total_ms = outcome.total_ms, "task done");
+                tracing::debug!(task_id = %job.task_id, worker = %me, total_ms = outcome.total_ms, "task done");
                 TaskEvent::Chunk { chunk: done }
             }
             Err(e) if got.first_token_at.is_none() && self.try_failover(job, &e).await => {

@@ -14,7 +14,7 @@ use crate::testkit::redis_server::{RedisServer, delete_keys, redis_url_or_skip, 
 /// because reconnecting after a restart follows a backoff of up to 5 s on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-use crate::testkit::jobs::sample_job as job;
+use crate::testkit::samples::sample_job as job;
 
 fn fast() -> RedisQueueOptions {
     RedisQueueOptions {

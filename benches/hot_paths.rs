@@ -1,0 +1,173 @@
+//! Hot paths of one chat request, each on its own: turn extraction from a long chat
+//! (`build_turn` on 50 messages), the OpenAI request body parsed into a turn input, SSE
+//! encoding of a 32-token answer (`SseEncoder`), and the SQLite task lifecycle (insert →
+//! claim → finish) for 64 tasks at once, as the workers of a busy `serve` do it.
+//!
+//! The routing decision has its own bench (`benches/routing.rs`). The whole request, over
+//! HTTP and against the fake LLM, is measured by `scripts/bench.sh`.
+
+// A benchmark has nothing to recover to: setup failures abort it.
+#![allow(clippy::expect_used)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use chrono::Utc;
+use coordinator::api::openai::{ChatCompletionRequest, CompletionMeta, SseEncoder, parse_body};
+use coordinator::chat::{ChatMessage, Chunk, FinishReason, Usage};
+use coordinator::config::HistoryConfig;
+use coordinator::domain::{TaskId, TaskStatus, WorkerName};
+use coordinator::store::sqlite::SqliteStore;
+use coordinator::store::{NewTask, TaskOutcome, TaskStore};
+use coordinator::turn::{ClientContext, TurnInput, build_turn};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+
+/// A 50-message chat: a system prompt, then 49 alternating user/assistant messages of a
+/// few hundred characters each, ending with the user's question.
+fn long_chat() -> Vec<ChatMessage> {
+    let mut messages = vec![ChatMessage::system(
+        "You are a helpful assistant for a home lab. Answer briefly.",
+    )];
+    for i in 0..49 {
+        let text = format!(
+            "Message {i}: 自宅のクラスタで複数のマシンにLLMを分散させています。 \
+             The build on the mini PC failed again with a linker error; here is the log \
+             excerpt and what I tried so far, step by step, including the flags. {}",
+            "More detail. ".repeat(10)
+        );
+        messages.push(if i % 2 == 0 {
+            ChatMessage::user(text)
+        } else {
+            ChatMessage::assistant(text)
+        });
+    }
+    messages
+}
+
+fn turn_extraction(c: &mut Criterion) {
+    let history = HistoryConfig::default();
+    let input = TurnInput {
+        messages: long_chat(),
+        model: Some("qwen2.5:7b".into()),
+        stream: true,
+        chat_id_header: Some("7f1c1a52-2d4e-4f7e-9a51-0c1f5e2b9d10".into()),
+        ..TurnInput::default()
+    };
+    assert_eq!(input.messages.len(), 50);
+    c.bench_function("build_turn_50_messages", |b| {
+        b.iter_batched(
+            || input.clone(),
+            |input| build_turn(black_box(input), &history).expect("turn"),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+/// The body `scripts/bench.sh` sends: two messages, a concrete model.
+const BENCH_BODY: &[u8] = br#"{"model":"qwen2.5:7b","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about routing requests across a home cluster."}],"stream":false}"#;
+
+fn request_parsing(c: &mut Criterion) {
+    c.bench_function("parse_chat_request_to_turn", |b| {
+        b.iter(|| {
+            let req: ChatCompletionRequest = parse_body(black_box(BENCH_BODY)).expect("body");
+            let parsed = req
+                .into_turn_input(ClientContext::default())
+                .expect("turn input");
+            build_turn(parsed.input, &HistoryConfig::default()).expect("turn")
+        })
+    });
+}
+
+fn sse_encoding(c: &mut Criterion) {
+    let tokens: Vec<Chunk> = (0..32)
+        .map(|i| Chunk::Content {
+            text: format!("tok{i} "),
+        })
+        .chain(std::iter::once(Chunk::Done {
+            finish_reason: FinishReason::Stop,
+            usage: Usage {
+                prompt_tokens: 24,
+                completion_tokens: 32,
+                backend_total_ms: None,
+            },
+        }))
+        .collect();
+    let meta = CompletionMeta::new(TaskId::new(), 1_735_689_600, "qwen2.5:7b");
+    c.bench_function("sse_encode_32_tokens", |b| {
+        let mut out = Vec::with_capacity(16 * 1024);
+        b.iter(|| {
+            out.clear();
+            let mut encoder = SseEncoder::new(meta.clone(), true);
+            for chunk in &tokens {
+                encoder.push(black_box(chunk), &mut out);
+            }
+            black_box(out.len())
+        })
+    });
+}
+
+fn new_task() -> NewTask {
+    coordinator::testkit::samples::sample_task(
+        "Write a haiku about routing requests across a home cluster.",
+    )
+}
+
+fn done_outcome() -> TaskOutcome {
+    let mut o = TaskOutcome::failed(Utc::now(), "");
+    o.status = TaskStatus::Done;
+    o.error = None;
+    o.worker_id = Some("bench".into());
+    o.response = Some("tok ".repeat(32));
+    o.total_ms = Some(1);
+    o
+}
+
+/// 64 tasks through insert → claim → finish concurrently, as 64 in-flight requests do.
+fn store_lifecycle(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn TaskStore> = Arc::new(
+        rt.block_on(SqliteStore::open(&dir.path().join("bench.db")))
+            .expect("store"),
+    );
+    let worker = WorkerName::parse("bench").expect("worker");
+    c.bench_function("sqlite_lifecycle_64_concurrent", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let runs: Vec<_> = (0..64)
+                    .map(|_| {
+                        let (store, worker) = (store.clone(), worker.clone());
+                        tokio::spawn(async move {
+                            let t = new_task();
+                            store.insert(&t).await.expect("insert");
+                            store
+                                .claim(t.task_id, &worker, Utc::now())
+                                .await
+                                .expect("claim");
+                            store
+                                .finish(t.task_id, &done_outcome())
+                                .await
+                                .expect("finish")
+                        })
+                    })
+                    .collect();
+                for r in runs {
+                    assert!(r.await.expect("join"));
+                }
+            })
+        })
+    });
+}
+
+criterion_group!(
+    benches,
+    turn_extraction,
+    request_parsing,
+    sse_encoding,
+    store_lifecycle
+);
+criterion_main!(benches);

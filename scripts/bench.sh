@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# The end-to-end benchmark of Coordinator's overhead (see docs/BENCHMARKS.md).
+#
+# Starts the in-repo fake LLM server (32 tokens per answer) and Coordinator as a user runs
+# it (release build, embedded mode, SQLite task store), then drives both with oha
+# (keep-alive) on POST /v1/chat/completions, non-streaming and streaming, at several
+# concurrencies: direct to the fake, and through Coordinator. Streaming runs also go
+# through bench-client for the time to first token. Prints a markdown table with the
+# difference (Coordinator's overhead) and Coordinator's peak RSS (VmHWM), and checks that
+# every task was persisted. Loopback only; every run is bounded in time.
+#
+# Usage: scripts/bench.sh            (env: BENCH_DURATION=10s BENCH_CONCURRENCY="1 16 64"
+#                                      BENCH_TTFT_S=5 BENCH_OUT=file.md RUST_LOG=...)
+#        scripts/bench.sh profile    (perf profile of Coordinator under non-streaming c=64 load;
+#                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
+set -euo pipefail
+
+OHA_VERSION="1.16.0"
+DURATION="${BENCH_DURATION:-10s}"
+CONCURRENCY="${BENCH_CONCURRENCY:-1 16 64}"
+TTFT_S="${BENCH_TTFT_S:-5}"
+MODEL="qwen2.5:7b"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="$ROOT/target/release"
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+ensure_tools() {
+  if ! command -v oha >/dev/null 2>&1; then
+    log "installing oha $OHA_VERSION from crates.io (cargo install, a few minutes)"
+    cargo install oha --locked --version "$OHA_VERSION"
+  fi
+  local have
+  have="$(oha --version | awk '{print $2}')"
+  [[ "$have" == "$OHA_VERSION" ]] || log "note: oha $have found; the reference runs used $OHA_VERSION"
+  if ! command -v jq >/dev/null 2>&1; then
+    log "jq is needed to read oha's JSON: apt-get install -y jq"
+    exit 1
+  fi
+}
+
+# Prints the first line of FILE matching REGEX (sed -E capture 1), waiting up to 30 s.
+wait_for_line() {
+  local file="$1" regex="$2" pid="$3" line
+  for _ in $(seq 300); do
+    line="$(sed -E 's/\x1b\[[0-9;]*m//g' "$file" | sed -nE "s/$regex/\\1/p" | head -n1)"
+    if [[ -n "$line" ]]; then
+      echo "$line"
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || { log "process $pid died; its log:"; cat "$file" >&2; exit 1; }
+    sleep 0.1
+  done
+  log "timed out waiting for /$regex/ in $file"
+  exit 1
+}
+
+cleanup() {
+  for pid in ${COORD_PID:-} ${FAKE_PID:-}; do
+    kill "$pid" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+ensure_tools
+log "building release binaries"
+(cd "$ROOT" && cargo build --release --quiet --bin coordinator --bin fake-llm --bin bench-client)
+
+WORK="$(mktemp -d -t coordinator-bench.XXXXXX)"
+log "working directory: $WORK"
+
+"$BIN/fake-llm" --listen 127.0.0.1:0 --tokens 32 --model "$MODEL" >"$WORK/fake.log" 2>&1 &
+FAKE_PID=$!
+FAKE_ADDR="$(wait_for_line "$WORK/fake.log" '^fake-llm listening on http:\/\/([0-9.:]+).*' "$FAKE_PID")"
+
+cat >"$WORK/coordinator.toml" <<EOF
+[server]
+listen = "127.0.0.1:0"
+
+[store]
+type = "sqlite"
+path = "$WORK/coordinator.db"
+
+[[backends]]
+name = "bench"
+kind = "openai"
+url = "http://$FAKE_ADDR/v1"
+models = ["$MODEL"]
+max_concurrency = 64
+EOF
+
+(cd "$WORK" && NO_COLOR=1 exec "$BIN/coordinator" serve --config "$WORK/coordinator.toml") \
+  >"$WORK/coordinator.log" 2>&1 &
+COORD_PID=$!
+COORD_ADDR="$(wait_for_line "$WORK/coordinator.log" '.*coordinator listening.*addr=([0-9.:]+).*' "$COORD_PID")"
+log "fake-llm on $FAKE_ADDR (pid $FAKE_PID), coordinator on $COORD_ADDR (pid $COORD_PID)"
+
+body() {
+  printf '{"model":"%s","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about routing requests across a home cluster."}],"stream":%s}' "$MODEL" "$1"
+}
+body false >"$WORK/body-nonstream.json"
+body true >"$WORK/body-stream.json"
+
+hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# run_oha ADDR BODYFILE CONCURRENCY OUT.json
+run_oha() {
+  oha --no-tui --output-format json -z "$DURATION" -c "$3" -m POST \
+    -H 'content-type: application/json' -D "$2" "http://$1/v1/chat/completions" >"$4"
+}
+
+# Fields of one measurement, tab-separated: rps p50_ms p99_ms ok errors
+oha_fields() {
+  jq -r '[
+      .summary.requestsPerSec,
+      .latencyPercentiles.p50 * 1000,
+      .latencyPercentiles.p99 * 1000,
+      (.statusCodeDistribution["200"] // 0),
+      (((.errorDistribution // {}) | to_entries | map(select(.key | test("deadline") | not)) | map(.value) | add) // 0)
+        + ((.statusCodeDistribution // {}) | to_entries | map(select(.key != "200")) | map(.value) | add // 0)
+    ] | @tsv' "$1"
+}
+
+if [[ "${1:-}" == profile ]]; then
+  c="${BENCH_PROFILE_C:-64}" mode="${BENCH_PROFILE_MODE:-nonstream}"
+  command -v perf >/dev/null 2>&1 || { log "perf is needed: apt-get install -y linux-perf"; exit 1; }
+  oha --no-tui --output-format json -n 500 -c "$c" -m POST -H 'content-type: application/json' \
+    -D "$WORK/body-$mode.json" "http://$COORD_ADDR/v1/chat/completions" >/dev/null
+  log "profiling $mode c=$c for $DURATION (load $(load1))"
+  run_oha "$COORD_ADDR" "$WORK/body-$mode.json" "$c" "$WORK/oha-profile.json" &
+  OHA_PID=$!
+  sleep 1
+  perf record -F 999 -g -o "$WORK/perf.data" -p "$COORD_PID" -- sleep 5 2>"$WORK/perf-record.log"
+  wait "$OHA_PID"
+  log "$(oha_fields "$WORK/oha-profile.json" | awk -F'\t' '{printf "%.0f req/s, p50 %.3f ms, p99 %.3f ms", $1, $2, $3}') under the profiler"
+  perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --percent-limit 0.7 --stdio 2>/dev/null \
+    | grep -v '^$' | grep -E '^ +[0-9]' | head -60
+  log "full profile: perf report -i $WORK/perf.data"
+  exit 0
+fi
+
+RESULTS="$WORK/results.tsv"
+: >"$RESULTS"
+COORD_OK=0
+for mode in nonstream stream; do
+  for c in $CONCURRENCY; do
+    for target in direct coordinator; do
+      addr="$FAKE_ADDR"
+      [[ "$target" == coordinator ]] && addr="$COORD_ADDR"
+      # Warm-up: connections, caches, the first SQLite pages.
+      oha --no-tui --output-format json -n 200 -c "$c" -m POST -H 'content-type: application/json' \
+        -D "$WORK/body-$mode.json" "http://$addr/v1/chat/completions" >/dev/null
+      load="$(load1)"
+      out="$WORK/oha-$mode-$c-$target.json"
+      run_oha "$addr" "$WORK/body-$mode.json" "$c" "$out"
+      IFS=$'\t' read -r rps p50 p99 ok errors < <(oha_fields "$out")
+      ttft50="-" ttft99="-"
+      if [[ "$mode" == stream ]]; then
+        "$BIN/bench-client" --url "http://$addr/v1/chat/completions" --body "$WORK/body-stream.json" \
+          -c "$c" --duration-s "$TTFT_S" >"$WORK/ttft-$c-$target.json"
+        ttft50="$(jq -r .ttft_p50_ms "$WORK/ttft-$c-$target.json")"
+        ttft99="$(jq -r .ttft_p99_ms "$WORK/ttft-$c-$target.json")"
+        [[ "$target" == coordinator ]] && COORD_OK=$((COORD_OK + $(jq -r '.requests - .errors' "$WORK/ttft-$c-$target.json")))
+      fi
+      [[ "$target" == coordinator ]] && COORD_OK=$((COORD_OK + ok))
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$c" "$target" "$rps" "$p50" "$p99" \
+        "$ttft50" "$ttft99" "$errors" "$load" "$(hwm_kb "$COORD_PID")" >>"$RESULTS"
+      log "$mode c=$c $target: $(printf '%.0f' "$rps") req/s, p50 $(printf '%.3f' "$p50") ms, p99 $(printf '%.3f' "$p99") ms, ttft p50 $ttft50 ms, errors $errors, load $load"
+    done
+  done
+done
+
+HWM_KB="$(hwm_kb "$COORD_PID")"
+# Let the tasks of requests cut off at a run's deadline finish, then count the rows.
+sleep 1
+kill -TERM "$COORD_PID"
+wait "$COORD_PID" 2>/dev/null || true
+COORD_PID=""
+TASKS="$(sqlite3 "$WORK/coordinator.db" "SELECT status || '=' || count(*) FROM tasks GROUP BY status" 2>/dev/null | paste -sd' ' || true)"
+
+COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo '+dirty')"
+{
+  echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
+  echo
+  echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms | errors | load (1 min) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  awk -F'\t' '
+    $3 == "direct" { d[$1,$2] = $0; next }
+    {
+      split(d[$1,$2], x, "\t")
+      ttft = "–"; tadd = "–"
+      if ($1 == "stream") {
+        ttft = sprintf("%.3f / %.3f", x[7], $7)
+        tadd = sprintf("%+.3f / %+.3f", $7 - x[7], $8 - x[8])
+      }
+      printf "| %s | %s | %.0f | %.0f | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %s | %s | %d / %d | %s / %s |\n",
+        ($1 == "stream" ? "stream" : "non-stream"), $2, x[4], $4, x[5], x[6], $5, $6,
+        $5 - x[5], $6 - x[6], ttft, tadd, x[9], $9, x[10], $10
+    }' "$RESULTS"
+  echo
+  echo "Coordinator peak RSS (VmHWM): $((HWM_KB / 1024)) MiB ($HWM_KB kB); after each cell: $(awk -F'\t' '$3 == "coordinator" {printf "%s%d", (n++ ? ", " : ""), $11 / 1024}' "$RESULTS") MiB"
+  echo "Tasks in the store: ${TASKS:-unknown (sqlite3 not installed)}; requests answered 200 through Coordinator (oha + bench-client, warm-ups not counted): $COORD_OK"
+} | tee "$WORK/report.md"
+if [[ -n "${BENCH_OUT:-}" ]]; then
+  cp "$WORK/report.md" "$BENCH_OUT"
+fi
+log "raw results in $WORK"
