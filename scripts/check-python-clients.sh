@@ -41,6 +41,9 @@ wait_for() {
 pids+=($!)
 fake=$(wait_for "$work/fake.log" "listening on" "listening on ")
 
+# Memory off: this checks the wire formats, and the same prompt is sent several times
+# (with memory on, later answers would rightly recall the earlier ones).
+COORDINATOR_MEMORY__ENABLED=false \
 COORDINATOR_STORE__PATH="$work/coordinator.db" \
 COORDINATOR_BACKENDS__0__NAME=moon \
 COORDINATOR_BACKENDS__0__KIND=ollama \

@@ -45,7 +45,7 @@ def main():
             if choice.delta.content:
                 pieces += 1
                 text += choice.delta.content
-    check(text == expected, "openai: streamed answer")
+    check(text == expected, f"openai: streamed answer: {text!r}")
     check(pieces > 1, f"openai: streamed in pieces ({pieces})")
     check(usage is not None and usage.completion_tokens > 0, "openai: usage chunk")
 
