@@ -15,6 +15,7 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
+use super::record::task_record_from_row;
 use super::{Claim, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 
@@ -245,33 +246,7 @@ fn from_row(r: &PgRow) -> Result<TaskRecord, StoreError> {
     let reasons: serde_json::Value = r.try_get("reasons")?;
     let reasons: Vec<String> =
         serde_json::from_value(reasons).map_err(|e| corrupt(format!("reasons: {e}")))?;
-    Ok(TaskRecord {
-        task_id: TaskId::from(id),
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-        thread_id: r.try_get("thread_id")?,
-        prompt: r.try_get("prompt")?,
-        domain: r.try_get("domain")?,
-        model: r.try_get("model")?,
-        worker_id: r.try_get("worker_id")?,
-        queue: r.try_get("queue")?,
-        status,
-        response: r.try_get("response")?,
-        error: r.try_get("error")?,
-        internal_task: r.try_get("internal_task")?,
-        web_search: r.try_get("web_search")?,
-        fallback_used: r.try_get("fallback_used")?,
-        fallback_reason: r.try_get("fallback_reason")?,
-        reasons,
-        job: r.try_get("job")?,
-        attempts: r.try_get("attempts")?,
-        queue_wait_ms: r.try_get("queue_wait_ms")?,
-        first_token_ms: r.try_get("first_token_ms")?,
-        total_ms: r.try_get("total_ms")?,
-        prompt_tokens: r.try_get("prompt_tokens")?,
-        completion_tokens: r.try_get("completion_tokens")?,
-        remember: r.try_get("remember")?,
-    })
+    Ok(task_record_from_row!(r, TaskId::from(id), status, reasons))
 }
 
 #[cfg(test)]

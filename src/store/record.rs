@@ -106,3 +106,39 @@ pub struct TaskFilter {
     pub thread_id: Option<String>,
     pub limit: u32,
 }
+
+/// Builds a [`TaskRecord`] from a database row of either store: the columns that decode
+/// the same way in SQLite and PostgreSQL are read here; the three that differ (the id,
+/// the status text and the reasons) are decoded by the caller and passed in.
+macro_rules! task_record_from_row {
+    ($r:expr, $task_id:expr, $status:expr, $reasons:expr) => {
+        TaskRecord {
+            task_id: $task_id,
+            created_at: $r.try_get("created_at")?,
+            updated_at: $r.try_get("updated_at")?,
+            thread_id: $r.try_get("thread_id")?,
+            prompt: $r.try_get("prompt")?,
+            domain: $r.try_get("domain")?,
+            model: $r.try_get("model")?,
+            worker_id: $r.try_get("worker_id")?,
+            queue: $r.try_get("queue")?,
+            status: $status,
+            response: $r.try_get("response")?,
+            error: $r.try_get("error")?,
+            internal_task: $r.try_get("internal_task")?,
+            web_search: $r.try_get("web_search")?,
+            fallback_used: $r.try_get("fallback_used")?,
+            fallback_reason: $r.try_get("fallback_reason")?,
+            reasons: $reasons,
+            job: $r.try_get("job")?,
+            attempts: $r.try_get("attempts")?,
+            queue_wait_ms: $r.try_get("queue_wait_ms")?,
+            first_token_ms: $r.try_get("first_token_ms")?,
+            total_ms: $r.try_get("total_ms")?,
+            prompt_tokens: $r.try_get("prompt_tokens")?,
+            completion_tokens: $r.try_get("completion_tokens")?,
+            remember: $r.try_get("remember")?,
+        }
+    };
+}
+pub(crate) use task_record_from_row;
