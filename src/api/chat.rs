@@ -37,6 +37,25 @@ pub enum Piece {
     Failed(String),
 }
 
+/// `x-coordinator-task-id`, `-domain`, `-model`, `-worker` and `-queue`.
+pub fn decision_headers(
+    task_id: TaskId,
+    decision: &RouteDecision,
+    worker: &str,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let pairs = [
+        ("x-coordinator-task-id", task_id.to_string()),
+        ("x-coordinator-domain", decision.domain.clone()),
+        ("x-coordinator-model", decision.model.to_string()),
+        ("x-coordinator-worker", worker.to_owned()),
+        ("x-coordinator-queue", decision.lane.to_string()),
+    ];
+    pairs
+        .into_iter()
+        .filter_map(|(k, v)| Some((HeaderName::from_static(k), HeaderValue::from_str(&v).ok()?)))
+        .collect()
+}
+
 /// A failure after the answer started, as the chat shows it.
 fn failure_message(task_id: TaskId, detail: &str, lang: Lang) -> String {
     match lang {
@@ -106,19 +125,7 @@ pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiErro
 impl ChatStart {
     /// The decision as HTTP headers, on every response whatever `routing_info` says.
     pub fn headers(&self) -> Vec<(HeaderName, HeaderValue)> {
-        let pairs = [
-            ("x-coordinator-task-id", self.task_id.to_string()),
-            ("x-coordinator-domain", self.decision.domain.clone()),
-            ("x-coordinator-model", self.decision.model.to_string()),
-            ("x-coordinator-worker", self.worker.clone()),
-            ("x-coordinator-queue", self.decision.lane.to_string()),
-        ];
-        pairs
-            .into_iter()
-            .filter_map(|(k, v)| {
-                Some((HeaderName::from_static(k), HeaderValue::from_str(&v).ok()?))
-            })
-            .collect()
+        decision_headers(self.task_id, &self.decision, &self.worker)
     }
 
     /// The whole answer, decorated.

@@ -140,10 +140,24 @@ fn busy_message(task_id: TaskId, waited_s: u64, lang: Lang) -> String {
     }
 }
 
+/// Errors about a recorded task name it in a header too, like successful answers do.
+fn with_task_header(mut res: Response, task_id: Option<TaskId>) -> Response {
+    if let Some(id) = task_id
+        && let Ok(v) = axum::http::HeaderValue::from_str(&id.to_string())
+    {
+        res.headers_mut().insert("x-coordinator-task-id", v);
+    }
+    res
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.log();
-        (self.status(), Json(self.openai_body())).into_response()
+        let task_id = self.task_id();
+        with_task_header(
+            (self.status(), Json(self.openai_body())).into_response(),
+            task_id,
+        )
     }
 }
 
@@ -160,7 +174,9 @@ impl From<ApiError> for OllamaError {
 impl IntoResponse for OllamaError {
     fn into_response(self) -> Response {
         self.0.log();
-        (self.0.status(), Json(json!({"error": self.0.to_string()}))).into_response()
+        let task_id = self.0.task_id();
+        let res = (self.0.status(), Json(json!({"error": self.0.to_string()}))).into_response();
+        with_task_header(res, task_id)
     }
 }
 

@@ -123,18 +123,32 @@ pub async fn route(
     State(state): State<Coordinator>,
     headers: HeaderMap,
     ApiJson(req): ApiJson<RouteRequest>,
-) -> Result<Json<RouteResponse>, ApiError> {
+) -> Result<impl axum::response::IntoResponse, ApiError> {
     let turn = turn_from_route(&state, req, &headers)?;
     let sub = state.submit(turn).await?;
-    Ok(Json(RouteResponse {
-        task_id: sub.task_id.to_string(),
-        worker_id: sub.worker_hint,
-        model: sub.decision.model.to_string(),
-        domain: sub.decision.domain.clone(),
-        queue: sub.decision.lane.to_string(),
-        web_search: sub.decision.web_search,
-        internal_task: sub.decision.internal_task.map(|k| k.to_string()),
-    }))
+    let worker = sub
+        .worker_hint
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let mut out = HeaderMap::new();
+    out.extend(super::chat::decision_headers(
+        sub.task_id,
+        &sub.decision,
+        &worker,
+    ));
+    Ok((
+        out,
+        Json(RouteResponse {
+            task_id: sub.task_id.to_string(),
+            worker_id: sub.worker_hint,
+            model: sub.decision.model.to_string(),
+            domain: sub.decision.domain.clone(),
+            queue: sub.decision.lane.to_string(),
+            web_search: sub.decision.web_search,
+            internal_task: sub.decision.internal_task.map(|k| k.to_string()),
+        }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]

@@ -9,7 +9,12 @@ use crate::helpers::{MODEL, spawn_app, spawn_app_with, spawn_fake, start, test_c
 async fn route_queues_a_task_that_a_worker_finishes() {
     let app = spawn_app().await;
     let prompt = "Ubuntuでpingコマンドが見つかりません。何をインストールすればいいですか？";
-    let routed = app.route(json!({ "prompt": prompt })).await;
+    let res = app.post("/route", json!({ "prompt": prompt })).await;
+    assert_eq!(
+        res.headers()["x-coordinator-queue"],
+        format!("tasks:llm:{MODEL}")
+    );
+    let routed: Value = res.json().await.unwrap();
     assert_eq!(routed["model"], MODEL);
     assert_eq!(routed["worker_id"], "moon");
     assert_eq!(routed["queue"], format!("tasks:llm:{MODEL}"));

@@ -291,8 +291,12 @@ async fn a_backend_failure_before_the_first_token_is_an_http_error() {
     let body: Value = res.json().await.unwrap();
     let msg = body["error"]["message"].as_str().unwrap();
     assert!(msg.contains("backend moon"), "{msg}");
-    assert!(task_id.is_none(), "errors carry the id in the body instead");
     let id = body["error"]["task_id"].as_str().unwrap();
+    assert_eq!(
+        task_id.unwrap().to_str().unwrap(),
+        id,
+        "the header names the task too"
+    );
     let task: Value = app.get(&format!("/tasks/{id}")).await.json().await.unwrap();
     assert_eq!(task["status"], "failed");
 }
