@@ -7,7 +7,7 @@
 //! at start, updated on every write and forget.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use uuid::Uuid;
 
@@ -81,6 +81,15 @@ pub struct Index {
     threads: Vec<u32>,
     thread_numbers: HashMap<String, u32>,
     slots: HashMap<Uuid, usize>,
+    /// (thread, hash of the text) of every item, so the same exchange is stored once.
+    known: HashSet<(u32, u64)>,
+}
+
+fn text_key(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
 }
 
 impl Index {
@@ -92,6 +101,7 @@ impl Index {
             threads: Vec::new(),
             thread_numbers: HashMap::new(),
             slots: HashMap::new(),
+            known: HashSet::new(),
         }
     }
 
@@ -113,6 +123,13 @@ impl Index {
 
     pub fn contains(&self, id: &Uuid) -> bool {
         self.slots.contains_key(id)
+    }
+
+    /// Whether `thread` already has an item with exactly this text.
+    pub fn has_text(&self, thread: &str, text: &str) -> bool {
+        self.thread_numbers
+            .get(thread)
+            .is_some_and(|t| self.known.contains(&(*t, text_key(text))))
     }
 
     /// The latest `n` `exchange` items of a thread, newest first.
@@ -143,6 +160,7 @@ impl Index {
             .thread_numbers
             .entry(item.thread_id.clone())
             .or_insert(next);
+        self.known.insert((thread, text_key(&item.text)));
         self.vectors.extend_from_slice(&item.vector);
         item.vector = Vec::new();
         self.slots.insert(item.id, self.entries.len());
@@ -156,6 +174,8 @@ impl Index {
         let Some(slot) = self.slots.remove(id) else {
             return false;
         };
+        self.known
+            .remove(&(self.threads[slot], text_key(&self.entries[slot].text)));
         let last = self.entries.len() - 1;
         if slot != last {
             let (head, tail) = self.vectors.split_at_mut(last * self.dim);

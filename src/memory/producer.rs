@@ -158,7 +158,12 @@ impl Memory {
             tracing::debug!(task_id = %task.task_id, reason = %skip, "task not remembered");
             return Ok(0);
         }
-        let pieces = condense(&task.prompt, answer_text(task));
+        let mut pieces = condense(&task.prompt, answer_text(task));
+        // The same exchange again in the same thread (a repeated question) adds nothing.
+        pieces.retain(|(_, text)| !self.knows(&task.thread_id, text));
+        if pieces.is_empty() {
+            return Ok(0);
+        }
         let texts: Vec<String> = pieces.iter().map(|(_, t)| t.clone()).collect();
         let embedded = self.inner.embedder.embed(&texts).await;
         // When the exchange ended (the same for the producer and a backfill).

@@ -79,6 +79,11 @@ impl Memory {
         &self.inner.config
     }
 
+    /// Whether `thread` already remembers exactly `text` (under any embedder).
+    pub(crate) fn knows(&self, thread: &str, text: &str) -> bool {
+        self.indexes().values().any(|i| i.has_text(thread, text))
+    }
+
     /// Items in the in-memory indexes, over all embedders.
     pub fn len(&self) -> usize {
         self.indexes().values().map(Index::len).sum()

@@ -228,6 +228,40 @@ async fn a_cat_named_in_thread_a_is_recalled_in_thread_b() {
 }
 
 #[tokio::test]
+async fn a_repeated_exchange_in_a_thread_is_stored_once() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    let first = memory
+        .remember_task(&record("A", "hello", "hi there"))
+        .await
+        .unwrap();
+    assert!(first > 0);
+    assert_eq!(
+        memory
+            .remember_task(&record("A", "hello", "hi there"))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(memory.len(), first);
+    // Another thread, or another answer, is a new memory.
+    assert!(
+        memory
+            .remember_task(&record("B", "hello", "hi there"))
+            .await
+            .unwrap()
+            > 0
+    );
+    assert!(
+        memory
+            .remember_task(&record("A", "hello", "good morning"))
+            .await
+            .unwrap()
+            > 0
+    );
+}
+
+#[tokio::test]
 async fn scope_rules_thread_global_and_auto() {
     let db = sqlite().await;
     let config = |scope, cross| MemoryConfig {
