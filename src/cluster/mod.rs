@@ -118,6 +118,8 @@ pub struct RedisDirectory {
     redis: Redis,
     prefix: String,
     beats: Arc<RwLock<Vec<Heartbeat>>>,
+    /// This process's own workers: known first-hand, whatever Redis says.
+    local: Option<Registry>,
 }
 
 impl RedisDirectory {
@@ -126,6 +128,7 @@ impl RedisDirectory {
             redis: Redis::connect(url).await?,
             prefix: prefix.to_owned(),
             beats: Arc::default(),
+            local: None,
         };
         dir.refresh().await?;
         Ok(dir)
@@ -189,11 +192,31 @@ impl RedisDirectory {
         }
     }
 
+    /// Includes this process's own workers, so they stay routable while Redis is away or
+    /// has just restarted empty.
+    pub fn with_local(mut self, registry: Registry) -> Self {
+        self.local = Some(registry);
+        self
+    }
+
     fn beats(&self) -> Vec<Heartbeat> {
-        self.beats
+        let mut beats = self
+            .beats
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .clone();
+        if let Some(local) = &self.local {
+            for h in local.handles() {
+                beats.retain(|b| &b.status.name != h.name());
+                beats.push(Heartbeat {
+                    status: h.status(),
+                    tools: h.models().into_iter().map(|m| (m.name, m.tools)).collect(),
+                    at: chrono::Utc::now(),
+                });
+            }
+            beats.sort_by(|a, b| a.status.name.cmp(&b.status.name));
+        }
+        beats
     }
 }
 

@@ -113,7 +113,8 @@ pub async fn open_transport(config: &Config, registry: &Registry) -> anyhow::Res
                 .context("connecting to Redis for task events")?;
             let directory = RedisDirectory::connect(url, prefix)
                 .await
-                .context("reading worker heartbeats from Redis")?;
+                .context("reading worker heartbeats from Redis")?
+                .with_local(registry.clone());
             Transport {
                 queue: Arc::new(queue),
                 events: Arc::new(events),
