@@ -4,6 +4,8 @@
 //! original prompt only) before the task is queued, workers mark it running and finished.
 //! SQLite in embedded mode; PostgreSQL in cluster mode, behind the same trait.
 
+#[cfg(test)]
+mod contract_tests;
 pub mod postgres;
 mod record;
 pub mod sqlite;

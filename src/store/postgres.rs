@@ -293,42 +293,7 @@ mod tests {
         let Some((s, schema)) = store().await else {
             return;
         };
-        let t = new_task("こんにちは");
-        s.insert(&t).await.unwrap();
-        let w = WorkerName::parse("moon").unwrap();
-        assert_eq!(
-            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
-            Claim::Claimed
-        );
-        let got = s.get(t.task_id).await.unwrap().unwrap();
-        assert_eq!(got.status, TaskStatus::Running);
-        assert_eq!(got.attempts, 1);
-        assert!(s.finish(t.task_id, &done("answer")).await.unwrap());
-        // A second finish (duplicate delivery) changes nothing.
-        assert!(
-            !s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "late"))
-                .await
-                .unwrap()
-        );
-        assert_eq!(
-            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
-            Claim::AlreadyFinished
-        );
-        let got = s.get(t.task_id).await.unwrap().unwrap();
-        assert_eq!(got.status, TaskStatus::Done);
-        assert_eq!(got.prompt, "こんにちは");
-        assert_eq!(got.response.as_deref(), Some("answer"));
-        assert_eq!(got.error, None);
-        assert_eq!(got.total_ms, Some(12));
-        assert_eq!(got.worker_id.as_deref(), Some("moon"));
-        assert_eq!(got.job, None, "the job is dropped once the task ends");
-        assert_eq!(got.reasons, vec!["auto".to_owned()]);
-        assert_eq!(got.attempts, 1);
-        assert_eq!(
-            s.claim(TaskId::new(), &w, Utc::now()).await.unwrap(),
-            Claim::Missing
-        );
-        assert_eq!(s.get(TaskId::new()).await.unwrap(), None);
+        let t = super::super::contract_tests::lifecycle(&s).await;
         // The id is a native uuid: a text literal compares to it, as in the psql seed.
         let prompt: String =
             sqlx::query_scalar("SELECT prompt FROM tasks WHERE task_id = $1::text::uuid")

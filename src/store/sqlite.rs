@@ -193,43 +193,7 @@ mod tests {
     #[tokio::test]
     async fn lifecycle_queued_running_done() {
         let (_d, s) = store().await;
-        let t = new_task("こんにちは");
-        s.insert(&t).await.unwrap();
-        let w = WorkerName::parse("moon").unwrap();
-        assert_eq!(
-            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
-            Claim::Claimed
-        );
-        let got = s.get(t.task_id).await.unwrap().unwrap();
-        assert_eq!(got.status, TaskStatus::Running);
-        assert_eq!(got.attempts, 1);
-        let mut o = TaskOutcome::failed(Utc::now(), "");
-        o.status = TaskStatus::Done;
-        o.error = None;
-        o.response = Some("answer".into());
-        o.total_ms = Some(12);
-        assert!(s.finish(t.task_id, &o).await.unwrap());
-        // A second finish (duplicate delivery) changes nothing.
-        assert!(
-            !s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "late"))
-                .await
-                .unwrap()
-        );
-        assert_eq!(
-            s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
-            Claim::AlreadyFinished
-        );
-        let got = s.get(t.task_id).await.unwrap().unwrap();
-        assert_eq!(got.status, TaskStatus::Done);
-        assert_eq!(got.prompt, "こんにちは");
-        assert_eq!(got.response.as_deref(), Some("answer"));
-        assert_eq!(got.worker_id.as_deref(), Some("moon"));
-        assert_eq!(got.job, None, "the job is dropped once the task ends");
-        assert_eq!(got.reasons, vec!["auto".to_owned()]);
-        assert_eq!(
-            s.claim(TaskId::new(), &w, Utc::now()).await.unwrap(),
-            Claim::Missing
-        );
+        super::super::contract_tests::lifecycle(&s).await;
     }
 
     /// Many tasks at once through the group-committing writer: every caller gets its own

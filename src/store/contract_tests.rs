@@ -1,0 +1,57 @@
+//! Behaviour every task store must have, run against each implementation by its tests.
+
+use chrono::Utc;
+
+use super::{Claim, NewTask, TaskOutcome, TaskStore};
+use crate::domain::{TaskId, TaskStatus, WorkerName};
+use crate::testkit::samples::sample_task as new_task;
+
+fn done(response: &str) -> TaskOutcome {
+    let mut o = TaskOutcome::failed(Utc::now(), "");
+    o.status = TaskStatus::Done;
+    o.error = None;
+    o.response = Some(response.into());
+    o.total_ms = Some(12);
+    o
+}
+
+/// queued → running → done, idempotent against duplicate deliveries; returns the task.
+pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
+    let t = new_task("こんにちは");
+    s.insert(&t).await.unwrap();
+    let w = WorkerName::parse("moon").unwrap();
+    assert_eq!(
+        s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+        Claim::Claimed
+    );
+    let got = s.get(t.task_id).await.unwrap().unwrap();
+    assert_eq!(got.status, TaskStatus::Running);
+    assert_eq!(got.attempts, 1);
+    assert!(s.finish(t.task_id, &done("answer")).await.unwrap());
+    // A second finish (duplicate delivery) changes nothing.
+    assert!(
+        !s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "late"))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+        Claim::AlreadyFinished
+    );
+    let got = s.get(t.task_id).await.unwrap().unwrap();
+    assert_eq!(got.status, TaskStatus::Done);
+    assert_eq!(got.prompt, "こんにちは");
+    assert_eq!(got.response.as_deref(), Some("answer"));
+    assert_eq!(got.error, None);
+    assert_eq!(got.total_ms, Some(12));
+    assert_eq!(got.worker_id.as_deref(), Some("moon"));
+    assert_eq!(got.job, None, "the job is dropped once the task ends");
+    assert_eq!(got.reasons, vec!["auto".to_owned()]);
+    assert_eq!(got.attempts, 1);
+    assert_eq!(
+        s.claim(TaskId::new(), &w, Utc::now()).await.unwrap(),
+        Claim::Missing
+    );
+    assert_eq!(s.get(TaskId::new()).await.unwrap(), None);
+    t
+}
