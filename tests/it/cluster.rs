@@ -63,6 +63,23 @@ fn backend(name: &str, fake: &FakeLlmServer) -> BackendConfig {
     }
 }
 
+/// `serve` in this process: its base URL, the sender that stops it, and its task.
+async fn serve_in_process(
+    config: Config,
+) -> (
+    String,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let app = Application::build(config).await.unwrap();
+    let base = format!("http://{}", app.local_addr());
+    let (stop, rx) = oneshot::channel::<()>();
+    let serve = tokio::spawn(app.run_until_stopped(async move {
+        let _ = rx.await;
+    }));
+    (base, stop, serve)
+}
+
 /// Polls `check` until it holds or `limit` passes (the state under test is external).
 async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
 where
@@ -127,14 +144,7 @@ async fn serve_routes_and_a_worker_process_runs_the_task() {
         let _ = wrx.await;
     }));
 
-    let app = Application::build(cluster_config(&env, &env.redis))
-        .await
-        .unwrap();
-    let base = format!("http://{}", app.local_addr());
-    let (stop, rx) = oneshot::channel::<()>();
-    let serve = tokio::spawn(app.run_until_stopped(async move {
-        let _ = rx.await;
-    }));
+    let (base, stop, serve) = serve_in_process(cluster_config(&env, &env.redis)).await;
     let http = reqwest::Client::new();
     eventually(
         Duration::from_secs(10),
@@ -371,12 +381,7 @@ async fn a_redis_restart_under_load_loses_no_accepted_task() {
     });
     let mut cfg = cluster_config(&env, &redis.url());
     cfg.backends = vec![backend("moon", &fake)];
-    let app = Application::build(cfg).await.unwrap();
-    let base = format!("http://{}", app.local_addr());
-    let (stop, rx) = oneshot::channel::<()>();
-    let serve = tokio::spawn(app.run_until_stopped(async move {
-        let _ = rx.await;
-    }));
+    let (base, stop, serve) = serve_in_process(cfg).await;
     let http = reqwest::Client::new();
     eventually(
         Duration::from_secs(10),
