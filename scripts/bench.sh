@@ -10,7 +10,7 @@
 # every task was persisted. Loopback only; every run is bounded in time.
 #
 # Usage: scripts/bench.sh            (env: BENCH_DURATION=10s BENCH_CONCURRENCY="1 16 64"
-#                                      BENCH_TTFT_S=5 BENCH_OUT=file.md RUST_LOG=...)
+#                                      BENCH_TTFT_S=5 BENCH_OUT=file.md BENCH_BIN=dir RUST_LOG=...)
 #        scripts/bench.sh profile    (perf profile of Coordinator under non-streaming c=64 load;
 #                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
 set -euo pipefail
@@ -21,7 +21,8 @@ CONCURRENCY="${BENCH_CONCURRENCY:-1 16 64}"
 TTFT_S="${BENCH_TTFT_S:-5}"
 MODEL="qwen2.5:7b"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="$ROOT/target/release"
+# BENCH_BIN=dir: use the binaries already in dir (to compare builds of two commits).
+BIN="${BENCH_BIN:-$ROOT/target/release}"
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 
@@ -64,8 +65,10 @@ cleanup() {
 trap cleanup EXIT
 
 ensure_tools
-log "building release binaries"
-(cd "$ROOT" && cargo build --release --quiet --bin coordinator --bin fake-llm --bin bench-client)
+if [[ -z "${BENCH_BIN:-}" ]]; then
+  log "building release binaries"
+  (cd "$ROOT" && cargo build --release --quiet --bin coordinator --bin fake-llm --bin bench-client)
+fi
 
 WORK="$(mktemp -d -t coordinator-bench.XXXXXX)"
 log "working directory: $WORK"
@@ -132,7 +135,7 @@ if [[ "${1:-}" == profile ]]; then
   run_oha "$COORD_ADDR" "$WORK/body-$mode.json" "$c" "$WORK/oha-profile.json" &
   OHA_PID=$!
   sleep 1
-  perf record -F 999 -g -o "$WORK/perf.data" -p "$COORD_PID" -- sleep 5 2>"$WORK/perf-record.log"
+  perf record -F 499 --call-graph dwarf,32768 -o "$WORK/perf.data" -p "$COORD_PID" -- sleep 5 2>"$WORK/perf-record.log"
   wait "$OHA_PID"
   log "$(oha_fields "$WORK/oha-profile.json" | awk -F'\t' '{printf "%.0f req/s, p50 %.3f ms, p99 %.3f ms", $1, $2, $3}') under the profiler"
   perf report -i "$WORK/perf.data" --no-children --sort dso,symbol --percent-limit 0.7 --stdio 2>/dev/null \

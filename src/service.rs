@@ -14,7 +14,7 @@ use crate::chat::{ChatMessage, Chunk, FinishReason, Role, Usage};
 use crate::config::Config;
 use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
-use crate::queue::{Job, Queue, QueueError};
+use crate::queue::{Job, MemoryNote, Queue, QueueError};
 use crate::routing::{RouteDecision, RouteError, Router};
 use crate::store::{NewTask, StoreError, TaskStore};
 use crate::turn::{History, Turn};
@@ -129,18 +129,24 @@ impl Coordinator {
             internal_task: decision.internal_task,
             attempt: 0,
             avoid: Vec::new(),
+            stream: !turn.whole_answer,
+            memory: self.memory_note(&turn, &decision),
         };
         task.job = serde_json::to_string(&job).ok();
         // Recorded and queued in a task of its own: a client that goes away drops this
         // future, and a task recorded but never queued would wait for the next restart.
+        // The job is queued while its row is being committed (the store orders the
+        // worker's claim after the insert); the task counts as accepted only once the
+        // row is durable. If that write fails, the worker finds no row and skips the job.
         let (store, events, queue) = (self.store.clone(), self.events.clone(), self.queue.clone());
         let record_and_queue = tokio::spawn(async move {
-            store.insert(&task).await?;
+            let recording = store.insert_ordered(&task).await?;
             let events = events.subscribe(task_id).await;
             queue
                 .enqueue(job)
                 .await
                 .map_err(|source| SubmitError::Queue { task_id, source })?;
+            recording.durable().await?;
             Ok::<_, SubmitError>(events)
         });
         let events = match record_and_queue.await {
@@ -159,6 +165,24 @@ impl Coordinator {
             decision,
             worker_hint,
             events,
+        })
+    }
+}
+
+impl Coordinator {
+    /// What the worker needs to remember the turn once answered, when it may be.
+    fn memory_note(&self, turn: &Turn, decision: &RouteDecision) -> Option<MemoryNote> {
+        self.memory.as_ref()?;
+        crate::memory::may_remember(
+            decision.lane.as_str(),
+            decision.internal_task.is_some(),
+            decision.web_search,
+            turn.remember,
+        )
+        .ok()?;
+        Some(MemoryNote {
+            thread_id: turn.thread_id.to_string(),
+            prompt: turn.prompt.clone(),
         })
     }
 }

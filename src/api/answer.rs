@@ -27,39 +27,68 @@ fn failed(task_id: TaskId, message: &str) -> ApiError {
     }
 }
 
-/// Waits up to `timeout` for the first chunk. A failure before it is an error response;
-/// a timeout says the cluster is busy and names the task, which stays queued.
+/// What the client waits for within the route timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The first chunk of a streamed answer.
+    FirstChunk,
+    /// A worker starting the task: a whole answer arrives in one piece, as late as the
+    /// backend takes to generate it (bounded by `[timeouts] answer_s`).
+    Started,
+}
+
+/// Waits up to `timeout` for the first chunk (or, with [`Wait::Started`], for a worker to
+/// start the task, then for the first chunk without that limit). A failure before it is
+/// an error response; a timeout says the cluster is busy and names the task, which stays
+/// queued.
 pub async fn first_chunk(
     task_id: TaskId,
     mut events: EventStream,
     timeout: Duration,
+    wait: Wait,
 ) -> Result<Started, ApiError> {
+    let busy = || ApiError::Busy {
+        task_id,
+        waited_s: timeout.as_secs(),
+        lang: crate::web::Lang::En,
+    };
     let mut worker = None;
-    let wait = async {
-        while let Some(ev) = events.next().await {
-            match ev {
-                TaskEvent::Started { worker: w } => worker = Some(w),
-                TaskEvent::Retrying { .. } => worker = None,
-                TaskEvent::Chunk { chunk } => return Ok(chunk),
-                TaskEvent::Failed { message } => return Err(failed(task_id, &message)),
+    let mut deadline = Some(tokio::time::Instant::now() + timeout);
+    loop {
+        let next = match deadline {
+            Some(at) => tokio::time::timeout_at(at, events.next())
+                .await
+                .map_err(|_| busy())?,
+            None => events.next().await,
+        };
+        match next {
+            Some(TaskEvent::Started { worker: w }) => {
+                worker = Some(w);
+                if wait == Wait::Started {
+                    deadline = None;
+                }
+            }
+            Some(TaskEvent::Retrying { .. }) => {
+                worker = None;
+                // Back in a queue: the wait for a worker starts again.
+                if deadline.is_none() {
+                    deadline = Some(tokio::time::Instant::now() + timeout);
+                }
+            }
+            Some(TaskEvent::Chunk { chunk }) => {
+                return Ok(Started {
+                    first: chunk,
+                    worker,
+                    rest: events,
+                });
+            }
+            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message)),
+            None => {
+                return Err(ApiError::Internal(format!(
+                    "the event stream of task {task_id} ended early"
+                )));
             }
         }
-        Err(ApiError::Internal(format!(
-            "the event stream of task {task_id} ended early"
-        )))
-    };
-    match tokio::time::timeout(timeout, wait).await {
-        Ok(Ok(first)) => Ok(Started {
-            first,
-            worker,
-            rest: events,
-        }),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(ApiError::Busy {
-            task_id,
-            waited_s: timeout.as_secs(),
-            lang: crate::web::Lang::En,
-        }),
     }
 }
 

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use super::answer::{Started, collect, first_chunk};
+use super::answer::{Started, Wait, collect, first_chunk};
 use super::error::ApiError;
 use super::route::{client_identity, header};
 use crate::chat::Chunk;
@@ -86,13 +86,20 @@ pub fn may_remember(headers: &HeaderMap, thread: &str) -> bool {
     !refused && !temporary
 }
 
-/// Submits a turn and waits for its first token (within `[timeouts] route_s`).
+/// Submits a turn and waits for its first token: within `[timeouts] route_s` for a stream;
+/// for a whole answer, until a worker starts it within that time, then as long as the
+/// backend takes (`[timeouts] answer_s`).
 /// Errors a chat shows are in the language of the user's prompt.
 pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiError> {
     let lang = detect_language(&turn.prompt);
+    let wait = if turn.whole_answer {
+        Wait::Started
+    } else {
+        Wait::FirstChunk
+    };
     let sub = state.submit(turn).await?;
     let timeout = Duration::from_secs(state.config.timeouts.route_s);
-    let started = first_chunk(sub.task_id, sub.events, timeout)
+    let started = first_chunk(sub.task_id, sub.events, timeout, wait)
         .await
         .map_err(|e| e.in_language(lang))?;
     let worker = started

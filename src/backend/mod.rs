@@ -102,6 +102,8 @@ pub struct ClientSettings {
     pub connect_timeout: Duration,
     /// Longest silence between two chunks (and before the first) of a stream.
     pub idle_timeout: Duration,
+    /// Longest wait for a whole answer asked for in one piece (`stream: false`).
+    pub answer_timeout: Duration,
     pub api_key: Option<String>,
 }
 
@@ -124,6 +126,7 @@ impl Backend {
             base_url,
             connect_timeout: Duration::from_millis(timeouts.connect_ms),
             idle_timeout: Duration::from_secs(timeouts.stream_idle_s),
+            answer_timeout: Duration::from_secs(timeouts.answer_s),
             api_key,
         };
         Ok(match cfg.kind {
@@ -185,6 +188,15 @@ impl Backend {
         match self {
             Self::Ollama(c) => c.chat(req).await,
             Self::OpenAi(c) => c.chat(req).await,
+        }
+    }
+
+    /// The whole answer in one response (`stream: false`), for clients that do not
+    /// stream: the same chunks as [`chat`](Self::chat), but not one per token.
+    pub async fn complete(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
+        match self {
+            Self::Ollama(c) => c.complete(req).await,
+            Self::OpenAi(c) => c.complete(req).await,
         }
     }
 }

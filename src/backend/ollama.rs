@@ -80,6 +80,19 @@ impl OllamaClient {
         Ok(ps.models.iter().filter_map(ModelEntry::name).collect())
     }
 
+    /// `POST /api/chat` with `stream: false`, for a client that wants the whole answer:
+    /// one record holding all of it instead of a line per token. Waits up to the answer
+    /// timeout for it.
+    pub async fn complete(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
+        let url = &self.urls.chat;
+        let mut body = ChatRequest::from_request(req);
+        body.stream = false;
+        let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
+        let resp = wire::send_whole(&self.settings, url, builder).await?;
+        // The whole answer is the stream's final record alone.
+        wire::decode_stream(&self.settings, resp, NdjsonDecoder::default()).await
+    }
+
     /// `POST /api/chat` with `stream: true`; resolves once the first chunk has arrived.
     pub async fn chat(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
         let url = &self.urls.chat;

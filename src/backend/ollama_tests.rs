@@ -206,6 +206,7 @@ async fn refused_connection_is_connect_naming_the_backend() {
         base_url: reqwest::Url::parse(&format!("http://{addr}/")).unwrap(),
         connect_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(2),
+        answer_timeout: Duration::from_secs(2),
         api_key: None,
     };
     let client = OllamaClient::new(settings).unwrap();
@@ -395,5 +396,75 @@ fn decoder_reports_errors_and_truncation() {
             finish_reason: FinishReason::Length,
             ..
         })
+    ));
+}
+
+/// The `Done` chunk's finish reason and token counts.
+fn done_of(chunks: &[Result<Chunk, BackendError>]) -> Option<(FinishReason, u32, u32)> {
+    chunks.iter().find_map(|c| match c {
+        Ok(Chunk::Done {
+            finish_reason,
+            usage,
+        }) => Some((*finish_reason, usage.prompt_tokens, usage.completion_tokens)),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn a_whole_answer_is_asked_for_and_read_in_one_piece() {
+    let (server, client) = setup().await;
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
+    let streamed = collect(client.chat(&req).await.unwrap()).await;
+    server.clear_requests();
+    let whole = collect(client.complete(&req).await.unwrap()).await;
+    assert_eq!(text_of(&whole), "Echo from qwen2.5:7b: hello world");
+    assert_eq!(whole.len(), 2, "one content chunk and the end: {whole:?}");
+    assert_eq!(done_of(&whole), done_of(&streamed));
+    assert_eq!(done_of(&whole), Some((FinishReason::Stop, 2, 5)));
+    let sent = server.requests_to("/api/chat").pop().unwrap();
+    assert_eq!(sent.body.unwrap()["stream"], false);
+}
+
+#[tokio::test]
+async fn a_whole_answer_keeps_tool_calls() {
+    let (_server, client) = setup().await;
+    let mut req = request(
+        "llama3.1:8b",
+        vec![ChatMessage::user(
+            r#"call tool get_weather {"city":"Paris"}"#,
+        )],
+    );
+    req.tools = vec![weather_tool()];
+    let streamed = collect(client.chat(&req).await.unwrap()).await;
+    let whole = collect(client.complete(&req).await.unwrap()).await;
+    assert_eq!(done_of(&whole), done_of(&streamed));
+    assert_eq!(
+        whole.first(),
+        streamed.first(),
+        "a tool call is one chunk either way"
+    );
+    assert!(matches!(&whole[0], Ok(Chunk::ToolCalls { calls }) if calls[0].name == "get_weather"));
+}
+
+#[tokio::test]
+async fn a_whole_answer_may_take_longer_than_a_stream_may_stay_silent() {
+    let (server, _) = setup().await;
+    // Real short timeouts: this tests the timeouts themselves, nothing races with them.
+    server.update_knobs(|k| k.latency = Duration::from_millis(600));
+    let mut settings = server
+        .ollama_settings(WorkerName::parse("moon").unwrap())
+        .unwrap();
+    settings.idle_timeout = Duration::from_millis(200);
+    settings.answer_timeout = Duration::from_secs(10);
+    let patient = OllamaClient::new(settings.clone()).unwrap();
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
+    let whole = collect(patient.complete(&req).await.unwrap()).await;
+    assert_eq!(text_of(&whole), "Echo from qwen2.5:7b: hello world");
+
+    settings.answer_timeout = Duration::from_millis(300);
+    let hasty = OllamaClient::new(settings).unwrap();
+    assert!(matches!(
+        hasty.complete(&req).await,
+        Err(BackendError::Timeout { after_ms: 300, .. })
     ));
 }

@@ -59,6 +59,19 @@ impl OpenAiClient {
         Ok(Vec::new())
     }
 
+    /// `POST chat/completions` with `stream: false`, for a client that wants the whole
+    /// answer: one body instead of an event per token. Waits up to the answer timeout for
+    /// it; its chunks are the answer in one piece.
+    pub async fn complete(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
+        let url = &self.chat_url;
+        let mut body = ChatRequest::from_request(req);
+        body.stream = false;
+        body.stream_options = None;
+        let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
+        let resp = wire::send_whole(&self.settings, url, builder).await?;
+        wire::decode_stream(&self.settings, resp, CompletionDecoder::default()).await
+    }
+
     /// `POST chat/completions` with `stream: true`; resolves once the first chunk has arrived.
     pub async fn chat(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
         let url = &self.chat_url;
@@ -114,7 +127,8 @@ struct ChatRequest<'a> {
     model: &'a str,
     messages: Vec<Message<'a>>,
     stream: bool,
-    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -190,9 +204,9 @@ impl<'a> ChatRequest<'a> {
             model: req.model.as_str(),
             messages: req.messages.iter().map(Message::from_chat).collect(),
             stream: true,
-            stream_options: StreamOptions {
+            stream_options: Some(StreamOptions {
                 include_usage: true,
-            },
+            }),
             tools: req
                 .tools
                 .iter()
@@ -311,6 +325,66 @@ struct WireUsage {
     completion_tokens: u32,
 }
 
+/// A whole `chat.completion` (`stream: false`). Its message has the shape of a delta
+/// that holds everything, so it is decoded as one event of a stream.
+#[derive(Deserialize)]
+struct Completion {
+    choices: Option<Vec<WholeChoice>>,
+    usage: Option<WireUsage>,
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct WholeChoice {
+    message: Option<Delta>,
+    finish_reason: Option<String>,
+}
+
+/// Decodes a whole `chat.completion` body (on one line or pretty-printed over many).
+#[derive(Debug, Default)]
+struct CompletionDecoder {
+    body: String,
+    stream: SseDecoder,
+}
+
+impl Decoder for CompletionDecoder {
+    fn line(&mut self, line: &str, _out: &mut VecDeque<Chunk>) -> Result<(), WireError> {
+        self.body.push_str(line);
+        self.body.push('\n');
+        Ok(())
+    }
+
+    fn end(&mut self, out: &mut VecDeque<Chunk>) -> Result<(), WireError> {
+        let body = std::mem::take(&mut self.body);
+        let whole: Completion = serde_json::from_str(&body)
+            .map_err(|e| WireError::Protocol(format!("bad chat.completion ({e}): {body:.200}")))?;
+        let choices = whole.choices.map(|c| {
+            c.into_iter()
+                .map(|w| Choice {
+                    delta: w.message,
+                    finish_reason: w.finish_reason,
+                })
+                .collect()
+        });
+        let event = StreamEvent {
+            choices,
+            usage: whole.usage,
+            error: whole.error,
+        };
+        self.stream.apply(event, out)?;
+        if self.stream.finish.is_none() {
+            return Err(WireError::Protocol(
+                "the answer has no choice with a finish_reason".into(),
+            ));
+        }
+        self.stream.end(out)
+    }
+
+    fn finished(&self) -> bool {
+        self.stream.finished()
+    }
+}
+
 /// A tool call being assembled from deltas.
 #[derive(Debug, Default)]
 struct PartialCall {
@@ -396,6 +470,11 @@ impl SseDecoder {
         }
         let event: StreamEvent = serde_json::from_str(data)
             .map_err(|e| WireError::Protocol(format!("bad SSE event ({e}): {data:.200}")))?;
+        self.apply(event, out)
+    }
+
+    /// Handles one decoded event (or a whole answer, as one event).
+    fn apply(&mut self, event: StreamEvent, out: &mut VecDeque<Chunk>) -> Result<(), WireError> {
         if let Some(error) = event.error.filter(|e| !e.is_null()) {
             return Err(WireError::MidStream(error_text(
                 &serde_json::json!({ "error": error }),

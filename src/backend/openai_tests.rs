@@ -224,6 +224,7 @@ async fn refused_connection_is_connect_naming_the_backend() {
         base_url: reqwest::Url::parse(&format!("http://{addr}/v1/")).unwrap(),
         connect_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(2),
+        answer_timeout: Duration::from_secs(2),
         api_key: None,
     };
     let client = OpenAiClient::new(settings).unwrap();
@@ -411,4 +412,140 @@ fn decoder_finishes_without_done_marker_and_reports_errors() {
     );
     let garbage = "data: {not json\n\n";
     assert!(matches!(decode(garbage, 0)[0], Err(WireError::Protocol(_))));
+}
+
+/// The `Done` chunk's finish reason and token counts.
+fn done_of(chunks: &[Result<Chunk, BackendError>]) -> Option<(FinishReason, u32, u32)> {
+    chunks.iter().find_map(|c| match c {
+        Ok(Chunk::Done {
+            finish_reason,
+            usage,
+        }) => Some((*finish_reason, usage.prompt_tokens, usage.completion_tokens)),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn a_whole_answer_is_asked_for_and_read_in_one_piece() {
+    let (server, client) = setup().await;
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
+    let streamed = collect(client.chat(&req).await.unwrap()).await;
+    server.clear_requests();
+    let whole = collect(client.complete(&req).await.unwrap()).await;
+    assert_eq!(text_of(&whole), "Echo from qwen2.5:7b: hello world");
+    assert_eq!(whole.len(), 2, "one content chunk and the end: {whole:?}");
+    assert_eq!(done_of(&whole), done_of(&streamed));
+    assert_eq!(done_of(&whole), Some((FinishReason::Stop, 2, 5)));
+    let sent = server.requests_to("/v1/chat/completions").pop().unwrap();
+    let body = sent.body.unwrap();
+    assert_eq!(body["stream"], false);
+    assert!(body.get("stream_options").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn a_whole_answer_keeps_reasoning_and_tool_calls() {
+    let (server, client) = setup().await;
+    let mut req = request(
+        "llama3.1:8b",
+        vec![ChatMessage::user(
+            r#"call tool get_weather {"city":"Paris"}"#,
+        )],
+    );
+    req.tools = vec![weather_tool()];
+    let streamed = collect(client.chat(&req).await.unwrap()).await;
+    let whole = collect(client.complete(&req).await.unwrap()).await;
+    assert_eq!(
+        whole.len(),
+        streamed.len(),
+        "a tool call is one chunk either way"
+    );
+    assert_eq!(done_of(&whole), done_of(&streamed));
+    let Some(Ok(Chunk::ToolCalls { calls })) = whole.first() else {
+        panic!("{whole:?}")
+    };
+    assert_eq!(
+        (calls[0].name.as_str(), calls[0].arguments.as_str()),
+        ("get_weather", r#"{"city":"Paris"}"#)
+    );
+    assert!(!calls[0].id.is_empty());
+
+    server.set_script(
+        "qwen2.5:7b",
+        Some(Script::text("Yes.").with_reasoning("Hmm ok")),
+    );
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("ok?")]);
+    let whole = collect(client.complete(&req).await.unwrap()).await;
+    assert_eq!(
+        whole[..2],
+        [
+            Ok(Chunk::Reasoning {
+                text: "Hmm ok".into()
+            }),
+            Ok(Chunk::Content {
+                text: "Yes.".into()
+            }),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_whole_answer_may_take_longer_than_a_stream_may_stay_silent() {
+    let (server, _) = setup().await;
+    // Real short timeouts: this tests the timeouts themselves, nothing races with them.
+    server.update_knobs(|k| k.latency = Duration::from_millis(600));
+    let mut settings = server
+        .openai_settings(WorkerName::parse("sun").unwrap())
+        .unwrap();
+    settings.idle_timeout = Duration::from_millis(200);
+    settings.answer_timeout = Duration::from_secs(10);
+    let patient = OpenAiClient::new(settings.clone()).unwrap();
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hello world")]);
+    let whole = collect(patient.complete(&req).await.unwrap()).await;
+    assert_eq!(text_of(&whole), "Echo from qwen2.5:7b: hello world");
+
+    settings.answer_timeout = Duration::from_millis(300);
+    let hasty = OpenAiClient::new(settings).unwrap();
+    assert!(matches!(
+        hasty.complete(&req).await,
+        Err(BackendError::Timeout { after_ms: 300, .. })
+    ));
+}
+
+#[test]
+fn a_pretty_printed_whole_answer_is_decoded() {
+    let body = "{\n  \"choices\": [{\n    \"message\": {\"role\": \"assistant\", \"content\": \"Hi there\"},\n    \"finish_reason\": \"length\"\n  }],\n  \"usage\": {\"prompt_tokens\": 3, \"completion_tokens\": 2}\n}\n";
+    let mut decoder = CompletionDecoder::default();
+    let mut splitter = wire::LineSplitter::default();
+    let mut out = VecDeque::new();
+    splitter
+        .push(body.as_bytes(), |l| decoder.line(l, &mut out))
+        .unwrap();
+    splitter
+        .finish(|l| decoder.line(l, &mut out))
+        .and_then(|()| decoder.end(&mut out))
+        .unwrap();
+    assert_eq!(
+        Vec::from(out),
+        [
+            Chunk::Content {
+                text: "Hi there".into()
+            },
+            Chunk::Done {
+                finish_reason: FinishReason::Length,
+                usage: Usage {
+                    prompt_tokens: 3,
+                    completion_tokens: 2,
+                    backend_total_ms: None,
+                },
+            },
+        ]
+    );
+    let mut broken = CompletionDecoder::default();
+    broken
+        .line("{\"choices\": []}", &mut VecDeque::new())
+        .unwrap();
+    assert!(matches!(
+        broken.end(&mut VecDeque::new()),
+        Err(WireError::Protocol(_))
+    ));
 }

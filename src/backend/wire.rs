@@ -53,9 +53,29 @@ pub(super) async fn send(
     url: &Url,
     req: reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, BackendError> {
+    send_within(settings, url, req, settings.idle_timeout).await
+}
+
+/// [`send`] for a whole answer (`stream: false`): the server says nothing until it has
+/// generated all of it, so the head may take up to `answer_timeout`.
+pub(super) async fn send_whole(
+    settings: &ClientSettings,
+    url: &Url,
+    req: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, BackendError> {
+    let limit = settings.answer_timeout.max(settings.idle_timeout);
+    send_within(settings, url, req, limit).await
+}
+
+async fn send_within(
+    settings: &ClientSettings,
+    url: &Url,
+    req: reqwest::RequestBuilder,
+    limit: Duration,
+) -> Result<reqwest::Response, BackendError> {
     let idle = settings.idle_timeout;
-    let resp = match tokio::time::timeout(idle, req.send()).await {
-        Err(_) => return Err(timeout(settings)),
+    let resp = match tokio::time::timeout(limit, req.send()).await {
+        Err(_) => return Err(timeout_after(settings, limit)),
         Ok(Err(e)) => return Err(send_error(settings, url, &e)),
         Ok(Ok(resp)) => resp,
     };
@@ -115,9 +135,13 @@ pub(super) fn check_embedding_count(
 }
 
 fn timeout(settings: &ClientSettings) -> BackendError {
+    timeout_after(settings, settings.idle_timeout)
+}
+
+fn timeout_after(settings: &ClientSettings, after: Duration) -> BackendError {
     BackendError::Timeout {
         backend: settings.name.to_string(),
-        after_ms: u64::try_from(settings.idle_timeout.as_millis()).unwrap_or(u64::MAX),
+        after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
     }
 }
 

@@ -215,6 +215,10 @@ pub struct TimeoutsConfig {
     pub connect_ms: u64,
     /// Longest silence between two chunks of a backend stream before it counts as stalled.
     pub stream_idle_s: u64,
+    /// Longest wait for a whole answer: a client that does not stream gets its answer in
+    /// one piece, which the backend is asked for in one piece too, and sends nothing
+    /// until it has all of it.
+    pub answer_s: u64,
     /// How often backends' model lists are refreshed.
     pub discovery_interval_s: u64,
 }
@@ -225,6 +229,7 @@ impl Default for TimeoutsConfig {
             route_s: 60,
             connect_ms: 2000,
             stream_idle_s: 120,
+            answer_s: 600,
             discovery_interval_s: 30,
         }
     }
@@ -315,6 +320,9 @@ impl Config {
         }
         if self.timeouts.stream_idle_s == 0 {
             problems.push("timeouts.stream_idle_s: must be at least 1".to_owned());
+        }
+        if self.timeouts.answer_s == 0 {
+            problems.push("timeouts.answer_s: must be at least 1".to_owned());
         }
         problems.extend(self.routing.validate());
         problems.extend(self.web.validate());

@@ -34,7 +34,7 @@ mod tests;
 use serde::{Deserialize, Serialize};
 
 pub use context::context_block;
-pub use producer::{BackfillReport, Skip, condense, eligibility};
+pub use producer::{BackfillReport, Exchange, Skip, condense, eligibility, may_remember};
 pub use service::{Memory, MemoryHit, select};
 pub use store::{MemoryItem, MemoryStore};
 

@@ -4,12 +4,13 @@
 
 use std::fmt;
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::service::MAX_ITEMS_PER_TASK;
 use super::store::MemoryItem;
 use super::{Memory, MemoryError};
-use crate::domain::{Lane, TaskStatus};
+use crate::domain::{Lane, TaskId, TaskStatus};
 use crate::store::{TaskFilter, TaskRecord, TaskStore};
 
 /// The longest prompt kept in an exchange item, in characters.
@@ -56,27 +57,58 @@ pub fn eligibility(task: &TaskRecord) -> Result<(), Skip> {
     if task.status != TaskStatus::Done {
         return Err(Skip::NotDone);
     }
-    if task.internal_task.is_some() {
-        return Err(Skip::Internal);
-    }
-    if matches!(task.queue.as_str(), Lane::WEB | Lane::RAG | Lane::UTILITY) {
-        return Err(Skip::Lane);
-    }
-    if task.web_search {
-        return Err(Skip::WebSearch);
-    }
-    if !task.remember {
-        return Err(Skip::OptedOut);
-    }
-    if answer_text(task).is_empty() || task.prompt.trim().is_empty() {
+    may_remember(
+        &task.queue,
+        task.internal_task.is_some(),
+        task.web_search,
+        task.remember,
+    )?;
+    if answer_text(task.response.as_deref()).is_empty() || task.prompt.trim().is_empty() {
         return Err(Skip::NoAnswer);
     }
     Ok(())
 }
 
+/// Whether a turn routed to `lane` may become memory once it is answered: the rules that
+/// are known before it runs.
+pub fn may_remember(
+    lane: &str,
+    internal_task: bool,
+    web_search: bool,
+    remember: bool,
+) -> Result<(), Skip> {
+    if internal_task {
+        return Err(Skip::Internal);
+    }
+    if matches!(lane, Lane::WEB | Lane::RAG | Lane::UTILITY) {
+        return Err(Skip::Lane);
+    }
+    if web_search {
+        return Err(Skip::WebSearch);
+    }
+    if !remember {
+        return Err(Skip::OptedOut);
+    }
+    Ok(())
+}
+
+/// A finished exchange to remember: what the worker holds when it has delivered an
+/// answer, or what a backfill reads from the task store.
+#[derive(Debug, Clone, Copy)]
+pub struct Exchange<'a> {
+    pub task_id: TaskId,
+    pub thread_id: &'a str,
+    /// The user's original prompt.
+    pub prompt: &'a str,
+    /// The recorded response (tool calls, if any, after their marker).
+    pub response: &'a str,
+    /// When the exchange ended.
+    pub ended_at: DateTime<Utc>,
+}
+
 /// The answer without any recorded tool calls.
-fn answer_text(task: &TaskRecord) -> &str {
-    let response = task.response.as_deref().unwrap_or("");
+fn answer_text(response: Option<&str>) -> &str {
+    let response = response.unwrap_or("");
     let text = match response.find(TOOL_CALLS_MARKER) {
         Some(at) => &response[..at],
         None => response,
@@ -151,41 +183,58 @@ impl Memory {
     /// writes it. Returns how many items were written (0 for excluded or known tasks).
     /// Call it after the answer was delivered, off the request's critical path.
     pub async fn remember_task(&self, task: &TaskRecord) -> Result<usize, MemoryError> {
-        if !self.inner.config.enabled {
-            return Ok(0);
-        }
         if let Err(skip) = eligibility(task) {
             tracing::debug!(task_id = %task.task_id, reason = %skip, "task not remembered");
             return Ok(0);
         }
-        let mut pieces = condense(&task.prompt, answer_text(task));
+        self.remember_exchange(&Exchange {
+            task_id: task.task_id,
+            thread_id: &task.thread_id,
+            prompt: &task.prompt,
+            response: task.response.as_deref().unwrap_or(""),
+            ended_at: task.updated_at,
+        })
+        .await
+    }
+
+    /// Remembers one exchange that [`may_remember`] allowed: condenses, embeds and writes
+    /// it. Returns how many items were written (0 when there is no answer or the thread
+    /// already holds the same exchange).
+    pub async fn remember_exchange(&self, exchange: &Exchange<'_>) -> Result<usize, MemoryError> {
+        if !self.inner.config.enabled {
+            return Ok(0);
+        }
+        let answer = answer_text(Some(exchange.response));
+        if answer.is_empty() || exchange.prompt.trim().is_empty() {
+            tracing::debug!(task_id = %exchange.task_id, reason = %Skip::NoAnswer, "task not remembered");
+            return Ok(0);
+        }
+        let mut pieces = condense(exchange.prompt, answer);
         // The same exchange again in the same thread (a repeated question) adds nothing.
-        pieces.retain(|(_, text)| !self.knows(&task.thread_id, text));
+        pieces.retain(|(_, text)| !self.knows(exchange.thread_id, text));
         if pieces.is_empty() {
             return Ok(0);
         }
         let texts: Vec<String> = pieces.iter().map(|(_, t)| t.clone()).collect();
         let embedded = self.inner.embedder.embed(&texts).await;
-        // When the exchange ended (the same for the producer and a backfill).
-        let created_at = task.updated_at;
         let items = pieces
             .into_iter()
             .zip(embedded.vectors)
             .enumerate()
             .map(|(seq, ((kind, text), vector))| MemoryItem {
                 id: Uuid::now_v7(),
-                thread_id: task.thread_id.clone(),
-                task_id: task.task_id,
+                thread_id: exchange.thread_id.to_owned(),
+                task_id: exchange.task_id,
                 seq: u32::try_from(seq).unwrap_or(u32::MAX),
                 kind: kind.to_owned(),
                 text,
                 embedder: embedded.embedder.clone(),
                 vector,
-                created_at,
+                created_at: exchange.ended_at,
             })
             .collect();
         let written = self.store_items(items).await?;
-        tracing::debug!(task_id = %task.task_id, thread_id = %task.thread_id, items = written, "task remembered");
+        tracing::debug!(task_id = %exchange.task_id, thread_id = %exchange.thread_id, items = written, "task remembered");
         Ok(written)
     }
 

@@ -30,6 +30,27 @@ pub struct Job {
     /// Workers that already failed this job before the first token; others take it first.
     #[serde(default)]
     pub avoid: Vec<WorkerName>,
+    /// Whether the client reads the answer as it is generated. A job for a client that
+    /// does not stream asks the backend for the whole answer in one piece.
+    #[serde(default = "streamed")]
+    pub stream: bool,
+    /// Set when the turn may become conversation memory once answered: what the worker
+    /// needs to remember it without reading the task back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryNote>,
+}
+
+/// Jobs queued before `stream` existed were all streamed.
+fn streamed() -> bool {
+    true
+}
+
+/// The part of a turn that memory keeps (see [`Job::memory`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryNote {
+    pub thread_id: String,
+    /// The user's original prompt (the request holds the composed one).
+    pub prompt: String,
 }
 
 /// A job handed to one worker, to be acknowledged when it is finished.

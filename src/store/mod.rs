@@ -12,6 +12,7 @@ pub mod sqlite;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
 
 pub use record::{NewTask, TaskFilter, TaskOutcome, TaskRecord};
 
@@ -21,6 +22,10 @@ use crate::domain::{TaskId, WorkerName};
 pub enum StoreError {
     #[error("task store database error: {0}")]
     Database(#[from] sqlx::Error),
+    #[error("task store database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the task store's writer has stopped (the process is shutting down)")]
+    WriterStopped,
     #[error("task store migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("task store holds a malformed row for task {task_id}: {detail}")]
@@ -40,10 +45,40 @@ pub enum Claim {
     Missing,
 }
 
+/// An insert on its way to disk (see [`TaskStore::insert_ordered`]).
+#[must_use = "a task is accepted only once its recording is committed"]
+pub struct Recording(BoxFuture<'static, Result<(), StoreError>>);
+
+impl Recording {
+    /// A recording that is already durable.
+    pub fn committed() -> Self {
+        Self(Box::pin(std::future::ready(Ok(()))))
+    }
+
+    pub fn new(f: impl Future<Output = Result<(), StoreError>> + Send + 'static) -> Self {
+        Self(Box::pin(f))
+    }
+
+    /// Waits until the row is durable (or its write failed).
+    pub async fn durable(self) -> Result<(), StoreError> {
+        self.0.await
+    }
+}
+
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Records a new task (queued, or already done for rule-answered internal tasks).
     async fn insert(&self, task: &NewTask) -> Result<(), StoreError>;
+
+    /// Records a new task like [`insert`](Self::insert), but may return before the row
+    /// is durable: once it returns, the insert is ordered before every later write
+    /// through this store (a claim made after it sees the row), and the [`Recording`]
+    /// resolves when it is committed. Lets the service queue a task while its row is
+    /// being written. By default, the insert itself (already durable when it returns).
+    async fn insert_ordered(&self, task: &NewTask) -> Result<Recording, StoreError> {
+        self.insert(task).await?;
+        Ok(Recording::committed())
+    }
 
     /// Marks a task running on `worker` unless it already finished.
     async fn claim(

@@ -1,7 +1,7 @@
 //! The SQLite task store: the embedded default (`[store] type = "sqlite"`).
 //!
 //! WAL mode, so readers (`GET /tasks/{id}`, the `sqlite3` CLI) never block the writer.
-//! Writes are group-committed by one writer task ([`writer`]): under load, many tasks'
+//! Writes are group-committed by one writer thread ([`writer`]): under load, many tasks'
 //! inserts, claims and finishes share one transaction, and each caller still waits until
 //! its own write is committed.
 
@@ -18,12 +18,14 @@ use sqlx::{Row, SqlitePool};
 
 use self::writer::{Done, Op, Writer};
 use super::record::task_record_from_row;
-use super::{Claim, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
+use super::{
+    Claim, NewTask, Recording, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore,
+};
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 
 mod writer;
 
-/// Reads go to the pool; writes go through one writer task that commits them in batches
+/// Reads go to the pool; writes go through one writer thread that commits them in batches
 /// (see [`writer`]).
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -52,9 +54,9 @@ impl SqliteStore {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-        // The writer's own connection, outside the pool: it is never pinged, lent or
-        // shared, and the pool keeps its connections for reads.
-        let writer = Writer::start(pool.acquire().await?.detach());
+        // The writer's own connection, on its own thread: the pool keeps its connections
+        // for reads.
+        let writer = Writer::start(path)?;
         Ok(Self { pool, writer })
     }
 
@@ -74,6 +76,13 @@ impl TaskStore for SqliteStore {
             .write(Op::Insert(Box::new(t.clone())))
             .await
             .map(|_| ())
+    }
+
+    async fn insert_ordered(&self, t: &NewTask) -> Result<Recording, StoreError> {
+        let pending = self.writer.send(Op::Insert(Box::new(t.clone()))).await?;
+        Ok(Recording::new(
+            async move { pending.done().await.map(|_| ()) },
+        ))
     }
 
     async fn claim(

@@ -22,6 +22,8 @@ pub fn sample_job(lane: &Lane) -> Job {
         internal_task: None,
         attempt: 0,
         avoid: vec![],
+        stream: true,
+        memory: None,
     }
 }
 

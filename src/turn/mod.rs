@@ -117,6 +117,10 @@ pub struct Turn {
     pub signals: RequestSignals,
     /// False when the client asked that this turn not be remembered.
     pub remember: bool,
+    /// The client takes the answer in one piece (a chat request without `stream`), so the
+    /// backend is asked for it in one piece too. False where answers are streamed or
+    /// watched as they come (`POST /route` and its events).
+    pub whole_answer: bool,
 }
 
 /// A request could not become a turn.
@@ -218,6 +222,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         params: input.params,
         signals,
         remember: input.remember,
+        whole_answer: false,
     })
 }
 

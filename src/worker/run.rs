@@ -4,13 +4,21 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
 use super::{MAX_ATTEMPTS, Worker};
-use crate::backend::BackendError;
+use crate::backend::{BackendError, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
 use crate::domain::TaskStatus;
 use crate::events::TaskEvent;
+use crate::memory::Exchange;
 use crate::queue::{Delivery, Job};
 use crate::store::{Claim, TaskOutcome};
 use crate::web::{is_web_job, web_stream};
+
+/// An answer that has started: its chunks, and why the web lane fell back to the local
+/// model alone, if it did.
+struct Opened {
+    chunks: ChunkStream,
+    fallback: Option<String>,
+}
 
 /// What a stream produced so far.
 #[derive(Default)]
@@ -64,7 +72,28 @@ impl Worker {
             return;
         }
         let started = Utc::now();
-        match self.store.claim(job.task_id, &me, started).await {
+        let in_flight = self.handle.start_request();
+        // A fresh job's claim is written while the backend call starts: it almost never
+        // fails, and the row is then durable before the first token is passed on. A
+        // redelivered job (its task may have finished meanwhile) is claimed first.
+        // `Started` goes out as soon as the claim is made, while the backend call is under
+        // way: a client waiting for a whole answer knows from it that its task runs.
+        let claim = async {
+            let claim = self.store.claim(job.task_id, &me, started).await;
+            if matches!(claim, Ok(Claim::Claimed) | Err(_)) {
+                self.events
+                    .publish(job.task_id, TaskEvent::Started { worker: me.clone() })
+                    .await;
+            }
+            claim
+        };
+        let (claim, opened) = if delivery.deliveries <= 1 && job.attempt == 0 {
+            let (claim, opened) = tokio::join!(claim, self.open(job));
+            (claim, Some(opened))
+        } else {
+            (claim.await, None)
+        };
+        match claim {
             Ok(Claim::Claimed) => {}
             Ok(Claim::AlreadyFinished) => {
                 tracing::info!(task_id = %job.task_id, worker = %me, "task already finished; duplicate delivery skipped");
@@ -81,12 +110,18 @@ impl Worker {
                 tracing::error!(task_id = %job.task_id, error = %e, "could not mark task running");
             }
         }
-        self.events
-            .publish(job.task_id, TaskEvent::Started { worker: me.clone() })
-            .await;
-        let in_flight = self.handle.start_request();
+        let opened = match opened {
+            Some(opened) => opened,
+            None => self.open(job).await,
+        };
         let mut got = Collected::default();
-        let result = self.stream(job, &mut got).await;
+        let result = match opened {
+            Ok(opened) => {
+                got.fallback = opened.fallback;
+                self.forward(job, opened.chunks, &mut got).await
+            }
+            Err(e) => Err(e),
+        };
         drop(in_flight);
         let finished = Utc::now();
         let mut outcome = TaskOutcome {
@@ -131,31 +166,32 @@ impl Worker {
         self.events.publish(job.task_id, terminal).await;
         self.ack(&delivery).await;
         if outcome.status == TaskStatus::Done {
-            self.remember(job).await;
+            self.remember(job, &outcome).await;
         }
     }
 
-    /// Writes a finished turn to memory, after its answer was delivered. The memory
-    /// applies its own exclusions (web, RAG, internal, opted out).
-    async fn remember(&self, job: &Job) {
-        let Some(memory) = &self.memory else { return };
-        match self.store.get(job.task_id).await {
-            Ok(Some(record)) => {
-                if let Err(e) = memory.remember_task(&record).await {
-                    tracing::warn!(task_id = %job.task_id, error = %e, "could not write the turn to memory");
-                }
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(task_id = %job.task_id, error = %e, "could not read the task back for memory")
-            }
+    /// Writes a finished turn to memory, after its answer was delivered, from what the job
+    /// and its outcome hold (the service decided at submission whether it may be kept).
+    async fn remember(&self, job: &Job, outcome: &TaskOutcome) {
+        let (Some(memory), Some(note)) = (&self.memory, &job.memory) else {
+            return;
+        };
+        let exchange = Exchange {
+            task_id: job.task_id,
+            thread_id: &note.thread_id,
+            prompt: &note.prompt,
+            response: outcome.response.as_deref().unwrap_or(""),
+            ended_at: outcome.at,
+        };
+        if let Err(e) = memory.remember_exchange(&exchange).await {
+            tracing::warn!(task_id = %job.task_id, error = %e, "could not write the turn to memory");
         }
     }
 
-    /// Calls the backend and forwards its chunks as events, all but the final `Done`, which
-    /// it returns so that the outcome is recorded before the client hears the end.
-    async fn stream(&self, job: &Job, got: &mut Collected) -> Result<Chunk, BackendError> {
-        let mut chunks = match (&self.web, is_web_job(job)) {
+    /// Calls the backend (through the web lane for web jobs) and returns its answer's
+    /// chunks once the answer has started.
+    async fn open(&self, job: &Job) -> Result<Opened, BackendError> {
+        match (&self.web, is_web_job(job)) {
             (Some(ctx), true) => {
                 let mut request = job.request.clone();
                 if !self.handle.serves(&request.model)
@@ -164,14 +200,34 @@ impl Worker {
                     request.model = own.name;
                 }
                 let answer = web_stream(ctx, &self.handle.backend, &request).await?;
-                got.fallback = answer
+                let fallback = answer
                     .outcome
                     .fallback_used
                     .then(|| answer.outcome.fallback_reason.clone().unwrap_or_default());
-                answer.chunks
+                Ok(Opened {
+                    chunks: answer.chunks,
+                    fallback,
+                })
             }
-            _ => self.handle.backend.chat(&job.request).await?,
-        };
+            _ if job.stream => Ok(Opened {
+                chunks: self.handle.backend.chat(&job.request).await?,
+                fallback: None,
+            }),
+            _ => Ok(Opened {
+                chunks: self.handle.backend.complete(&job.request).await?,
+                fallback: None,
+            }),
+        }
+    }
+
+    /// Forwards an answer's chunks as events, all but the final `Done`, which it returns
+    /// so that the outcome is recorded before the client hears the end.
+    async fn forward(
+        &self,
+        job: &Job,
+        mut chunks: ChunkStream,
+        got: &mut Collected,
+    ) -> Result<Chunk, BackendError> {
         while let Some(item) = chunks.next().await {
             let chunk = item?;
             if got.first_token_at.is_none() {

@@ -371,7 +371,7 @@ async fn a_wait_past_the_route_timeout_says_busy_and_names_the_task() {
     let res = app
         .post(
             "/v1/chat/completions",
-            json!({"model": "auto", "messages": [{"role": "user", "content": "slow"}]}),
+            json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "slow"}]}),
         )
         .await;
     assert_eq!(res.status(), 504);
@@ -383,6 +383,93 @@ async fn a_wait_past_the_route_timeout_says_busy_and_names_the_task() {
     // The task was queued all along and still finishes.
     let task = app.finished_task(id).await;
     assert_eq!(task["status"], "done");
+}
+
+/// A client that does not stream gets the answer in one piece, asked of the backend in
+/// one piece: the route timeout covers the wait for a worker, not the generation.
+#[tokio::test]
+async fn a_whole_answer_is_asked_in_one_piece_and_may_outlast_the_route_timeout() {
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.latency = Duration::from_millis(1500));
+    let app = spawn_app_with(fake, |c| c.timeouts.route_s = 1).await;
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "auto", "messages": [{"role": "user", "content": "take your time"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        format!("Echo from {MODEL}: take your time")
+    );
+    let sent = app.fake.requests_to("/api/chat");
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].body.as_ref().unwrap()["stream"], false);
+    let task = app.finished_task(&id).await;
+    assert_eq!(task["status"], "done");
+    assert!(task["first_token_ms"].as_i64().unwrap() >= 1500, "{task}");
+
+    // The Ollama front door too.
+    app.fake.update_knobs(|k| k.latency = Duration::ZERO);
+    app.fake.clear_requests();
+    let res = app
+        .post(
+            "/api/chat",
+            json!({"model": MODEL, "stream": false, "messages": [{"role": "user", "content": "once more"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(
+        body["message"]["content"],
+        format!("Echo from {MODEL}: once more")
+    );
+    let sent = app.fake.requests_to("/api/chat");
+    assert_eq!(sent[0].body.as_ref().unwrap()["stream"], false);
+}
+
+/// A whole answer that no worker can start within the route timeout is "busy", like a
+/// stream; the task stays queued and finishes.
+#[tokio::test]
+async fn a_whole_answer_that_no_worker_starts_in_time_says_busy() {
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| {
+        k.tokens = Some(40);
+        k.token_delay = Duration::from_millis(60);
+    });
+    let app = spawn_app_with(fake, |c| {
+        c.timeouts.route_s = 1;
+        c.backends[0].max_concurrency = 1;
+    })
+    .await;
+    // A long stream holds the backend's only slot (its first chunk says it runs).
+    let long = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "a long story"}]}),
+        )
+        .await;
+    assert_eq!(long.status(), 200);
+    let mut long_body = long.bytes_stream();
+    let _first = long_body.next().await.unwrap().unwrap();
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "auto", "messages": [{"role": "user", "content": "my turn"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 504);
+    let body: Value = res.json().await.unwrap();
+    let id = body["error"]["task_id"].as_str().unwrap().to_owned();
+    let task = app.finished_task(&id).await;
+    assert_eq!(task["status"], "done");
+    while long_body.next().await.is_some() {}
 }
 
 #[tokio::test]
@@ -566,7 +653,7 @@ async fn errors_shown_in_a_chat_follow_the_prompts_language() {
     let res = app
         .post(
             "/v1/chat/completions",
-            json!({"model": "auto", "messages": [{"role": "user", "content": "遅い質問です"}]}),
+            json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "遅い質問です"}]}),
         )
         .await;
     assert_eq!(res.status(), 504);

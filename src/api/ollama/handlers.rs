@@ -99,6 +99,7 @@ pub async fn chat(
     let mut turn = build_turn(input, &state.config.history)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     turn.remember &= chat::may_remember(&headers, turn.thread_id.as_str());
+    turn.whole_answer = !stream;
     let started = chat::start(&state, turn).await?;
     let model = started.decision.model.to_string();
     if !stream {

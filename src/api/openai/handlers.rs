@@ -50,6 +50,7 @@ pub async fn chat_completions(
     let mut turn = build_turn(parsed.input, &state.config.history)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     turn.remember &= chat::may_remember(&headers, turn.thread_id.as_str());
+    turn.whole_answer = !stream;
     let started = chat::start(&state, turn).await?;
     let meta = CompletionMeta::new(
         started.task_id,

@@ -1,21 +1,30 @@
-//! Group commit for the SQLite task store: every write (insert, claim, requeue, finish)
-//! goes to one writer task over a channel; the writer takes whatever is waiting (up to
-//! [`MAX_BATCH`]), runs it in one transaction, and answers each caller once the
-//! transaction has committed.
+//! Group commit for the SQLite task store, on a thread of its own.
+//!
+//! Every write (insert, claim, requeue, finish) goes over a channel to one OS thread that
+//! owns the store's only writing connection (a synchronous `rusqlite` connection with
+//! cached statements). The thread takes whatever is waiting (up to [`MAX_BATCH`]), runs
+//! it in one transaction, and answers each caller once the transaction has committed.
 //!
 //! Callers still await durability and still get their own result (rows changed, claim
-//! outcome), so the [`super::TaskStore`] contract is unchanged. What changes is the cost
-//! under load: one `BEGIN`/`COMMIT` and one WAL append for many tasks instead of one per
-//! write, and no two connections fighting for SQLite's single write lock (which made
-//! writers sleep in the busy handler). With one request in flight a batch is one write,
-//! as before.
+//! outcome), so the [`super::TaskStore`] contract is unchanged. What this buys under
+//! load: one `BEGIN`/`COMMIT` and one WAL append for many tasks instead of one per write,
+//! no two connections fighting for SQLite's single write lock, and one thread hand-off
+//! per batch (an async driver hands every statement to its connection's thread and back).
+//!
+//! Writes are applied in the order they were handed over: a claim sent after an insert
+//! (even before the insert is committed) sees the inserted row. [`Writer::send`] returns
+//! as soon as a write is in that order, which lets the service queue a task while its row
+//! is being committed (see `TaskStore::insert_ordered`).
 //!
 //! If a batch fails, it is rolled back and its writes are run again one at a time, each in
 //! its own transaction, so one bad write fails only its own caller. A write that arrives
 //! alone runs as a single statement (autocommit), without `BEGIN`/`COMMIT`.
 
-use chrono::{DateTime, Utc};
-use sqlx::{Connection, SqliteConnection};
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::{Claim, NewTask, StoreError, TaskOutcome};
@@ -25,6 +34,8 @@ use crate::domain::TaskId;
 pub(super) const MAX_BATCH: usize = 256;
 /// Writes waiting for the writer before callers wait to hand theirs over.
 const CHANNEL_CAPACITY: usize = 4 * MAX_BATCH;
+/// How long a write waits for a lock another process holds (the `sqlite3` CLI, a backup).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One write, owning what it binds.
 #[derive(Debug)]
@@ -56,66 +67,102 @@ pub(super) enum Done {
     Finished(bool),
 }
 
+type Reply = Result<Done, StoreError>;
+
 struct Request {
     op: Op,
-    reply: oneshot::Sender<Result<Done, StoreError>>,
+    reply: oneshot::Sender<Reply>,
 }
 
-/// The handle callers write through. Cheap to clone; the writer task ends when the last
+/// The handle callers write through. Cheap to clone; the writer thread ends when the last
 /// handle is dropped, after answering what it already took.
 #[derive(Debug, Clone)]
 pub(super) struct Writer {
     tx: mpsc::Sender<Request>,
 }
 
+/// A write the writer has taken, in order; [`Pending::done`] waits for its commit.
+#[derive(Debug)]
+pub(super) struct Pending(oneshot::Receiver<Reply>);
+
+impl Pending {
+    pub(super) async fn done(self) -> Reply {
+        self.0.await.map_err(|_| StoreError::WriterStopped)?
+    }
+}
+
 impl Writer {
-    /// Starts the writer task on the current runtime, owning `conn` (the store's only
-    /// writing connection, so writers never wait for SQLite's write lock). It is not
-    /// tracked by a `TaskTracker` on purpose: it lives exactly as long as the store's
-    /// handles, holds no write that a caller is not awaiting, and so has nothing to drain
-    /// at shutdown.
-    pub(super) fn start(conn: SqliteConnection) -> Self {
+    /// Opens the writing connection to `path` and starts the writer thread. The thread
+    /// is not joined on purpose: it lives exactly as long as the store's handles, holds
+    /// no write that a caller is not awaiting, and so has nothing to drain at shutdown.
+    pub(super) fn start(path: &Path) -> Result<Self, StoreError> {
+        let conn = open(path)?;
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        tokio::spawn(run(conn, rx));
-        Self { tx }
+        std::thread::Builder::new()
+            .name("sqlite-writer".to_owned())
+            .spawn(move || run(conn, rx))
+            .map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                detail: format!("cannot start the writer thread: {e}"),
+            })?;
+        Ok(Self { tx })
     }
 
-    /// Queues `op` and waits until it is committed (or failed).
-    pub(super) async fn write(&self, op: Op) -> Result<Done, StoreError> {
+    /// Hands `op` to the writer. Once this returns, `op` is ordered before every write
+    /// handed over later; the returned [`Pending`] resolves when it is committed.
+    pub(super) async fn send(&self, op: Op) -> Result<Pending, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Request { op, reply })
             .await
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+            .map_err(|_| StoreError::WriterStopped)?;
+        Ok(Pending(answer))
+    }
+
+    /// Writes `op` and waits until it is committed (or failed).
+    pub(super) async fn write(&self, op: Op) -> Reply {
+        self.send(op).await?.done().await
     }
 }
 
-/// The writer is gone only when the runtime is shutting down.
-fn stopped() -> StoreError {
-    StoreError::Database(sqlx::Error::PoolClosed)
+/// The writing connection: the same settings as the pool's (WAL is a property of the
+/// file, set when the pool opened it; `synchronous` and the rest are per connection).
+fn open(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+    )?;
+    conn.set_prepared_statement_cache_capacity(8);
+    Ok(conn)
 }
 
-async fn run(mut conn: SqliteConnection, mut rx: mpsc::Receiver<Request>) {
+fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        if batch.len() == 1 {
-            // Alone: its own statement is its transaction, without BEGIN and COMMIT
-            // round trips to the connection's thread.
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        if let [alone] = batch.as_slice() {
+            // Alone: its own statement is its transaction.
+            let result = apply(&conn, &alone.op).map_err(StoreError::from);
             if let Some(req) = batch.pop() {
-                let result = apply(&mut conn, &req.op).await.map_err(StoreError::from);
                 let _ = req.reply.send(result);
             }
         } else {
-            commit(&mut conn, &mut batch).await;
+            commit(&mut conn, &mut batch);
         }
     }
-    let _ = conn.close().await;
 }
 
 /// Runs `batch` in one transaction and answers every caller; empties `batch`.
-async fn commit(conn: &mut SqliteConnection, batch: &mut Vec<Request>) {
-    match apply_all(conn, batch).await {
+fn commit(conn: &mut Connection, batch: &mut Vec<Request>) {
+    match apply_all(conn, batch) {
         Ok(results) => {
             for (req, done) in batch.drain(..).zip(results) {
                 // A caller that went away (client disconnected) no longer needs the answer.
@@ -125,78 +172,75 @@ async fn commit(conn: &mut SqliteConnection, batch: &mut Vec<Request>) {
         Err(e) => {
             tracing::debug!(writes = batch.len(), error = %e, "batched write failed; retrying one by one");
             for req in batch.drain(..) {
-                let result = apply(conn, &req.op).await.map_err(StoreError::from);
+                let result = apply(conn, &req.op).map_err(StoreError::from);
                 let _ = req.reply.send(result);
             }
         }
     }
 }
 
-async fn apply_all(
-    conn: &mut SqliteConnection,
-    batch: &[Request],
-) -> Result<Vec<Done>, sqlx::Error> {
-    let mut tx = conn.begin().await?;
-    let mut out = Vec::with_capacity(batch.len());
-    for req in batch {
-        match apply(&mut tx, &req.op).await {
-            Ok(done) => out.push(done),
-            Err(e) => {
-                let _ = tx.rollback().await;
-                return Err(e);
-            }
-        }
-    }
-    tx.commit().await?;
+fn apply_all(conn: &mut Connection, batch: &[Request]) -> rusqlite::Result<Vec<Done>> {
+    // Dropping the transaction on an error rolls it back.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let out = batch
+        .iter()
+        .map(|req| apply(&tx, &req.op))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    tx.commit()?;
     Ok(out)
 }
 
-async fn apply(conn: &mut SqliteConnection, op: &Op) -> Result<Done, sqlx::Error> {
+/// Timestamps exactly as the pool's driver writes and reads them (RFC 3339 text), so that
+/// rows written here and there sort and parse alike.
+fn ts(at: &DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, false)
+}
+
+fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
     match op {
         Op::Insert(t) => {
             let reasons = serde_json::to_string(&t.reasons).unwrap_or_else(|_| "[]".to_owned());
-            sqlx::query(
+            let created = ts(&t.created_at);
+            conn.prepare_cached(
                 "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
                  worker_id, queue, status, response, internal_task, web_search, reasons, job, remember) \
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(t.task_id.to_string())
-            .bind(t.created_at)
-            .bind(t.created_at)
-            .bind(&t.thread_id)
-            .bind(&t.prompt)
-            .bind(&t.domain)
-            .bind(&t.model)
-            .bind(&t.worker_id)
-            .bind(&t.queue)
-            .bind(t.status.as_str())
-            .bind(&t.response)
-            .bind(t.internal_task.map(|k| k.as_str()))
-            .bind(t.web_search)
-            .bind(reasons)
-            .bind(&t.job)
-            .bind(t.remember)
-            .execute(&mut *conn)
-            .await?;
+            )?
+            .execute(params![
+                t.task_id.to_string(),
+                created,
+                created,
+                t.thread_id,
+                t.prompt,
+                t.domain,
+                t.model,
+                t.worker_id,
+                t.queue,
+                t.status.as_str(),
+                t.response,
+                t.internal_task.map(|k| k.as_str()),
+                t.web_search,
+                reasons,
+                t.job,
+                t.remember,
+            ])?;
             Ok(Done::Inserted)
         }
         Op::Claim { id, worker, at } => {
-            let changed = sqlx::query(
-                "UPDATE tasks SET status = 'running', worker_id = ?, updated_at = ?, attempts = attempts + 1 \
-                 WHERE task_id = ? AND status IN ('queued', 'running')",
-            )
-            .bind(worker)
-            .bind(at)
-            .bind(id.to_string())
-            .execute(&mut *conn)
-            .await?;
-            if changed.rows_affected() == 1 {
+            let id = id.to_string();
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE tasks SET status = 'running', worker_id = ?, updated_at = ?, attempts = attempts + 1 \
+                     WHERE task_id = ? AND status IN ('queued', 'running')",
+                )?
+                .execute(params![worker, ts(at), id])?;
+            if changed == 1 {
                 return Ok(Done::Claim(Claim::Claimed));
             }
-            let exists = sqlx::query("SELECT 1 FROM tasks WHERE task_id = ?")
-                .bind(id.to_string())
-                .fetch_optional(&mut *conn)
-                .await?;
+            let exists = conn
+                .prepare_cached("SELECT 1 FROM tasks WHERE task_id = ?")?
+                .query_row([&id], |_| Ok(()))
+                .optional()?;
             Ok(Done::Claim(if exists.is_some() {
                 Claim::AlreadyFinished
             } else {
@@ -204,41 +248,38 @@ async fn apply(conn: &mut SqliteConnection, op: &Op) -> Result<Done, sqlx::Error
             }))
         }
         Op::Requeue { id, job, at } => {
-            sqlx::query(
+            conn.prepare_cached(
                 "UPDATE tasks SET status = 'queued', job = ?, updated_at = ? \
                  WHERE task_id = ? AND status IN ('queued', 'running')",
-            )
-            .bind(job)
-            .bind(at)
-            .bind(id.to_string())
-            .execute(&mut *conn)
-            .await?;
+            )?
+            .execute(params![job, ts(at), id.to_string()])?;
             Ok(Done::Requeued)
         }
         Op::Finish { id, outcome: o } => {
-            let changed = sqlx::query(
-                "UPDATE tasks SET status = ?, updated_at = ?, worker_id = COALESCE(?, worker_id), \
-                 response = ?, error = ?, fallback_used = ?, fallback_reason = ?, \
-                 queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
-                 prompt_tokens = ?, completion_tokens = ?, job = NULL \
-                 WHERE task_id = ? AND status IN ('queued', 'running')",
-            )
-            .bind(o.status.as_str())
-            .bind(o.at)
-            .bind(&o.worker_id)
-            .bind(&o.response)
-            .bind(&o.error)
-            .bind(o.fallback_used)
-            .bind(&o.fallback_reason)
-            .bind(o.queue_wait_ms)
-            .bind(o.first_token_ms)
-            .bind(o.total_ms)
-            .bind(o.prompt_tokens)
-            .bind(o.completion_tokens)
-            .bind(id.to_string())
-            .execute(&mut *conn)
-            .await?;
-            Ok(Done::Finished(changed.rows_affected() == 1))
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE tasks SET status = ?, updated_at = ?, worker_id = COALESCE(?, worker_id), \
+                     response = ?, error = ?, fallback_used = ?, fallback_reason = ?, \
+                     queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
+                     prompt_tokens = ?, completion_tokens = ?, job = NULL \
+                     WHERE task_id = ? AND status IN ('queued', 'running')",
+                )?
+                .execute(params![
+                    o.status.as_str(),
+                    ts(&o.at),
+                    o.worker_id,
+                    o.response,
+                    o.error,
+                    o.fallback_used,
+                    o.fallback_reason,
+                    o.queue_wait_ms,
+                    o.first_token_ms,
+                    o.total_ms,
+                    o.prompt_tokens,
+                    o.completion_tokens,
+                    id.to_string(),
+                ])?;
+            Ok(Done::Finished(changed == 1))
         }
     }
 }

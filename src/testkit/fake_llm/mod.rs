@@ -319,6 +319,7 @@ impl FakeLlmServer {
             base_url: reqwest::Url::parse(&url)?,
             connect_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(10),
+            answer_timeout: Duration::from_secs(10),
             api_key: None,
         })
     }
