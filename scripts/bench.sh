@@ -106,6 +106,9 @@ body false >"$WORK/body-nonstream.json"
 body true >"$WORK/body-stream.json"
 
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+# CPU time (user + system) a process has used, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+CLK_TCK="$(getconf CLK_TCK)"
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
 # run_oha ADDR BODYFILE CONCURRENCY OUT.json
@@ -157,8 +160,15 @@ for mode in nonstream stream; do
         -D "$WORK/body-$mode.json" "http://$addr/v1/chat/completions" >/dev/null
       load="$(load1)"
       out="$WORK/oha-$mode-$c-$target.json"
+      cpu_before="$(cpu_ticks "$COORD_PID")"
       run_oha "$addr" "$WORK/body-$mode.json" "$c" "$out"
+      cpu_after="$(cpu_ticks "$COORD_PID")"
       IFS=$'\t' read -r rps p50 p99 ok errors < <(oha_fields "$out")
+      # Coordinator's CPU time per answered request (its share of the two cores).
+      cpu_us="-"
+      if [[ "$target" == coordinator && "$ok" -gt 0 ]]; then
+        cpu_us="$(( (cpu_after - cpu_before) * 1000000 / CLK_TCK / ok ))"
+      fi
       ttft50="-" ttft99="-"
       if [[ "$mode" == stream ]]; then
         "$BIN/bench-client" --url "http://$addr/v1/chat/completions" --body "$WORK/body-stream.json" \
@@ -168,9 +178,9 @@ for mode in nonstream stream; do
         [[ "$target" == coordinator ]] && COORD_OK=$((COORD_OK + $(jq -r '.requests - .errors' "$WORK/ttft-$c-$target.json")))
       fi
       [[ "$target" == coordinator ]] && COORD_OK=$((COORD_OK + ok))
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$c" "$target" "$rps" "$p50" "$p99" \
-        "$ttft50" "$ttft99" "$errors" "$load" "$(hwm_kb "$COORD_PID")" >>"$RESULTS"
-      log "$mode c=$c $target: $(printf '%.0f' "$rps") req/s, p50 $(printf '%.3f' "$p50") ms, p99 $(printf '%.3f' "$p99") ms, ttft p50 $ttft50 ms, errors $errors, load $load"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$c" "$target" "$rps" "$p50" "$p99" \
+        "$ttft50" "$ttft99" "$errors" "$load" "$(hwm_kb "$COORD_PID")" "$cpu_us" >>"$RESULTS"
+      log "$mode c=$c $target: $(printf '%.0f' "$rps") req/s, p50 $(printf '%.3f' "$p50") ms, p99 $(printf '%.3f' "$p99") ms, ttft p50 $ttft50 ms, errors $errors, coordinator CPU/request $cpu_us µs, load $load"
     done
   done
 done
@@ -187,8 +197,8 @@ COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --qu
 {
   echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
   echo
-  echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms | errors | load (1 min) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms | coord CPU µs/req | errors | load (1 min) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   awk -F'\t' '
     $3 == "direct" { d[$1,$2] = $0; next }
     {
@@ -198,9 +208,9 @@ COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --qu
         ttft = sprintf("%.3f / %.3f", x[7], $7)
         tadd = sprintf("%+.3f / %+.3f", $7 - x[7], $8 - x[8])
       }
-      printf "| %s | %s | %.0f | %.0f | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %s | %s | %d / %d | %s / %s |\n",
+      printf "| %s | %s | %.0f | %.0f | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %s | %s | %s | %d / %d | %s / %s |\n",
         ($1 == "stream" ? "stream" : "non-stream"), $2, x[4], $4, x[5], x[6], $5, $6,
-        $5 - x[5], $6 - x[6], ttft, tadd, x[9], $9, x[10], $10
+        $5 - x[5], $6 - x[6], ttft, tadd, $12, x[9], $9, x[10], $10
     }' "$RESULTS"
   echo
   echo "Coordinator peak RSS (VmHWM): $((HWM_KB / 1024)) MiB ($HWM_KB kB); after each cell: $(awk -F'\t' '$3 == "coordinator" {printf "%s%d", (n++ ? ", " : ""), $11 / 1024}' "$RESULTS") MiB"

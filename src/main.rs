@@ -8,6 +8,12 @@ use coordinator::cli;
 use coordinator::memory::cli as memory_cli;
 use coordinator::startup::{Application, WorkerProcess, shutdown_signal};
 
+/// jemalloc rather than the system allocator: every request allocates and frees many
+/// small buffers (JSON, headers, events) across threads, where glibc's malloc took about
+/// a seventh of the CPU under load (docs/BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "coordinator",

@@ -55,3 +55,40 @@ pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
     assert_eq!(s.get(TaskId::new()).await.unwrap(), None);
     t
 }
+
+/// Ordered writes: a claim made after `insert_ordered` returns sees the row before the
+/// insert is awaited, and a read after `finish_ordered` returns sees the outcome.
+pub(crate) async fn ordered_writes(s: &dyn TaskStore) {
+    let t = new_task("ordered");
+    let w = WorkerName::parse("moon").unwrap();
+    let recording = s.insert_ordered(&t).await.unwrap();
+    assert_eq!(
+        s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
+        Claim::Claimed
+    );
+    recording.durable().await.unwrap();
+    let finished = s.finish_ordered(t.task_id, &done("fast")).await.unwrap();
+    let got = s.get(t.task_id).await.unwrap().unwrap();
+    assert_eq!(got.status, TaskStatus::Done);
+    assert_eq!(got.response.as_deref(), Some("fast"));
+    finished.durable().await.unwrap();
+
+    // A failed ordered insert fails its recording, and a later claim finds no row.
+    let dup = s.insert_ordered(&t).await;
+    let failed = match dup {
+        Ok(recording) => recording.durable().await,
+        Err(e) => Err(e),
+    };
+    assert!(failed.is_err(), "a second insert of one task id must fail");
+    let other = new_task("never stored");
+    let mut bad = other.clone();
+    bad.task_id = t.task_id;
+    assert!(
+        s.insert(&bad).await.is_err(),
+        "the duplicate is refused by insert too"
+    );
+    assert_eq!(
+        s.claim(other.task_id, &w, Utc::now()).await.unwrap(),
+        Claim::Missing
+    );
+}

@@ -94,6 +94,20 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Records how a task ended. Returns false when it had already ended.
     async fn finish(&self, id: TaskId, outcome: &TaskOutcome) -> Result<bool, StoreError>;
 
+    /// Records how a task ended like [`finish`](Self::finish), but may return before the
+    /// outcome is durable: once it returns, the write is ordered before every later write
+    /// and every later read through this store, and the [`Recording`] resolves when it is
+    /// committed. Lets a worker hand the end of an answer to its client while the outcome
+    /// is being written. By default, the write itself (already durable when it returns).
+    async fn finish_ordered(
+        &self,
+        id: TaskId,
+        outcome: &TaskOutcome,
+    ) -> Result<Recording, StoreError> {
+        self.finish(id, outcome).await?;
+        Ok(Recording::committed())
+    }
+
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError>;
 
     /// Most recent first.

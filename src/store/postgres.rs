@@ -306,6 +306,15 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn ordered_writes_are_seen_by_later_writes_and_reads() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        super::super::contract_tests::ordered_writes(&s).await;
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
     async fn racing_workers_finish_a_task_once() {
         let Some((s, schema)) = store().await else {
             return;

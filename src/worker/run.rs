@@ -160,10 +160,20 @@ impl Worker {
                 }
             }
         };
-        if let Err(e) = self.store.finish(job.task_id, &outcome).await {
-            tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
+        // The outcome is written before the client hears the end (so whoever reads the
+        // task after the answer sees it), and acknowledged once it is durable.
+        match self.store.finish_ordered(job.task_id, &outcome).await {
+            Ok(recording) => {
+                self.events.publish(job.task_id, terminal).await;
+                if let Err(e) = recording.durable().await {
+                    tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
+                }
+            }
+            Err(e) => {
+                tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
+                self.events.publish(job.task_id, terminal).await;
+            }
         }
-        self.events.publish(job.task_id, terminal).await;
         self.ack(&delivery).await;
         if outcome.status == TaskStatus::Done {
             self.remember(job, &outcome).await;

@@ -16,6 +16,12 @@
 //! as soon as a write is in that order, which lets the service queue a task while its row
 //! is being committed (see `TaskStore::insert_ordered`).
 //!
+//! With WAL and `synchronous = NORMAL` a commit does not wait for the disk; SQLite's own
+//! automatic checkpoint (every 1,000 pages, with an fsync) runs here, on this thread, where
+//! it delays the writes waiting behind it but never a runtime thread. It is not moved to
+//! another connection: a checkpoint that runs while this thread appends can never finish,
+//! and then the WAL is never reused and grows without bound.
+//!
 //! If a batch fails, it is rolled back and its writes are run again one at a time, each in
 //! its own transaction, so one bad write fails only its own caller. A write that arrives
 //! alone runs as a single statement (autocommit), without `BEGIN`/`COMMIT`.
@@ -55,6 +61,8 @@ pub(super) enum Op {
         id: TaskId,
         outcome: Box<TaskOutcome>,
     },
+    /// Writes nothing: answered once every write handed over before it is committed.
+    Barrier,
 }
 
 /// What one write did.
@@ -65,6 +73,7 @@ pub(super) enum Done {
     Requeued,
     /// Whether the row changed (false: the task had already ended).
     Finished(bool),
+    Settled,
 }
 
 type Reply = Result<Done, StoreError>;
@@ -98,13 +107,7 @@ impl Writer {
     pub(super) fn start(path: &Path) -> Result<Self, StoreError> {
         let conn = open(path)?;
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        std::thread::Builder::new()
-            .name("sqlite-writer".to_owned())
-            .spawn(move || run(conn, rx))
-            .map_err(|e| StoreError::Open {
-                path: path.display().to_string(),
-                detail: format!("cannot start the writer thread: {e}"),
-            })?;
+        spawn_thread(path, "sqlite-writer", move || run(conn, rx))?;
         Ok(Self { tx })
     }
 
@@ -136,6 +139,21 @@ fn open(path: &Path) -> Result<Connection, StoreError> {
     )?;
     conn.set_prepared_statement_cache_capacity(8);
     Ok(conn)
+}
+
+fn spawn_thread(
+    path: &Path,
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<(), StoreError> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(f)
+        .map(|_| ())
+        .map_err(|e| StoreError::Open {
+            path: path.display().to_string(),
+            detail: format!("cannot start the {name} thread: {e}"),
+        })
 }
 
 fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>) {
@@ -281,5 +299,6 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                 ])?;
             Ok(Done::Finished(changed == 1))
         }
+        Op::Barrier => Ok(Done::Settled),
     }
 }
