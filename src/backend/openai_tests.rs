@@ -6,7 +6,9 @@ use serde_json::json;
 use super::*;
 use crate::chat::SamplingParams;
 use crate::domain::WorkerName;
-use crate::testkit::chunks::{closed_port, collect_chunks as collect, content_text as text_of};
+use crate::testkit::chunks::{
+    closed_port, collect_chunks as collect, content_text as text_of, done_of,
+};
 use crate::testkit::fake_llm::{Failure, FakeLlm, FakeLlmServer, Script};
 
 async fn setup() -> (FakeLlmServer, OpenAiClient) {
@@ -412,17 +414,6 @@ fn decoder_finishes_without_done_marker_and_reports_errors() {
     );
     let garbage = "data: {not json\n\n";
     assert!(matches!(decode(garbage, 0)[0], Err(WireError::Protocol(_))));
-}
-
-/// The `Done` chunk's finish reason and token counts.
-fn done_of(chunks: &[Result<Chunk, BackendError>]) -> Option<(FinishReason, u32, u32)> {
-    chunks.iter().find_map(|c| match c {
-        Ok(Chunk::Done {
-            finish_reason,
-            usage,
-        }) => Some((*finish_reason, usage.prompt_tokens, usage.completion_tokens)),
-        _ => None,
-    })
 }
 
 #[tokio::test]

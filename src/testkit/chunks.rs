@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use futures::StreamExt;
 
 use crate::backend::{BackendError, ChunkStream};
-use crate::chat::Chunk;
+use crate::chat::{Chunk, FinishReason};
 
 /// Every item of a chunk stream, errors included.
 pub async fn collect_chunks(stream: ChunkStream) -> Vec<Result<Chunk, BackendError>> {
@@ -22,6 +22,17 @@ pub fn content_text(chunks: &[Result<Chunk, BackendError>]) -> String {
             _ => None,
         })
         .collect()
+}
+
+/// The final `Done` chunk's finish reason and token counts (prompt, completion).
+pub fn done_of(chunks: &[Result<Chunk, BackendError>]) -> Option<(FinishReason, u32, u32)> {
+    chunks.iter().find_map(|c| match c {
+        Ok(Chunk::Done {
+            finish_reason,
+            usage,
+        }) => Some((*finish_reason, usage.prompt_tokens, usage.completion_tokens)),
+        _ => None,
+    })
 }
 
 /// A loopback address that refuses connections: a port bound for a moment, then freed.
