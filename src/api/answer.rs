@@ -32,15 +32,15 @@ fn failed(task_id: TaskId, message: &str) -> ApiError {
 pub enum Wait {
     /// The first chunk of a streamed answer.
     FirstChunk,
-    /// A worker starting the task: a whole answer arrives in one piece, as late as the
-    /// backend takes to generate it (bounded by `[timeouts] answer_s`).
-    Started,
+    /// A worker starting the task; then, for at most `answer`, the whole answer, which
+    /// arrives in one piece as late as the backend takes to generate it.
+    Started { answer: Duration },
 }
 
 /// Waits up to `timeout` for the first chunk (or, with [`Wait::Started`], for a worker to
-/// start the task, then for the first chunk without that limit). A failure before it is
-/// an error response; a timeout says the cluster is busy and names the task, which stays
-/// queued.
+/// start the task, then up to its `answer` limit for the first chunk). A failure before
+/// it is an error response; a timeout before a worker started says the cluster is busy
+/// and names the task, which stays queued.
 pub async fn first_chunk(
     task_id: TaskId,
     mut events: EventStream,
@@ -53,26 +53,38 @@ pub async fn first_chunk(
         lang: crate::web::Lang::En,
     };
     let mut worker = None;
-    let mut deadline = Some(tokio::time::Instant::now() + timeout);
+    let mut deadline = tokio::time::Instant::now() + timeout;
+    // Set once a worker runs a whole answer: then the wait is for the answer itself.
+    let mut answering: Option<Duration> = None;
     loop {
-        let next = match deadline {
-            Some(at) => tokio::time::timeout_at(at, events.next())
-                .await
-                .map_err(|_| busy())?,
-            None => events.next().await,
+        let next = match tokio::time::timeout_at(deadline, events.next()).await {
+            Ok(next) => next,
+            Err(_) => {
+                return Err(match answering {
+                    Some(limit) => ApiError::Upstream {
+                        message: format!(
+                            "task {task_id} gave no answer within {} s of starting",
+                            limit.as_secs()
+                        ),
+                        task_id: Some(task_id),
+                    },
+                    None => busy(),
+                });
+            }
         };
         match next {
             Some(TaskEvent::Started { worker: w }) => {
                 worker = Some(w);
-                if wait == Wait::Started {
-                    deadline = None;
+                if let Wait::Started { answer } = wait {
+                    answering = Some(answer);
+                    deadline = tokio::time::Instant::now() + answer;
                 }
             }
             Some(TaskEvent::Retrying { .. }) => {
                 worker = None;
                 // Back in a queue: the wait for a worker starts again.
-                if deadline.is_none() {
-                    deadline = Some(tokio::time::Instant::now() + timeout);
+                if answering.take().is_some() {
+                    deadline = tokio::time::Instant::now() + timeout;
                 }
             }
             Some(TaskEvent::Chunk { chunk }) => {
@@ -111,4 +123,88 @@ pub async fn collect(task_id: TaskId, started: Started) -> Result<Answer, ApiErr
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::chat::Chunk;
+
+    fn events(items: Vec<TaskEvent>) -> EventStream {
+        Box::pin(futures::stream::iter(items).chain(futures::stream::pending()))
+    }
+
+    fn started() -> TaskEvent {
+        TaskEvent::Started {
+            worker: WorkerName::parse("moon").unwrap(),
+        }
+    }
+
+    const ROUTE: Duration = Duration::from_secs(60);
+
+    /// A worker that started a whole answer and never reports again (its machine died)
+    /// does not hold the client forever: the answer limit ends the wait.
+    #[tokio::test(start_paused = true)]
+    async fn a_whole_answer_is_awaited_up_to_its_limit_after_the_start() {
+        let id = TaskId::new();
+        let wait = Wait::Started {
+            answer: Duration::from_secs(600),
+        };
+        let begun = tokio::time::Instant::now();
+        let err = first_chunk(id, events(vec![started()]), ROUTE, wait)
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, ApiError::Upstream { message, task_id: Some(t) } if *t == id && message.contains("600 s")),
+            "{err:?}"
+        );
+        assert_eq!(begun.elapsed(), Duration::from_secs(600));
+
+        // Without a start, the route timeout says busy.
+        let err = first_chunk(id, events(vec![]), ROUTE, wait)
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
+
+        // A stream is not allowed past the route timeout after its start.
+        let err = first_chunk(id, events(vec![started()]), ROUTE, Wait::FirstChunk)
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_whole_answer_arrives_after_the_route_timeout() {
+        let id = TaskId::new();
+        let answer = TaskEvent::Chunk {
+            chunk: Chunk::Content {
+                text: "late but whole".into(),
+            },
+        };
+        let late = Box::pin(
+            futures::stream::iter(vec![started()]).chain(
+                futures::stream::once(async move {
+                    tokio::time::sleep(Duration::from_secs(300)).await;
+                    answer
+                })
+                .chain(futures::stream::pending()),
+            ),
+        );
+        let wait = Wait::Started {
+            answer: Duration::from_secs(600),
+        };
+        let got = first_chunk(id, late, ROUTE, wait).await.unwrap();
+        assert_eq!(
+            got.first,
+            Chunk::Content {
+                text: "late but whole".into()
+            }
+        );
+        assert_eq!(got.worker.unwrap().as_str(), "moon");
+    }
 }

@@ -87,13 +87,18 @@ pub fn may_remember(headers: &HeaderMap, thread: &str) -> bool {
 }
 
 /// Submits a turn and waits for its first token: within `[timeouts] route_s` for a stream;
-/// for a whole answer, until a worker starts it within that time, then as long as the
-/// backend takes (`[timeouts] answer_s`).
+/// for a whole answer, for a worker to start it within that time, then for the answer as
+/// long as the backend may take (`[timeouts] answer_s`).
 /// Errors a chat shows are in the language of the user's prompt.
 pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiError> {
     let lang = detect_language(&turn.prompt);
+    let timeouts = &state.config.timeouts;
     let wait = if turn.whole_answer {
-        Wait::Started
+        // The backend call is bounded by answer_s; the route timeout on top covers a
+        // failover's wait for another worker.
+        Wait::Started {
+            answer: Duration::from_secs(timeouts.answer_s + timeouts.route_s),
+        }
     } else {
         Wait::FirstChunk
     };
