@@ -16,7 +16,7 @@ use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::queue::{Job, MemoryNote, Queue, QueueError};
 use crate::routing::{RouteDecision, RouteError, Router};
-use crate::store::{NewTask, StoreError, TaskStore};
+use crate::store::{NewTask, Recording, StoreError, TaskStore};
 use crate::turn::{History, Turn};
 use crate::worker::Directory;
 
@@ -135,12 +135,19 @@ impl Coordinator {
         task.job = serde_json::to_string(&job).ok();
         // Recorded and queued in a task of its own: a client that goes away drops this
         // future, and a task recorded but never queued would wait for the next restart.
-        // The job is queued while its row is being committed (the store orders the
-        // worker's claim after the insert); the task counts as accepted only once the
-        // row is durable. If that write fails, the worker finds no row and skips the job.
+        // In process, the job is queued while its row is being committed (the store
+        // orders the worker's claim after the insert); the task counts as accepted only
+        // once the row is durable. If that write fails, the worker finds no row and skips
+        // the job.
         let (store, events, queue) = (self.store.clone(), self.events.clone(), self.queue.clone());
         let record_and_queue = tokio::spawn(async move {
-            let recording = store.insert_ordered(&task).await?;
+            let recording = if queue.in_process() {
+                store.insert_ordered(&task).await?
+            } else {
+                // Another process may take the job at once: its row must be durable first.
+                store.insert(&task).await?;
+                Recording::committed()
+            };
             let events = events.subscribe(task_id).await;
             queue
                 .enqueue(job)

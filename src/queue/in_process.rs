@@ -59,6 +59,10 @@ impl InProcessQueue {
 
 #[async_trait]
 impl Queue for InProcessQueue {
+    fn in_process(&self) -> bool {
+        true
+    }
+
     async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
         {
             let mut inner = self.lock();

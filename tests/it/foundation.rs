@@ -1,7 +1,19 @@
 //! The embedded coordinator end to end: `/route` → store → queue → worker → backend →
 //! `GET /tasks/{id}`, with the failure modes a user meets.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use coordinator::chat::ChatMessage;
+use coordinator::domain::{Lane, TaskId, WorkerName};
+use coordinator::events::InProcessEvents;
+use coordinator::queue::{Delivery, Job, Queue, QueueError};
+use coordinator::routing::Router;
+use coordinator::service::Coordinator;
+use coordinator::startup::{build_registry, open_store};
+use coordinator::turn::{TurnInput, build_turn};
 use serde_json::{Value, json};
+use sqlx::Connection;
 
 use crate::helpers::{MODEL, spawn_app, spawn_app_with, spawn_fake, start, test_config};
 
@@ -354,4 +366,104 @@ async fn api_keys_guard_everything_but_health() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
+}
+
+/// A queue whose consumers live in another process: when a job is queued, that process
+/// must already find the task's row in the database file (a separate connection sees only
+/// what is committed), or it would skip the job as unknown.
+struct OtherProcessQueue {
+    db: std::path::PathBuf,
+    queued: std::sync::Mutex<Vec<(String, bool)>>,
+    enqueued: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl Queue for OtherProcessQueue {
+    async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
+        let url = format!("sqlite://{}", self.db.display());
+        let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM tasks WHERE task_id = ?")
+            .bind(job.task_id.to_string())
+            .fetch_optional(&mut other)
+            .await
+            .unwrap();
+        self.queued
+            .lock()
+            .unwrap()
+            .push((job.task_id.to_string(), found.is_some()));
+        self.enqueued.notify_one();
+        Ok(())
+    }
+    async fn dequeue(&self, _: &[Lane], _: &WorkerName) -> Result<Delivery, QueueError> {
+        std::future::pending().await
+    }
+    async fn ack(&self, _: &Delivery) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
+        Ok(Vec::new())
+    }
+    async fn ping(&self) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn task_ids(&self) -> Result<std::collections::HashSet<TaskId>, QueueError> {
+        Ok(Default::default())
+    }
+}
+
+#[tokio::test]
+async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
+    let fake = spawn_fake().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(&dir, &fake.base_url());
+    config.memory.enabled = false;
+    let db = dir.path().join("coordinator.db");
+    let store = open_store(&config).await.unwrap();
+    let registry = build_registry(&config, None).unwrap();
+    registry.refresh_all().await;
+    let queue = Arc::new(OtherProcessQueue {
+        db: db.clone(),
+        queued: Default::default(),
+        enqueued: tokio::sync::Notify::new(),
+    });
+    let service = Coordinator {
+        router: Router::new(config.routing.clone(), config.internal_tasks.clone()),
+        config: Arc::new(config),
+        store,
+        queue: queue.clone(),
+        events: Arc::new(InProcessEvents::new()),
+        directory: Arc::new(registry),
+        started_at: chrono::Utc::now(),
+        metrics: Arc::default(),
+        memory: None,
+    };
+    // Another process holds the database's write lock, so the task's row cannot be
+    // committed yet.
+    let mut blocker = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    let input = TurnInput {
+        messages: vec![ChatMessage::user("a question for another machine")],
+        ..Default::default()
+    };
+    let turn = build_turn(input, &service.config.history).unwrap();
+    let submitting = tokio::spawn({
+        let service = service.clone();
+        async move { service.submit(turn).await.map(|s| s.task_id) }
+    });
+    // The job must not leave while its row is not committed: give a wrong order the
+    // time to show (it would queue at once), then let the row be written.
+    let early = tokio::time::timeout(Duration::from_millis(300), queue.enqueued.notified()).await;
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    let task_id = submitting.await.unwrap().unwrap();
+    let queued = queue.queued.lock().unwrap().clone();
+    assert_eq!(queued, vec![(task_id.to_string(), true)]);
+    assert!(
+        early.is_err(),
+        "the job was queued while its row was not committed"
+    );
 }
