@@ -6,7 +6,7 @@ use super::{Claim, NewTask, TaskOutcome, TaskStore};
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 use crate::testkit::samples::sample_task as new_task;
 
-fn done(response: &str) -> TaskOutcome {
+pub(crate) fn done(response: &str) -> TaskOutcome {
     let mut o = TaskOutcome::failed(Utc::now(), "");
     o.status = TaskStatus::Done;
     o.error = None;

@@ -269,14 +269,7 @@ mod tests {
         Some((store, schema))
     }
 
-    fn done(response: &str) -> TaskOutcome {
-        let mut o = TaskOutcome::failed(Utc::now(), "");
-        o.status = TaskStatus::Done;
-        o.error = None;
-        o.response = Some(response.into());
-        o.total_ms = Some(12);
-        o
-    }
+    use super::super::contract_tests::done;
 
     #[test]
     fn schema_names_are_checked() {

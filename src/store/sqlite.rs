@@ -64,6 +64,14 @@ impl SqliteStore {
         &self.pool
     }
 
+    /// Hands `op` to the writer; the recording resolves when it is committed.
+    async fn ordered(&self, op: Op) -> Result<Recording, StoreError> {
+        let pending = self.writer.send(op).await?;
+        Ok(Recording::new(
+            async move { pending.done().await.map(|_| ()) },
+        ))
+    }
+
     /// Waits until every write handed to the writer before now is committed, so that a
     /// read sees them (the `*_ordered` writes return before that).
     async fn settle(&self) -> Result<(), StoreError> {
@@ -85,10 +93,7 @@ impl TaskStore for SqliteStore {
     }
 
     async fn insert_ordered(&self, t: &NewTask) -> Result<Recording, StoreError> {
-        let pending = self.writer.send(Op::Insert(Box::new(t.clone()))).await?;
-        Ok(Recording::new(
-            async move { pending.done().await.map(|_| ()) },
-        ))
+        self.ordered(Op::Insert(Box::new(t.clone()))).await
     }
 
     async fn claim(
@@ -133,10 +138,7 @@ impl TaskStore for SqliteStore {
             id,
             outcome: Box::new(o.clone()),
         };
-        let pending = self.writer.send(op).await?;
-        Ok(Recording::new(
-            async move { pending.done().await.map(|_| ()) },
-        ))
+        self.ordered(op).await
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {

@@ -107,7 +107,13 @@ impl Writer {
     pub(super) fn start(path: &Path) -> Result<Self, StoreError> {
         let conn = open(path)?;
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
-        spawn_thread(path, "sqlite-writer", move || run(conn, rx))?;
+        std::thread::Builder::new()
+            .name("sqlite-writer".to_owned())
+            .spawn(move || run(conn, rx))
+            .map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                detail: format!("cannot start the writer thread: {e}"),
+            })?;
         Ok(Self { tx })
     }
 
@@ -139,21 +145,6 @@ fn open(path: &Path) -> Result<Connection, StoreError> {
     )?;
     conn.set_prepared_statement_cache_capacity(8);
     Ok(conn)
-}
-
-fn spawn_thread(
-    path: &Path,
-    name: &str,
-    f: impl FnOnce() + Send + 'static,
-) -> Result<(), StoreError> {
-    std::thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(f)
-        .map(|_| ())
-        .map_err(|e| StoreError::Open {
-            path: path.display().to_string(),
-            detail: format!("cannot start the {name} thread: {e}"),
-        })
 }
 
 fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>) {
