@@ -10,7 +10,8 @@
 # every task was persisted. Loopback only; every run is bounded in time.
 #
 # Usage: scripts/bench.sh            (env: BENCH_DURATION=10s BENCH_CONCURRENCY="1 16 64"
-#                                      BENCH_TTFT_S=5 BENCH_OUT=file.md BENCH_BIN=dir RUST_LOG=...)
+#                                      BENCH_TTFT_S=5 BENCH_MODES="nonstream stream"
+#                                      BENCH_OUT=file.md BENCH_BIN=dir RUST_LOG=...)
 #        scripts/bench.sh profile    (perf profile of Coordinator under non-streaming c=64 load;
 #                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
 set -euo pipefail
@@ -19,6 +20,7 @@ OHA_VERSION="1.16.0"
 DURATION="${BENCH_DURATION:-10s}"
 CONCURRENCY="${BENCH_CONCURRENCY:-1 16 64}"
 TTFT_S="${BENCH_TTFT_S:-5}"
+MODES="${BENCH_MODES:-nonstream stream}"
 MODEL="qwen2.5:7b"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # BENCH_BIN=dir: use the binaries already in dir (to compare builds of two commits).
@@ -150,7 +152,7 @@ fi
 RESULTS="$WORK/results.tsv"
 : >"$RESULTS"
 COORD_OK=0
-for mode in nonstream stream; do
+for mode in $MODES; do
   for c in $CONCURRENCY; do
     for target in direct coordinator; do
       addr="$FAKE_ADDR"

@@ -18,7 +18,7 @@ use crate::queue::{Job, MemoryNote, Queue, QueueError};
 use crate::routing::{RouteDecision, RouteError, Router};
 use crate::store::{NewTask, Recording, StoreError, TaskStore};
 use crate::turn::{History, Turn};
-use crate::worker::Directory;
+use crate::worker::{Directory, LocalWorkers};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -53,6 +53,8 @@ pub struct Coordinator {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Conversation memory (`[memory]`); `None` when it could not be opened at start.
     pub memory: Option<crate::memory::Memory>,
+    /// This process's workers, for jobs handed over without the queue (embedded mode).
+    pub local: LocalWorkers,
 }
 
 impl Coordinator {
@@ -61,8 +63,29 @@ impl Coordinator {
         self.router.decide(turn, &self.directory.catalog()).await
     }
 
-    /// Routes, records, composes and queues one turn.
+    /// Routes, records, composes and queues one turn; returns once its row is durable.
     pub async fn submit(&self, turn: Turn) -> Result<Submission, SubmitError> {
+        let (submission, recording) = self.submit_recording(turn).await?;
+        recording.durable().await?;
+        Ok(submission)
+    }
+
+    /// Like [`submit`](Self::submit), for a client that waits for the answer: returns as
+    /// soon as the task is started or queued, while its row may still be being written.
+    /// The submission's events hold back every piece of the answer (and any failure)
+    /// until the row is durable, and end with the store's error if it could not be
+    /// written: a client never hears an answer to a task that was not recorded.
+    pub async fn submit_for_answer(&self, turn: Turn) -> Result<Submission, SubmitError> {
+        let (mut submission, recording) = self.submit_recording(turn).await?;
+        submission.events = Box::pin(crate::events::HeldUntilRecorded::new(
+            submission.task_id,
+            submission.events,
+            recording,
+        ));
+        Ok(submission)
+    }
+
+    async fn submit_recording(&self, turn: Turn) -> Result<(Submission, Recording), SubmitError> {
         let decision = self.router.decide(&turn, &self.directory.catalog()).await?;
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();
@@ -75,6 +98,8 @@ impl Coordinator {
             queue = %decision.lane,
             internal_task = decision.internal_task.map(|k| k.as_str()),
             web_search = decision.web_search,
+            named = decision.named,
+            rules_answer = decision.rules_answer.is_some(),
             reasons = ?decision.reasons,
             "turn routed"
         );
@@ -93,6 +118,7 @@ impl Coordinator {
             status: TaskStatus::Queued,
             response: None,
             worker_id: None,
+            attempts: 0,
             internal_task: decision.internal_task,
             web_search: decision.web_search,
             reasons: decision.reasons.clone(),
@@ -106,12 +132,13 @@ impl Coordinator {
             task.worker_id = Some(RULES_WORKER.to_owned());
             self.store.insert(&task).await?;
             let events = rules_answer_events(answer);
-            return Ok(Submission {
+            let submission = Submission {
                 task_id,
                 decision,
                 worker_hint: WorkerName::parse(RULES_WORKER).ok(),
                 events,
-            });
+            };
+            return Ok((submission, Recording::committed()));
         }
 
         // Memory is read for the model's lanes only: never for internal tasks, web or RAG.
@@ -133,46 +160,106 @@ impl Coordinator {
             memory: self.memory_note(&turn, &decision),
         };
         task.job = serde_json::to_string(&job).ok();
-        // Recorded and queued in a task of its own: a client that goes away drops this
-        // future, and a task recorded but never queued would wait for the next restart.
-        // In process, the job is queued while its row is being committed (the store
-        // orders the worker's claim after the insert); the task counts as accepted only
-        // once the row is durable. If that write fails, the worker finds no row and skips
-        // the job.
-        let (store, events, queue) = (self.store.clone(), self.events.clone(), self.queue.clone());
-        let record_and_queue = tokio::spawn(async move {
-            let recording = if queue.in_process() {
-                store.insert_ordered(&task).await?
-            } else {
-                // Another process may take the job at once: its row must be durable first.
-                store.insert(&task).await?;
-                Recording::committed()
-            };
-            let events = events.subscribe(task_id).await;
-            queue
-                .enqueue(job)
-                .await
-                .map_err(|source| SubmitError::Queue { task_id, source })?;
-            recording.durable().await?;
-            Ok::<_, SubmitError>(events)
-        });
-        let events = match record_and_queue.await {
-            Ok(result) => result?,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Only when the runtime is shutting down.
-            Err(_) => {
-                return Err(SubmitError::Queue {
-                    task_id,
-                    source: QueueError::Closed,
-                });
-            }
-        };
-        Ok(Submission {
+        let (events, recording, worker_hint) =
+            self.record_and_start(task, job, worker_hint).await?;
+        let submission = Submission {
             task_id,
             decision,
             worker_hint,
             events,
-        })
+        };
+        Ok((submission, recording))
+    }
+
+    /// Records `task` and starts `job`: handed straight to the expected worker when it runs
+    /// in this process with a free slot and nobody waits in the lane (the row is then
+    /// written already claimed by it), queued otherwise. Returns the task's events, its
+    /// recording, and the worker expected to run it.
+    ///
+    /// A task is never left recorded but not started: when the store can order the insert
+    /// at once, nothing is awaited between it and the job's start or queueing; otherwise
+    /// both run in a task of their own, which a client going away does not cancel.
+    async fn record_and_start(
+        &self,
+        mut task: NewTask,
+        job: Job,
+        worker_hint: Option<WorkerName>,
+    ) -> Result<(EventStream, Recording, Option<WorkerName>), SubmitError> {
+        let task_id = task.task_id;
+        let Some(local_queue) = self.queue.in_process() else {
+            // Another process may take the job at once: its row must be durable first.
+            let (store, events, queue) =
+                (self.store.clone(), self.events.clone(), self.queue.clone());
+            let events = spawn_to_completion(task_id, async move {
+                store.insert(&task).await?;
+                let events = events.subscribe(task_id).await;
+                queue
+                    .enqueue(job)
+                    .await
+                    .map_err(|source| SubmitError::Queue { task_id, source })?;
+                Ok(events)
+            })
+            .await?;
+            return Ok((events, Recording::committed(), worker_hint));
+        };
+        let reservation = worker_hint
+            .as_ref()
+            .filter(|_| local_queue.is_empty(&job.lane))
+            .and_then(|w| self.local.reserve(w, &job.lane));
+        if let Some(r) = &reservation {
+            task.status = TaskStatus::Running;
+            task.worker_id = Some(r.worker().to_string());
+            task.attempts = 1;
+        }
+        // Subscribed before the job can start, so that no event is missed.
+        let events = self.events.subscribe(task_id).await;
+        // In process, the job starts (or is queued) while its row is being committed: the
+        // store orders the worker's later writes after the insert. If the insert fails,
+        // a queued job's claim finds no row and is skipped; either way the client hears
+        // the store's error from the recording.
+        match self.store.try_insert_ordered(Box::new(task)) {
+            Ok(recording) => {
+                match reservation {
+                    Some(r) => r.start(job),
+                    None => local_queue.push(job),
+                }
+                Ok((events, recording, worker_hint))
+            }
+            Err(task) => {
+                let store = self.store.clone();
+                let local_queue = self.queue.clone();
+                let recording = spawn_to_completion(task_id, async move {
+                    let recording = store.insert_ordered(&task).await?;
+                    match reservation {
+                        Some(r) => r.start(job),
+                        None => local_queue
+                            .enqueue(job)
+                            .await
+                            .map_err(|source| SubmitError::Queue { task_id, source })?,
+                    }
+                    Ok(recording)
+                })
+                .await?;
+                Ok((events, recording, worker_hint))
+            }
+        }
+    }
+}
+
+/// Runs `work` in a task of its own and waits for it: dropping the caller (a client that
+/// went away) does not cancel it.
+async fn spawn_to_completion<T: Send + 'static>(
+    task_id: TaskId,
+    work: impl Future<Output = Result<T, SubmitError>> + Send + 'static,
+) -> Result<T, SubmitError> {
+    match tokio::spawn(work).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Only when the runtime is shutting down.
+        Err(_) => Err(SubmitError::Queue {
+            task_id,
+            source: QueueError::Closed,
+        }),
     }
 }
 

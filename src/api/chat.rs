@@ -102,7 +102,7 @@ pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiErro
     } else {
         Wait::FirstChunk
     };
-    let sub = state.submit(turn).await?;
+    let sub = state.submit_for_answer(turn).await?;
     let timeout = Duration::from_secs(state.config.timeouts.route_s);
     let started = first_chunk(sub.task_id, sub.events, timeout, wait)
         .await

@@ -58,6 +58,7 @@ fn new_task(r: &TaskRecord) -> NewTask {
         status: r.status,
         response: r.response.clone(),
         worker_id: r.worker_id.clone(),
+        attempts: r.attempts,
         internal_task: r
             .internal_task
             .as_ref()

@@ -55,15 +55,10 @@ impl InProcessQueue {
         let lane = lane.clone();
         inner.lanes.get_mut(&lane)?.remove(pos).map(|(_, j)| j)
     }
-}
 
-#[async_trait]
-impl Queue for InProcessQueue {
-    fn in_process(&self) -> bool {
-        true
-    }
-
-    async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
+    /// Queues `job` at once (what [`Queue::enqueue`] does, without an await: a caller
+    /// that must not be interrupted between recording a task and queueing it uses this).
+    pub fn push(&self, job: Job) {
         {
             let mut inner = self.lock();
             inner.seq += 1;
@@ -75,6 +70,23 @@ impl Queue for InProcessQueue {
                 .push_back((seq, job));
         }
         self.notify.notify_waiters();
+    }
+
+    /// Whether no job waits in `lane` (a job may then go to a free worker directly
+    /// without overtaking anyone).
+    pub fn is_empty(&self, lane: &Lane) -> bool {
+        self.lock().lanes.get(lane).is_none_or(VecDeque::is_empty)
+    }
+}
+
+#[async_trait]
+impl Queue for InProcessQueue {
+    fn in_process(&self) -> Option<&InProcessQueue> {
+        Some(self)
+    }
+
+    async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
+        self.push(job);
         Ok(())
     }
 

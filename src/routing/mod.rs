@@ -194,8 +194,10 @@ impl Router {
                     .await
             }
         };
+        // The service logs each submitted turn's decision with its task id (at info); this
+        // line also covers previews.
         match &decision {
-            Ok(d) => tracing::info!(
+            Ok(d) => tracing::debug!(
                 domain = %d.domain,
                 model = %d.model,
                 queue = %d.lane,

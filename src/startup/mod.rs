@@ -27,6 +27,7 @@ use crate::config::{Config, QueueConfig};
 use crate::memory::Memory;
 use crate::routing::Router;
 use crate::service::Coordinator;
+use crate::worker::LocalWorkers;
 
 /// How often cluster mode compares the store with the queue.
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
@@ -86,6 +87,7 @@ impl Application {
             started_at: Utc::now(),
             metrics: Arc::default(),
             memory: open_memory(&config, &registry).await,
+            local: LocalWorkers::default(),
         };
         let listener = TcpListener::bind(&config.server.listen)
             .await
@@ -158,6 +160,10 @@ impl Application {
             directory: coordinator.directory.clone(),
             web: web_context(&config, &registry)?,
             memory: coordinator.memory.clone(),
+            local: coordinator
+                .queue
+                .in_process()
+                .map(|_| coordinator.local.clone()),
         };
         spawn_workers(
             &config,
@@ -290,6 +296,7 @@ impl WorkerProcess {
             events: transport.events,
             directory: transport.directory,
             web: web_context(&config, &registry)?,
+            local: None,
         };
         Ok(Self {
             config: Arc::new(config),

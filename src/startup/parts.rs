@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -22,7 +23,7 @@ use crate::store::TaskStore;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::web::{BackendQueryRewriter, WebContext};
-use crate::worker::{Directory, Worker};
+use crate::worker::{Directory, LocalWorkers, Worker};
 
 /// Opens the task store the config names.
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn TaskStore>> {
@@ -165,6 +166,9 @@ pub struct WorkerParts {
     pub directory: Arc<dyn Directory>,
     pub web: Option<Arc<WebContext>>,
     pub memory: Option<crate::memory::Memory>,
+    /// Where the service finds these workers to hand them jobs directly (only when they
+    /// share an in-process queue with it).
+    pub local: Option<LocalWorkers>,
 }
 
 /// Starts one worker per backend, the model discovery loop and (in cluster mode) the
@@ -204,7 +208,11 @@ pub fn spawn_workers(
             web_model: web_model.clone(),
             memory: parts.memory.clone(),
             abort: abort.clone(),
+            slots: Arc::new(Semaphore::new(handle.max_concurrency)),
         };
+        if let Some(local) = parts.local.as_ref() {
+            local.add(worker.clone(), tracker.clone(), stop.clone());
+        }
         tracker.spawn(worker.run(stop.clone(), tracker.clone()));
     }
     if !registry.handles().is_empty() {

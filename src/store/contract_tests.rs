@@ -92,3 +92,37 @@ pub(crate) async fn ordered_writes(s: &dyn TaskStore) {
         Claim::Missing
     );
 }
+
+/// A task handed to a worker with its row: inserted running and claimed once, without a
+/// separate claim. `at_once`: whether the store orders the insert without waiting
+/// (`try_insert_ordered`); otherwise it gives the task back, unchanged.
+pub(crate) async fn inserted_claimed(s: &dyn TaskStore, at_once: bool) {
+    let mut t = new_task("handed over");
+    t.status = TaskStatus::Running;
+    t.worker_id = Some("moon".into());
+    t.attempts = 1;
+    let recording = match s.try_insert_ordered(Box::new(t.clone())) {
+        Ok(recording) => {
+            assert!(at_once, "this store cannot order an insert without waiting");
+            recording
+        }
+        Err(back) => {
+            assert!(!at_once, "this store should have taken the insert at once");
+            assert_eq!(*back, t);
+            s.insert_ordered(&t).await.unwrap()
+        }
+    };
+    let finished = s
+        .finish_ordered(t.task_id, &done("straight"))
+        .await
+        .unwrap();
+    recording.durable().await.unwrap();
+    finished.durable().await.unwrap();
+    let got = s.get(t.task_id).await.unwrap().unwrap();
+    assert_eq!(got.status, TaskStatus::Done);
+    assert_eq!(got.attempts, 1);
+    assert_eq!(got.worker_id.as_deref(), Some("moon"));
+    assert_eq!(got.response.as_deref(), Some("straight"));
+    assert_eq!(got.job, None);
+    assert!(s.unfinished().await.unwrap().is_empty());
+}

@@ -65,6 +65,17 @@ impl Recording {
     }
 }
 
+impl Future for Recording {
+    type Output = Result<(), StoreError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Records a new task (queued, or already done for rule-answered internal tasks).
@@ -78,6 +89,16 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn insert_ordered(&self, task: &NewTask) -> Result<Recording, StoreError> {
         self.insert(task).await?;
         Ok(Recording::committed())
+    }
+
+    /// Orders an insert like [`insert_ordered`](Self::insert_ordered), without waiting at
+    /// all, when this store can: once it returns `Ok`, the insert is ordered and only the
+    /// [`Recording`] is left to await. Gives the task back when it cannot now (a store
+    /// that writes over the network; a writer with a full backlog). Lets the service
+    /// record a task and hand it on with no await in between, so that a client going
+    /// away cannot leave a task recorded and never started.
+    fn try_insert_ordered(&self, task: Box<NewTask>) -> Result<Recording, Box<NewTask>> {
+        Err(task)
     }
 
     /// Marks a task running on `worker` unless it already finished.

@@ -102,8 +102,8 @@ impl TaskStore for PostgresStore {
     async fn insert(&self, t: &NewTask) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-             worker_id, queue, status, response, internal_task, web_search, reasons, job, remember) \
-             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+             worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember) \
+             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
         )
         .bind(t.task_id.as_uuid())
         .bind(t.created_at)
@@ -112,6 +112,7 @@ impl TaskStore for PostgresStore {
         .bind(&t.domain)
         .bind(&t.model)
         .bind(&t.worker_id)
+        .bind(t.attempts)
         .bind(&t.queue)
         .bind(t.status.as_str())
         .bind(&t.response)
@@ -304,6 +305,15 @@ mod tests {
             return;
         };
         super::super::contract_tests::ordered_writes(&s).await;
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_task_can_be_inserted_already_claimed() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        super::super::contract_tests::inserted_claimed(&s, false).await;
         s.drop_schema(&schema).await.unwrap();
     }
 

@@ -20,6 +20,9 @@ pub struct NewTask {
     /// Set for tasks that are finished on insert (rule-answered internal tasks).
     pub response: Option<String>,
     pub worker_id: Option<String>,
+    /// How many times a worker took it: 1 for a task handed to a worker with its row
+    /// (`running` on insert), else 0.
+    pub attempts: i64,
     pub internal_task: Option<InternalTask>,
     pub web_search: bool,
     pub reasons: Vec<String>,

@@ -16,7 +16,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, SqlitePool};
 
-use self::writer::{Done, Op, Writer};
+use self::writer::{Done, Op, Pending, Writer};
 use super::record::task_record_from_row;
 use super::{
     Claim, NewTask, Recording, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore,
@@ -66,10 +66,11 @@ impl SqliteStore {
 
     /// Hands `op` to the writer; the recording resolves when it is committed.
     async fn ordered(&self, op: Op) -> Result<Recording, StoreError> {
-        let pending = self.writer.send(op).await?;
-        Ok(Recording::new(
-            async move { pending.done().await.map(|_| ()) },
-        ))
+        Ok(Self::recording(self.writer.send(op).await?))
+    }
+
+    fn recording(pending: Pending) -> Recording {
+        Recording::new(async move { pending.done().await.map(|_| ()) })
     }
 
     /// Waits until every write handed to the writer before now is committed, so that a
@@ -94,6 +95,14 @@ impl TaskStore for SqliteStore {
 
     async fn insert_ordered(&self, t: &NewTask) -> Result<Recording, StoreError> {
         self.ordered(Op::Insert(Box::new(t.clone()))).await
+    }
+
+    fn try_insert_ordered(&self, t: Box<NewTask>) -> Result<Recording, Box<NewTask>> {
+        match self.writer.try_send(Op::Insert(t)) {
+            Ok(pending) => Ok(Self::recording(pending)),
+            Err(Op::Insert(t)) => Err(t),
+            Err(other) => unreachable!("the writer gives back the write it was handed: {other:?}"),
+        }
     }
 
     async fn claim(
@@ -231,6 +240,12 @@ mod tests {
     async fn ordered_writes_are_seen_by_later_writes_and_reads() {
         let (_d, s) = store().await;
         super::super::contract_tests::ordered_writes(&s).await;
+    }
+
+    #[tokio::test]
+    async fn a_task_can_be_inserted_already_claimed() {
+        let (_d, s) = store().await;
+        super::super::contract_tests::inserted_claimed(&s, true).await;
     }
 
     /// The WAL is checkpointed and reused while writes go on, instead of growing with

@@ -40,6 +40,7 @@ pub fn sample_task(prompt: &str) -> NewTask {
         status: TaskStatus::Queued,
         response: None,
         worker_id: None,
+        attempts: 0,
         internal_task: None,
         web_search: false,
         reasons: vec!["auto".into()],

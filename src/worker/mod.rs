@@ -6,20 +6,22 @@
 //! serves the model, and reports a clear error after it.
 
 mod directory;
+mod local;
 mod run;
 
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use directory::Directory;
+pub use local::{LocalWorkers, Reservation};
 
 use crate::backend::BackendHandle;
 use crate::domain::{Lane, ModelName};
 use crate::events::EventBus;
-use crate::queue::Queue;
+use crate::queue::{Delivery, Queue};
 use crate::store::TaskStore;
 use crate::web::WebContext;
 
@@ -49,9 +51,41 @@ pub struct Worker {
     /// writing anything, so the store still has them as running and the next start
     /// queues them again.
     pub abort: CancellationToken,
+    /// The backend's slots (`max_concurrency`): a job runs only while it holds one.
+    pub slots: Arc<Semaphore>,
+}
+
+/// How a job reached its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// From the queue: the worker claims the task.
+    Queued,
+    /// Straight from the service, the task's row written already claimed by this worker.
+    Claimed,
 }
 
 impl Worker {
+    /// Runs one job in a task of its own, holding `permit` (one of the backend's slots)
+    /// until it ends; abandoned when shutdown's grace period is over.
+    fn spawn_job(
+        self,
+        tracker: &TaskTracker,
+        delivery: Delivery,
+        start: Start,
+        permit: OwnedSemaphorePermit,
+    ) {
+        tracker.spawn(async move {
+            let task_id = delivery.job.task_id;
+            tokio::select! {
+                () = self.execute(delivery, start) => {}
+                () = self.abort.cancelled() => {
+                    tracing::warn!(task_id = %task_id, worker = %self.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
+                }
+            }
+            drop(permit);
+        });
+    }
+
     /// The lanes this worker takes from, given the models its backend serves now.
     pub fn lanes(&self) -> Vec<Lane> {
         let me = self.handle.name();
@@ -86,7 +120,7 @@ impl Worker {
     /// Takes and runs jobs until `shutdown`; running jobs are tracked by `tracker`.
     pub async fn run(self, shutdown: CancellationToken, tracker: TaskTracker) {
         let name = self.handle.name().clone();
-        let slots = Arc::new(Semaphore::new(self.handle.max_concurrency));
+        let slots = self.slots.clone();
         let mut models = self.handle.watch_models();
         tracing::info!(worker = %name, slots = self.handle.max_concurrency, "worker started");
         let mut cooling = false;
@@ -131,19 +165,9 @@ impl Worker {
                 () = shutdown.cancelled() => break,
             };
             match delivery {
-                Ok(delivery) => {
-                    let worker = self.clone();
-                    tracker.spawn(async move {
-                        let task_id = delivery.job.task_id;
-                        tokio::select! {
-                            () = worker.execute(delivery) => {}
-                            () = worker.abort.cancelled() => {
-                                tracing::warn!(task_id = %task_id, worker = %worker.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
-                            }
-                        }
-                        drop(permit);
-                    });
-                }
+                Ok(delivery) => self
+                    .clone()
+                    .spawn_job(&tracker, delivery, Start::Queued, permit),
                 Err(e) => {
                     tracing::error!(worker = %name, error = %e, "queue failed; worker stops");
                     break;

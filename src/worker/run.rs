@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
-use super::{MAX_ATTEMPTS, Worker};
+use super::{MAX_ATTEMPTS, Start, Worker};
 use crate::backend::{BackendError, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
 use crate::domain::TaskStatus;
@@ -47,7 +47,7 @@ fn ms_between(a: DateTime<Utc>, b: DateTime<Utc>) -> i64 {
 }
 
 impl Worker {
-    pub(super) async fn execute(&self, delivery: Delivery) {
+    pub(super) async fn execute(&self, delivery: Delivery, start: Start) {
         let job = &delivery.job;
         let me = self.handle.name().clone();
         if let Some(reason) = &delivery.dead_letter {
@@ -67,7 +67,8 @@ impl Worker {
             self.ack(&delivery).await;
             return;
         }
-        if self.hand_to_warmer_worker(job).await {
+        // A job handed over directly went to the best worker the service knew of.
+        if start == Start::Queued && self.hand_to_warmer_worker(job).await {
             self.ack(&delivery).await;
             return;
         }
@@ -75,9 +76,10 @@ impl Worker {
         let in_flight = self.handle.start_request();
         // A fresh job's claim is written while the backend call starts: it almost never
         // fails, and the row is then durable before the first token is passed on. A
-        // redelivered job (its task may have finished meanwhile) is claimed first.
-        // `Started` goes out as soon as the claim is made, while the backend call is under
-        // way: a client waiting for a whole answer knows from it that its task runs.
+        // redelivered job (its task may have finished meanwhile) is claimed first; a job
+        // handed over directly was claimed with its row. `Started` goes out as soon as
+        // the claim is made, while the backend call is under way: a client waiting for a
+        // whole answer knows from it that its task runs.
         let claim = async {
             let claim = self.store.claim(job.task_id, &me, started).await;
             if matches!(claim, Ok(Claim::Claimed) | Err(_)) {
@@ -87,7 +89,12 @@ impl Worker {
             }
             claim
         };
-        let (claim, opened) = if delivery.deliveries <= 1 && job.attempt == 0 {
+        let (claim, opened) = if start == Start::Claimed {
+            self.events
+                .publish(job.task_id, TaskEvent::Started { worker: me.clone() })
+                .await;
+            (Ok(Claim::Claimed), None)
+        } else if delivery.deliveries <= 1 && job.attempt == 0 {
             let (claim, opened) = tokio::join!(claim, self.open(job));
             (claim, Some(opened))
         } else {
@@ -101,7 +108,16 @@ impl Worker {
                 return;
             }
             Ok(Claim::Missing) => {
+                // Its insert failed: whoever waits for it hears why from the recording.
                 tracing::warn!(task_id = %job.task_id, worker = %me, "task is not in the store; skipped");
+                self.events
+                    .publish(
+                        job.task_id,
+                        TaskEvent::Failed {
+                            message: format!("task {} is not in the task store", job.task_id),
+                        },
+                    )
+                    .await;
                 self.ack(&delivery).await;
                 return;
             }

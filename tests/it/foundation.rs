@@ -15,7 +15,7 @@ use coordinator::turn::{TurnInput, build_turn};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use crate::helpers::{MODEL, spawn_app, spawn_app_with, spawn_fake, start, test_config};
+use crate::helpers::{MODEL, TestApp, spawn_app, spawn_app_with, spawn_fake, start, test_config};
 
 #[tokio::test]
 async fn route_queues_a_task_that_a_worker_finishes() {
@@ -436,6 +436,7 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         started_at: chrono::Utc::now(),
         metrics: Arc::default(),
         memory: None,
+        local: Default::default(),
     };
     // Another process holds the database's write lock, so the task's row cannot be
     // committed yet.
@@ -466,4 +467,64 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         early.is_err(),
         "the job was queued while its row was not committed"
     );
+}
+
+/// Waits until task `id` has started on a worker (its `started` event), then returns its
+/// row as `GET /tasks/{id}` shows it.
+async fn once_started(app: &TestApp, id: &str) -> Value {
+    use futures::StreamExt;
+    let res = app.get(&format!("/tasks/{id}/events")).await;
+    let mut body = res.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("started") {
+        let chunk = body
+            .next()
+            .await
+            .expect("events ended before the start")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    app.get(&format!("/tasks/{id}")).await.json().await.unwrap()
+}
+
+/// A fresh task whose worker has a free slot skips the queue: its row is written already
+/// running on that worker, with no separate claim. Without a free slot it waits in the
+/// queue, and the backend's limit holds across both ways in.
+#[tokio::test]
+async fn a_task_goes_straight_to_a_free_worker_and_waits_in_the_queue_when_none_is() {
+    let fake = spawn_fake().await;
+    // Every answer stalls after its first token: each task keeps its slot.
+    fake.update_knobs(|k| k.stall_after = Some(1));
+    // Two slots: the worker loop holds one while it waits for the queue; one is free.
+    let app = spawn_app_with(fake, |c| c.backends[0].max_concurrency = 2).await;
+
+    let first = app.route(json!({ "prompt": "first" })).await;
+    let first = once_started(&app, first["task_id"].as_str().unwrap()).await;
+    assert_eq!(first["status"], "running", "{first}");
+    assert_eq!(first["worker_id"], "moon");
+    assert_eq!(first["attempts"], 1);
+    assert_eq!(
+        first["updated_at"], first["created_at"],
+        "handed over with its row, never claimed: {first}"
+    );
+
+    // The free slot is taken: the next task goes through the queue, and the worker loop
+    // claims it with its own slot.
+    let second = app.route(json!({ "prompt": "second" })).await;
+    let second = once_started(&app, second["task_id"].as_str().unwrap()).await;
+    assert_eq!(second["status"], "running", "{second}");
+    assert_eq!(second["attempts"], 1);
+    assert_ne!(
+        second["updated_at"], second["created_at"],
+        "claimed from the queue: {second}"
+    );
+
+    // Both slots are busy: the third task waits, neither handed over nor taken.
+    let third = app.route(json!({ "prompt": "third" })).await;
+    let id = third["task_id"].as_str().unwrap();
+    let third: Value = app.get(&format!("/tasks/{id}")).await.json().await.unwrap();
+    assert_eq!(third["status"], "queued", "{third}");
+    assert_eq!(third["attempts"], 0);
+    assert_eq!(app.fake.requests_to("/api/chat").len(), 2);
+    app.stop().await;
 }

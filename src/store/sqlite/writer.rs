@@ -128,6 +128,17 @@ impl Writer {
         Ok(Pending(answer))
     }
 
+    /// Hands `op` to the writer like [`send`](Self::send) if it can take it now; gives it
+    /// back when the writer's backlog is full. (With the writer stopped, the returned
+    /// [`Pending`] resolves to [`StoreError::WriterStopped`].)
+    pub(super) fn try_send(&self, op: Op) -> Result<Pending, Op> {
+        let (reply, answer) = oneshot::channel();
+        match self.tx.try_send(Request { op, reply }) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => Ok(Pending(answer)),
+            Err(mpsc::error::TrySendError::Full(request)) => Err(request.op),
+        }
+    }
+
     /// Writes `op` and waits until it is committed (or failed).
     pub(super) async fn write(&self, op: Op) -> Reply {
         self.send(op).await?.done().await
@@ -212,8 +223,8 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
             let created = ts(&t.created_at);
             conn.prepare_cached(
                 "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-                 worker_id, queue, status, response, internal_task, web_search, reasons, job, remember) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?
             .execute(params![
                 t.task_id.to_string(),
@@ -224,6 +235,7 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                 t.domain,
                 t.model,
                 t.worker_id,
+                t.attempts,
                 t.queue,
                 t.status.as_str(),
                 t.response,
