@@ -65,6 +65,19 @@ pub(super) enum Op {
     Barrier,
 }
 
+impl Op {
+    /// What the write was, for a log line.
+    fn describe(&self) -> String {
+        match self {
+            Op::Insert(t) => format!("insert of task {}", t.task_id),
+            Op::Claim { id, .. } => format!("claim of task {id}"),
+            Op::Requeue { id, .. } => format!("requeue of task {id}"),
+            Op::Finish { id, .. } => format!("outcome of task {id}"),
+            Op::Barrier => "barrier".to_owned(),
+        }
+    }
+}
+
 /// What one write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Done {
@@ -172,11 +185,21 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>) {
             // Alone: its own statement is its transaction.
             let result = apply(&conn, &alone.op).map_err(StoreError::from);
             if let Some(req) = batch.pop() {
-                let _ = req.reply.send(result);
+                answer(req, result);
             }
         } else {
             commit(&mut conn, &mut batch);
         }
+    }
+}
+
+/// Tells the caller how its write went. One that stopped waiting (a client that went
+/// away; a worker that does not wait for its outcome's commit) no longer needs the
+/// answer, but a failure is still logged.
+fn answer(req: Request, result: Reply) {
+    let Request { op, reply } = req;
+    if let Err(Err(e)) = reply.send(result) {
+        tracing::error!(write = op.describe(), error = %e, "a task store write failed after its caller stopped waiting");
     }
 }
 
@@ -185,15 +208,14 @@ fn commit(conn: &mut Connection, batch: &mut Vec<Request>) {
     match apply_all(conn, batch) {
         Ok(results) => {
             for (req, done) in batch.drain(..).zip(results) {
-                // A caller that went away (client disconnected) no longer needs the answer.
-                let _ = req.reply.send(Ok(done));
+                answer(req, Ok(done));
             }
         }
         Err(e) => {
             tracing::debug!(writes = batch.len(), error = %e, "batched write failed; retrying one by one");
             for req in batch.drain(..) {
                 let result = apply(conn, &req.op).map_err(StoreError::from);
-                let _ = req.reply.send(result);
+                answer(req, result);
             }
         }
     }
