@@ -4,10 +4,12 @@
 # Starts the in-repo fake LLM server (32 tokens per answer) and Coordinator as a user runs
 # it (release build, embedded mode, SQLite task store), then drives both with oha
 # (keep-alive) on POST /v1/chat/completions, non-streaming and streaming, at several
-# concurrencies: direct to the fake, and through Coordinator. Streaming runs also go
-# through bench-client for the time to first token. Prints a markdown table with the
-# difference (Coordinator's overhead) and Coordinator's peak RSS (VmHWM), and checks that
-# every task was persisted. Loopback only; every run is bounded in time.
+# concurrencies: direct to the fake, through a do-nothing pass-through on the same HTTP
+# stack (bench-proxy: the floor under any proxy's overhead), and through Coordinator.
+# Streaming runs also go through bench-client for the time to first token. Prints a
+# markdown table with the differences (Coordinator's overhead, the floor's) and
+# Coordinator's peak RSS (VmHWM), and checks that every task was persisted. Loopback
+# only; every run is bounded in time.
 #
 # Usage: scripts/bench.sh            (env: BENCH_DURATION=10s BENCH_CONCURRENCY="1 16 64"
 #                                      BENCH_TTFT_S=5 BENCH_MODES="nonstream stream"
@@ -59,7 +61,7 @@ wait_for_line() {
 }
 
 cleanup() {
-  for pid in ${COORD_PID:-} ${FAKE_PID:-}; do
+  for pid in ${COORD_PID:-} ${PROXY_PID:-} ${FAKE_PID:-}; do
     kill "$pid" 2>/dev/null || true
   done
   wait 2>/dev/null || true
@@ -69,7 +71,7 @@ trap cleanup EXIT
 ensure_tools
 if [[ -z "${BENCH_BIN:-}" ]]; then
   log "building release binaries"
-  (cd "$ROOT" && cargo build --release --quiet --bin coordinator --bin fake-llm --bin bench-client)
+  (cd "$ROOT" && cargo build --release --quiet --bin coordinator --bin fake-llm --bin bench-client --bin bench-proxy)
 fi
 
 WORK="$(mktemp -d -t coordinator-bench.XXXXXX)"
@@ -78,6 +80,11 @@ log "working directory: $WORK"
 "$BIN/fake-llm" --listen 127.0.0.1:0 --tokens 32 --model "$MODEL" >"$WORK/fake.log" 2>&1 &
 FAKE_PID=$!
 FAKE_ADDR="$(wait_for_line "$WORK/fake.log" '^fake-llm listening on http:\/\/([0-9.:]+).*' "$FAKE_PID")"
+
+# The floor: a pass-through on the same HTTP stack that does nothing else.
+"$BIN/bench-proxy" --listen 127.0.0.1:0 --upstream "http://$FAKE_ADDR" >"$WORK/proxy.log" 2>&1 &
+PROXY_PID=$!
+PROXY_ADDR="$(wait_for_line "$WORK/proxy.log" '^bench-proxy listening on http:\/\/([0-9.:]+).*' "$PROXY_PID")"
 
 cat >"$WORK/coordinator.toml" <<EOF
 [server]
@@ -154,9 +161,12 @@ RESULTS="$WORK/results.tsv"
 COORD_OK=0
 for mode in $MODES; do
   for c in $CONCURRENCY; do
-    for target in direct coordinator; do
-      addr="$FAKE_ADDR"
-      [[ "$target" == coordinator ]] && addr="$COORD_ADDR"
+    for target in direct floor coordinator; do
+      case "$target" in
+        direct) addr="$FAKE_ADDR" ;;
+        floor) addr="$PROXY_ADDR" ;;
+        coordinator) addr="$COORD_ADDR" ;;
+      esac
       # Warm-up: connections, caches, the first SQLite pages.
       oha --no-tui --output-format json -n 200 -c "$c" -m POST -H 'content-type: application/json' \
         -D "$WORK/body-$mode.json" "http://$addr/v1/chat/completions" >/dev/null
@@ -172,7 +182,7 @@ for mode in $MODES; do
         cpu_us="$(( (cpu_after - cpu_before) * 1000000 / CLK_TCK / ok ))"
       fi
       ttft50="-" ttft99="-"
-      if [[ "$mode" == stream ]]; then
+      if [[ "$mode" == stream && "$target" != floor ]]; then
         "$BIN/bench-client" --url "http://$addr/v1/chat/completions" --body "$WORK/body-stream.json" \
           -c "$c" --duration-s "$TTFT_S" >"$WORK/ttft-$c-$target.json"
         ttft50="$(jq -r .ttft_p50_ms "$WORK/ttft-$c-$target.json")"
@@ -199,20 +209,22 @@ COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --qu
 {
   echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
   echo
-  echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms | coord CPU µs/req | errors | load (1 min) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms | coord CPU µs/req | errors | load (1 min) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   awk -F'\t' '
     $3 == "direct" { d[$1,$2] = $0; next }
+    $3 == "floor" { f[$1,$2] = $0; next }
     {
       split(d[$1,$2], x, "\t")
+      split(f[$1,$2], y, "\t")
       ttft = "–"; tadd = "–"
       if ($1 == "stream") {
         ttft = sprintf("%.3f / %.3f", x[7], $7)
         tadd = sprintf("%+.3f / %+.3f", $7 - x[7], $8 - x[8])
       }
-      printf "| %s | %s | %.0f | %.0f | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %s | %s | %s | %d / %d | %s / %s |\n",
+      printf "| %s | %s | %.0f | %.0f | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %+.3f / %+.3f | %s | %s | %s | %d / %d | %s / %s |\n",
         ($1 == "stream" ? "stream" : "non-stream"), $2, x[4], $4, x[5], x[6], $5, $6,
-        $5 - x[5], $6 - x[6], ttft, tadd, $12, x[9], $9, x[10], $10
+        $5 - x[5], $6 - x[6], y[5] - x[5], y[6] - x[6], ttft, tadd, $12, x[9], $9, x[10], $10
     }' "$RESULTS"
   echo
   echo "Coordinator peak RSS (VmHWM): $((HWM_KB / 1024)) MiB ($HWM_KB kB); after each cell: $(awk -F'\t' '$3 == "coordinator" {printf "%s%d", (n++ ? ", " : ""), $11 / 1024}' "$RESULTS") MiB"
