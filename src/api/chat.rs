@@ -37,6 +37,27 @@ pub enum Piece {
     Failed(String),
 }
 
+/// The most pieces one body frame takes.
+const MAX_PIECES_PER_FRAME: usize = 64;
+
+/// A streamed answer's body: `encode` writes each piece, and every piece that is ready
+/// when the body is polled goes into one frame. A burst of tokens (a backend that sends
+/// several per read, a client that reads slower than tokens come) then costs one write
+/// to the client instead of one each; a piece that arrives alone still goes out alone,
+/// at once.
+pub fn body_frames(
+    pieces: BoxStream<'static, Piece>,
+    mut encode: impl FnMut(Piece, &mut Vec<u8>) + Send + 'static,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::convert::Infallible>> + Send + 'static {
+    pieces.ready_chunks(MAX_PIECES_PER_FRAME).map(move |batch| {
+        let mut buf = Vec::with_capacity(160 * batch.len());
+        for piece in batch {
+            encode(piece, &mut buf);
+        }
+        Ok(bytes::Bytes::from(buf))
+    })
+}
+
 /// `x-coordinator-task-id`, `-domain`, `-model`, `-worker` and `-queue`.
 pub fn decision_headers(
     task_id: TaskId,
@@ -205,5 +226,62 @@ impl ChatStart {
                 yield Piece::Chunk(chunk);
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use futures::channel::mpsc;
+
+    use super::*;
+
+    fn text(t: &str) -> Piece {
+        Piece::Chunk(Chunk::Content { text: t.into() })
+    }
+
+    fn encode(piece: Piece, buf: &mut Vec<u8>) {
+        match piece {
+            Piece::Chunk(Chunk::Content { text }) => buf.extend_from_slice(text.as_bytes()),
+            Piece::Chunk(_) => buf.extend_from_slice(b"<chunk>"),
+            Piece::Failed(m) => buf.extend_from_slice(m.as_bytes()),
+        }
+        buf.push(b'|');
+    }
+
+    #[tokio::test]
+    async fn pieces_ready_together_share_a_frame_and_a_lone_piece_goes_out_at_once() {
+        let (pieces, rx) = mpsc::unbounded();
+        let mut body = Box::pin(body_frames(rx.boxed(), encode));
+        for t in ["a", "b", "c"] {
+            pieces.unbounded_send(text(t)).unwrap();
+        }
+        assert_eq!(body.next().await.unwrap().unwrap(), "a|b|c|");
+        assert!(
+            body.next().now_or_never().is_none(),
+            "nothing ready, no frame"
+        );
+        pieces.unbounded_send(text("d")).unwrap();
+        assert_eq!(body.next().await.unwrap().unwrap(), "d|");
+        pieces
+            .unbounded_send(Piece::Failed("broken".into()))
+            .unwrap();
+        drop(pieces);
+        assert_eq!(body.next().await.unwrap().unwrap(), "broken|");
+        assert!(body.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_long_burst_is_split_into_bounded_frames() {
+        let burst = (0..MAX_PIECES_PER_FRAME + 1).map(|i| text(&i.to_string()));
+        let mut body = Box::pin(body_frames(futures::stream::iter(burst).boxed(), encode));
+        let first = body.next().await.unwrap().unwrap();
+        assert_eq!(
+            first.iter().filter(|b| **b == b'|').count(),
+            MAX_PIECES_PER_FRAME
+        );
+        let last = MAX_PIECES_PER_FRAME.to_string() + "|";
+        assert_eq!(body.next().await.unwrap().unwrap(), last.as_bytes());
+        assert!(body.next().await.is_none());
     }
 }

@@ -6,13 +6,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use futures::StreamExt;
 
 use super::{
     ChatRequest, ModelDetails, ModelTag, NdjsonEncoder, PsResponse, RunningModel, TagsResponse,
     Timings, VersionResponse, encode_chat_response, timestamp,
 };
-use crate::api::chat::{self, Piece, client_context};
+use crate::api::chat::{self, Piece, body_frames, client_context};
 use crate::api::error::{ApiError, OllamaError};
 use crate::api::json::{parse_body, write_json};
 use crate::service::Coordinator;
@@ -113,19 +112,17 @@ pub async fn chat(
     }
     let extra = started.headers();
     let mut encoder = NdjsonEncoder::new(model);
-    let body = started.into_pieces().map(move |piece| {
-        let mut buf = Vec::with_capacity(160);
+    let body = body_frames(started.into_pieces(), move |piece, buf| {
         let now = timestamp(Utc::now());
         match piece {
             Piece::Chunk(c) => {
                 if let crate::chat::Chunk::Done { usage, .. } = &c {
                     encoder.set_timings(Timings::from_usage(usage));
                 }
-                encoder.push(&c, &now, &mut buf);
+                encoder.push(&c, &now, buf);
             }
-            Piece::Failed(message) => encoder.push_error(&message, &mut buf),
+            Piece::Failed(message) => encoder.push_error(&message, buf),
         }
-        Ok::<_, std::convert::Infallible>(Bytes::from(buf))
     });
     let mut res = Response::new(Body::from_stream(body));
     let h = res.headers_mut();

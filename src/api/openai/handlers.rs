@@ -4,13 +4,12 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 
 use super::{
     ChatCompletionRequest, CompletionMeta, ErrorBody, ModelEntry, ModelList, SseEncoder,
     encode_completion, parse_body, write_json,
 };
-use crate::api::chat::{self, Piece, client_context};
+use crate::api::chat::{self, Piece, body_frames, client_context};
 use crate::api::error::ApiError;
 use crate::service::Coordinator;
 use crate::turn::build_turn;
@@ -67,16 +66,12 @@ pub async fn chat_completions(
     }
     let extra = started.headers();
     let mut encoder = SseEncoder::new(meta, parsed.include_usage);
-    let body = started.into_pieces().map(move |piece| {
-        let mut buf = Vec::with_capacity(128);
-        match piece {
-            Piece::Chunk(c) => encoder.push(&c, &mut buf),
-            Piece::Failed(message) => encoder.push_error(
-                &ErrorBody::new(message, "server_error", Some("backend_error")),
-                &mut buf,
-            ),
-        }
-        Ok::<_, std::convert::Infallible>(Bytes::from(buf))
+    let body = body_frames(started.into_pieces(), move |piece, buf| match piece {
+        Piece::Chunk(c) => encoder.push(&c, buf),
+        Piece::Failed(message) => encoder.push_error(
+            &ErrorBody::new(message, "server_error", Some("backend_error")),
+            buf,
+        ),
     });
     let mut res = Response::new(Body::from_stream(body));
     let h = res.headers_mut();
