@@ -103,6 +103,28 @@ pub struct SamplingParams {
     pub stop: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
+    /// The shape the answer must take (structured output), when the client asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<AnswerFormat>,
+}
+
+/// A structured-output request, in the terms both backend kinds share: OpenAI's
+/// `response_format` (`json_object`, `json_schema`) and Ollama's `format` (`"json"`, a
+/// schema).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AnswerFormat {
+    /// Any JSON value.
+    Json,
+    /// JSON that matches `schema`.
+    JsonSchema {
+        /// The schema's name, as an OpenAI client gave it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        schema: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        strict: Option<bool>,
+    },
 }
 
 /// Token counts and timings reported by a backend at the end of a generation.

@@ -123,6 +123,8 @@ pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiErro
     } else {
         Wait::FirstChunk
     };
+    // Structured output (JSON) is returned as the backend wrote it: no routing info.
+    let structured = turn.params.format.is_some();
     let sub = state.submit_for_answer(turn).await?;
     let timeout = Duration::from_secs(state.config.timeouts.route_s);
     let started = first_chunk(sub.task_id, sub.events, timeout, wait)
@@ -134,7 +136,7 @@ pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiErro
         .or(sub.worker_hint.as_ref())
         .map(ToString::to_string)
         .unwrap_or_default();
-    let decoration = if sub.decision.internal_task.is_some() {
+    let decoration = if sub.decision.internal_task.is_some() || structured {
         Decoration::default()
     } else {
         let info = RouteInfo {

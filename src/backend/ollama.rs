@@ -13,7 +13,9 @@ use serde_json::Value;
 
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
-use crate::chat::{ChatMessage, Chunk, FinishReason, Role, ToolCall, ToolSpec, Usage};
+use crate::chat::{
+    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, ToolCall, ToolSpec, Usage,
+};
 use crate::domain::ModelName;
 
 /// How many `/api/show` calls run at once during discovery.
@@ -174,6 +176,9 @@ struct ChatRequest<'a> {
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Options::is_empty")]
     options: Options<'a>,
+    /// `"json"` or a JSON schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -258,6 +263,10 @@ impl<'a> ChatRequest<'a> {
                 stop: &p.stop,
                 seed: p.seed,
             },
+            format: p.format.as_ref().map(|f| match f {
+                AnswerFormat::Json => Value::from("json"),
+                AnswerFormat::JsonSchema { schema, .. } => schema.clone(),
+            }),
         }
     }
 }

@@ -158,6 +158,11 @@ async fn options_and_images_are_mapped() {
         max_tokens: Some(2),
         stop: vec!["END".into()],
         seed: Some(42),
+        format: Some(AnswerFormat::JsonSchema {
+            name: Some("haiku".into()),
+            schema: json!({ "type": "object" }),
+            strict: Some(true),
+        }),
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");
@@ -179,8 +184,20 @@ async fn options_and_images_are_mapped() {
             ],
             "stream": true,
             "options": { "temperature": 0.5, "top_p": 0.9, "num_predict": 2, "stop": ["END"], "seed": 42 },
+            "format": { "type": "object" },
         })
     );
+}
+
+#[tokio::test]
+async fn a_json_answer_is_asked_with_format_json() {
+    let (server, client) = setup().await;
+    let mut req = request("qwen2.5:7b", vec![ChatMessage::user("hi")]);
+    req.params.format = Some(AnswerFormat::Json);
+    collect(client.complete(&req).await.unwrap()).await;
+    let sent = server.requests_to("/api/chat").pop().unwrap().body.unwrap();
+    assert_eq!(sent["format"], "json");
+    assert_eq!(sent["stream"], false);
 }
 
 #[tokio::test]

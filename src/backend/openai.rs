@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
-use crate::chat::{ChatMessage, Chunk, FinishReason, Role, ToolCall, ToolSpec, Usage};
+use crate::chat::{
+    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, ToolCall, ToolSpec, Usage,
+};
 use crate::domain::ModelName;
 
 #[derive(Debug, Clone)]
@@ -141,6 +143,29 @@ struct ChatRequest<'a> {
     stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<serde_json::Value>,
+}
+
+/// `response_format` for a structured-output request (a schema needs a name here).
+fn response_format(f: &AnswerFormat) -> serde_json::Value {
+    match f {
+        AnswerFormat::Json => serde_json::json!({ "type": "json_object" }),
+        AnswerFormat::JsonSchema {
+            name,
+            schema,
+            strict,
+        } => {
+            let mut spec = serde_json::json!({
+                "name": name.as_deref().unwrap_or("answer"),
+                "schema": schema,
+            });
+            if let Some(strict) = strict {
+                spec["strict"] = serde_json::Value::Bool(*strict);
+            }
+            serde_json::json!({ "type": "json_schema", "json_schema": spec })
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -220,6 +245,7 @@ impl<'a> ChatRequest<'a> {
             max_tokens: p.max_tokens,
             stop: &p.stop,
             seed: p.seed,
+            response_format: p.format.as_ref().map(response_format),
         }
     }
 }

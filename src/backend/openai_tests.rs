@@ -1,7 +1,7 @@
 //! Tests of the openai client against the in-repo fake LLM server.
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::chat::SamplingParams;
@@ -174,6 +174,11 @@ async fn params_and_images_are_mapped() {
         max_tokens: Some(2),
         stop: vec!["END".into()],
         seed: Some(42),
+        format: Some(AnswerFormat::JsonSchema {
+            name: Some("haiku".into()),
+            schema: json!({ "type": "object", "properties": { "lines": { "type": "array" } } }),
+            strict: Some(true),
+        }),
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");
@@ -205,7 +210,37 @@ async fn params_and_images_are_mapped() {
             "max_tokens": 2,
             "stop": ["END"],
             "seed": 42,
+            "response_format": { "type": "json_schema", "json_schema": {
+                "name": "haiku", "strict": true,
+                "schema": { "type": "object", "properties": { "lines": { "type": "array" } } },
+            } },
         })
+    );
+}
+
+#[tokio::test]
+async fn a_json_answer_is_asked_as_json_object_and_an_unnamed_schema_gets_a_name() {
+    let (server, client) = setup().await;
+    let mut req = request("qwen2.5:7b", vec![ChatMessage::user("hi")]);
+    req.params.format = Some(AnswerFormat::Json);
+    collect(client.complete(&req).await.unwrap()).await;
+    req.params.format = Some(AnswerFormat::JsonSchema {
+        name: None,
+        schema: json!({ "type": "object" }),
+        strict: None,
+    });
+    collect(client.complete(&req).await.unwrap()).await;
+    let sent: Vec<Value> = server
+        .requests_to("/v1/chat/completions")
+        .into_iter()
+        .map(|r| r.body.unwrap()["response_format"].clone())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            json!({ "type": "json_object" }),
+            json!({ "type": "json_schema", "json_schema": { "name": "answer", "schema": { "type": "object" } } }),
+        ]
     );
 }
 

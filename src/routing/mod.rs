@@ -225,6 +225,10 @@ impl Router {
         let web_search = if rag {
             reasons.push("web_search: skipped, the turn already carries retrieved context".into());
             false
+        } else if turn.params.format.is_some() {
+            // A cited answer (a disclaimer, a sources list) is not the JSON asked for.
+            reasons.push("web_search: skipped, the client asked for structured output".into());
+            false
         } else {
             let v = self.rules.web.detect(&turn.prompt, domain == domain::CODE);
             reasons.push(v.reason);

@@ -672,3 +672,79 @@ async fn errors_shown_in_a_chat_follow_the_prompts_language() {
     let body = res.text().await.unwrap();
     assert!(body.contains("回答の途中でエラーが発生しました"), "{body}");
 }
+
+/// Structured output: the client's JSON request reaches the backend in the backend's own
+/// terms (OpenAI `response_format` → Ollama `format`), and the answer comes back as the
+/// model wrote it, without the routing header and footer that would break the JSON.
+#[tokio::test]
+async fn structured_output_reaches_the_backend_and_comes_back_undecorated() {
+    let app = spawn_app_with(spawn_fake().await, |c| {
+        c.server.routing_info = RoutingInfo::HeaderFooter
+    })
+    .await;
+    let schema = json!({ "type": "object", "properties": { "city": { "type": "string" } } });
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({
+                "model": "auto",
+                "messages": [{ "role": "user", "content": "name a city" }],
+                "response_format": { "type": "json_schema", "json_schema": { "name": "city", "schema": schema } },
+            }),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        format!("Echo from {MODEL}: name a city"),
+        "no routing header or footer around structured output"
+    );
+    let sent = app
+        .fake
+        .requests_to("/api/chat")
+        .pop()
+        .unwrap()
+        .body
+        .unwrap();
+    assert_eq!(sent["format"], schema);
+
+    // Ollama's own door, streaming: `format: "json"` goes through as is.
+    let res = app
+        .post(
+            "/api/chat",
+            json!({ "model": MODEL, "format": "json", "messages": [{ "role": "user", "content": "a city" }] }),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    assert!(
+        !text.contains("ルーティング") && !text.contains("Routing"),
+        "{text}"
+    );
+    let sent = app
+        .fake
+        .requests_to("/api/chat")
+        .pop()
+        .unwrap()
+        .body
+        .unwrap();
+    assert_eq!(sent["format"], "json");
+
+    // A format the backends do not know is refused before anything is recorded.
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({ "model": "auto", "messages": [{ "role": "user", "content": "x" }], "response_format": { "type": "yaml" } }),
+        )
+        .await;
+    assert_eq!(res.status(), 400);
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("response_format.type"),
+        "{body}"
+    );
+}

@@ -13,7 +13,7 @@ use crate::api::openai::BodyError;
 use crate::api::openai::request::{
     RequestTool, Stop, arguments_text, convert_tools, data_uri_payload,
 };
-use crate::chat::{ChatMessage, Role, SamplingParams, ToolCall};
+use crate::chat::{AnswerFormat, ChatMessage, Role, SamplingParams, ToolCall};
 use crate::turn::{ClientContext, TurnInput};
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -24,7 +24,7 @@ pub struct ChatRequest {
     /// Defaults to true.
     pub stream: Option<bool>,
     pub options: Option<Options>,
-    /// `"json"` or a JSON schema; not forwarded yet.
+    /// `"json"` or a JSON schema.
     pub format: Option<Value>,
     /// A duration string or seconds; not forwarded yet.
     pub keep_alive: Option<Value>,
@@ -80,6 +80,25 @@ pub struct Options {
     pub seed: Option<i64>,
 }
 
+/// `format`: `"json"` for any JSON, a schema object for JSON matching it; empty or
+/// `null` for no constraint.
+fn answer_format(v: Option<&Value>) -> Result<Option<AnswerFormat>, BodyError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) if s == "json" => Ok(Some(AnswerFormat::Json)),
+        Some(schema @ Value::Object(_)) => Ok(Some(AnswerFormat::JsonSchema {
+            name: None,
+            schema: schema.clone(),
+            strict: None,
+        })),
+        Some(_) => Err(BodyError::new(
+            "format",
+            "must be \"json\" or a JSON schema object",
+        )),
+    }
+}
+
 impl ChatRequest {
     pub fn wants_stream(&self) -> bool {
         self.stream.unwrap_or(true)
@@ -98,6 +117,7 @@ impl ChatRequest {
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             stop: options.stop.0,
             seed: options.seed,
+            format: answer_format(self.format.as_ref())?,
         };
         let messages = convert_messages(self.messages)?;
         let tools = convert_tools(self.tools.unwrap_or_default(), "tools")?;
@@ -234,6 +254,31 @@ mod tests {
         assert_eq!(i.params.stop, vec!["x".to_owned()]);
         assert_eq!(i.params.seed, Some(3));
         assert_eq!(i.tools.len(), 1);
+    }
+
+    #[test]
+    fn format_asks_for_json_or_a_schema() {
+        let body = |format: &str| {
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"format":{format}}}"#
+            )
+        };
+        assert_eq!(
+            parse(&body(r#""json""#)).unwrap().params.format,
+            Some(AnswerFormat::Json)
+        );
+        assert_eq!(
+            parse(&body(r#"{"type":"object"}"#)).unwrap().params.format,
+            Some(AnswerFormat::JsonSchema {
+                name: None,
+                schema: serde_json::json!({ "type": "object" }),
+                strict: None,
+            })
+        );
+        assert_eq!(parse(&body(r#""""#)).unwrap().params.format, None);
+        assert_eq!(parse(&body("null")).unwrap().params.format, None);
+        let e = parse(&body(r#""yaml""#)).unwrap_err();
+        assert!(e.to_string().contains("format"), "{e}");
     }
 
     #[test]

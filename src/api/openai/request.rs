@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::BodyError;
-use crate::chat::{ChatMessage, Role, SamplingParams, ToolCall, ToolSpec};
+use crate::chat::{AnswerFormat, ChatMessage, Role, SamplingParams, ToolCall, ToolSpec};
 use crate::turn::{ClientContext, TurnInput};
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -31,6 +31,8 @@ pub struct ChatCompletionRequest {
     pub tools: Option<Vec<RequestTool>>,
     /// `"none"` drops the tools; other choices are not forwarded.
     pub tool_choice: Option<Value>,
+    /// `{"type": "text" | "json_object" | "json_schema", "json_schema": {...}}`.
+    pub response_format: Option<Value>,
     /// A string (OpenAI) or an object (Open WebUI Pipelines: `{name, id, email, role}`).
     pub user: Option<Value>,
     pub chat_id: Option<String>,
@@ -128,6 +130,40 @@ pub struct RequestFunctionSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stop(pub Vec<String>);
 
+/// `response_format`: `text` asks for nothing in particular; `json_object` for JSON;
+/// `json_schema` for JSON matching `json_schema.schema`.
+fn response_format(v: &Value) -> Result<Option<AnswerFormat>, BodyError> {
+    let field = "response_format";
+    match v.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(AnswerFormat::Json)),
+        Some("json_schema") => {
+            let spec = v
+                .get("json_schema")
+                .ok_or_else(|| BodyError::new(format!("{field}.json_schema"), "missing"))?;
+            let schema = spec
+                .get("schema")
+                .filter(|s| s.is_object())
+                .cloned()
+                .ok_or_else(|| {
+                    BodyError::new(
+                        format!("{field}.json_schema.schema"),
+                        "must be a JSON schema object",
+                    )
+                })?;
+            Ok(Some(AnswerFormat::JsonSchema {
+                name: spec.get("name").and_then(Value::as_str).map(str::to_owned),
+                schema,
+                strict: spec.get("strict").and_then(Value::as_bool),
+            }))
+        }
+        _ => Err(BodyError::new(
+            format!("{field}.type"),
+            "must be \"text\", \"json_object\" or \"json_schema\"",
+        )),
+    }
+}
+
 /// A request ready for [`crate::turn::build_turn`], plus what only the encoder needs.
 #[derive(Debug, Clone)]
 pub struct ParsedChat {
@@ -174,6 +210,12 @@ impl ChatCompletionRequest {
             max_tokens: self.max_completion_tokens.or(self.max_tokens),
             stop: self.stop.0,
             seed: self.seed,
+            format: self
+                .response_format
+                .as_ref()
+                .map(response_format)
+                .transpose()?
+                .flatten(),
         };
         let body_chat_id = self
             .chat_id

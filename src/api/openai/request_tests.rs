@@ -127,3 +127,38 @@ fn tool_call_ids_and_arguments_are_filled_in() {
     assert_eq!(calls[1].id, "call_1_1");
     assert_eq!(calls[1].arguments, "{}");
 }
+
+#[test]
+fn response_format_asks_for_json_or_a_schema() {
+    let body = |format: &str| {
+        format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"response_format":{format}}}"#
+        )
+    };
+    let format = |f: &str| parse(&body(f)).map(|p| p.input.params.format);
+    assert_eq!(format(r#"{"type":"text"}"#).unwrap(), None);
+    assert_eq!(
+        format(r#"{"type":"json_object"}"#).unwrap(),
+        Some(AnswerFormat::Json)
+    );
+    assert_eq!(
+        format(r#"{"type":"json_schema","json_schema":{"name":"haiku","strict":true,"schema":{"type":"object"}}}"#)
+            .unwrap(),
+        Some(AnswerFormat::JsonSchema {
+            name: Some("haiku".into()),
+            schema: serde_json::json!({ "type": "object" }),
+            strict: Some(true),
+        })
+    );
+    for (bad, field) in [
+        (r#"{"type":"yaml"}"#, "response_format.type"),
+        (r#"{"type":"json_schema"}"#, "response_format.json_schema"),
+        (
+            r#"{"type":"json_schema","json_schema":{"name":"x"}}"#,
+            "response_format.json_schema.schema",
+        ),
+    ] {
+        let e = format(bad).unwrap_err();
+        assert!(e.to_string().contains(field), "{bad}: {e}");
+    }
+}

@@ -275,3 +275,20 @@ async fn a_slow_classifier_cannot_delay_routing_past_its_deadline() {
         d.reasons
     );
 }
+
+/// A client that asks for JSON gets the model's JSON: no web search (whose cited answer,
+/// disclaimer or sources list would not be the JSON asked for).
+#[tokio::test]
+async fn structured_output_is_never_sent_to_web_search() {
+    let r = router();
+    let mut turn = user_turn("今日の柏市の天気は？");
+    turn.params.format = Some(crate::chat::AnswerFormat::Json);
+    let d = r.decide(&turn, &two_models()).await.unwrap();
+    assert!(!d.web_search, "{:?}", d.reasons);
+    assert_ne!(d.lane.as_str(), "tasks:web");
+    assert!(
+        d.reasons.iter().any(|r| r.contains("structured output")),
+        "{:?}",
+        d.reasons
+    );
+}
