@@ -106,6 +106,39 @@ pub struct SamplingParams {
     /// The shape the answer must take (structured output), when the client asked for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<AnswerFormat>,
+    /// How long an Ollama backend keeps the model loaded after this turn (Ollama's
+    /// `keep_alive`: a duration string or seconds). OpenAI-compatible servers have no such
+    /// setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_alive: Option<Value>,
+    /// Whether, or how hard, a reasoning model thinks first: `true`/`false` or a level
+    /// (`low`, `medium`, `high`, `max`). A level reaches OpenAI-compatible servers as
+    /// `reasoning_effort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think: Option<Think>,
+}
+
+/// A reasoning request (Ollama's `think`, OpenAI's `reasoning_effort`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Think {
+    On(bool),
+    Level(String),
+}
+
+impl Think {
+    /// The levels both kinds of server understand.
+    pub const LEVELS: [&'static str; 4] = ["low", "medium", "high", "max"];
+
+    /// Reads `think` / `reasoning_effort` as a client sent it; `None` if it is neither a
+    /// bool nor a known level.
+    pub fn parse(v: &Value) -> Option<Self> {
+        match v {
+            Value::Bool(b) => Some(Self::On(*b)),
+            Value::String(s) if Self::LEVELS.contains(&s.as_str()) => Some(Self::Level(s.clone())),
+            _ => None,
+        }
+    }
 }
 
 /// A structured-output request, in the terms both backend kinds share: OpenAI's

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
 use crate::chat::{
-    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, ToolCall, ToolSpec, Usage,
+    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall, ToolSpec, Usage,
 };
 use crate::domain::ModelName;
 
@@ -179,6 +179,10 @@ struct ChatRequest<'a> {
     /// `"json"` or a JSON schema.
     #[serde(skip_serializing_if = "Option::is_none")]
     format: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep_alive: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    think: Option<&'a Think>,
 }
 
 #[derive(Serialize)]
@@ -267,6 +271,8 @@ impl<'a> ChatRequest<'a> {
                 AnswerFormat::Json => Value::from("json"),
                 AnswerFormat::JsonSchema { schema, .. } => schema.clone(),
             }),
+            keep_alive: p.keep_alive.as_ref(),
+            think: p.think.as_ref(),
         }
     }
 }

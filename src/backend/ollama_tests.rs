@@ -163,6 +163,8 @@ async fn options_and_images_are_mapped() {
             schema: json!({ "type": "object" }),
             strict: Some(true),
         }),
+        keep_alive: Some(json!("10m")),
+        think: Some(Think::Level("high".into())),
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");
@@ -185,6 +187,8 @@ async fn options_and_images_are_mapped() {
             "stream": true,
             "options": { "temperature": 0.5, "top_p": 0.9, "num_predict": 2, "stop": ["END"], "seed": 42 },
             "format": { "type": "object" },
+            "keep_alive": "10m",
+            "think": "high",
         })
     );
 }
@@ -194,10 +198,14 @@ async fn a_json_answer_is_asked_with_format_json() {
     let (server, client) = setup().await;
     let mut req = request("qwen2.5:7b", vec![ChatMessage::user("hi")]);
     req.params.format = Some(AnswerFormat::Json);
+    req.params.keep_alive = Some(json!(0));
+    req.params.think = Some(Think::On(false));
     collect(client.complete(&req).await.unwrap()).await;
     let sent = server.requests_to("/api/chat").pop().unwrap().body.unwrap();
     assert_eq!(sent["format"], "json");
     assert_eq!(sent["stream"], false);
+    assert_eq!(sent["keep_alive"], 0);
+    assert_eq!(sent["think"], false);
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
 use crate::chat::{
-    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, ToolCall, ToolSpec, Usage,
+    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall, ToolSpec, Usage,
 };
 use crate::domain::ModelName;
 
@@ -145,6 +145,9 @@ struct ChatRequest<'a> {
     seed: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<serde_json::Value>,
+    /// A thinking level (`max` is OpenAI's `high`); on/off has no OpenAI equivalent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
 }
 
 /// `response_format` for a structured-output request (a schema needs a name here).
@@ -246,6 +249,11 @@ impl<'a> ChatRequest<'a> {
             stop: &p.stop,
             seed: p.seed,
             response_format: p.format.as_ref().map(response_format),
+            reasoning_effort: match &p.think {
+                Some(Think::Level(level)) if level == "max" => Some("high"),
+                Some(Think::Level(level)) => Some(level.as_str()),
+                Some(Think::On(_)) | None => None,
+            },
         }
     }
 }

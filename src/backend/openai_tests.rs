@@ -179,6 +179,9 @@ async fn params_and_images_are_mapped() {
             schema: json!({ "type": "object", "properties": { "lines": { "type": "array" } } }),
             strict: Some(true),
         }),
+        // No such setting on OpenAI-compatible servers: not sent.
+        keep_alive: Some(json!("10m")),
+        think: Some(Think::Level("max".into())),
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");
@@ -214,6 +217,7 @@ async fn params_and_images_are_mapped() {
                 "name": "haiku", "strict": true,
                 "schema": { "type": "object", "properties": { "lines": { "type": "array" } } },
             } },
+            "reasoning_effort": "high",
         })
     );
 }

@@ -704,13 +704,7 @@ async fn structured_output_reaches_the_backend_and_comes_back_undecorated() {
         format!("Echo from {MODEL}: name a city"),
         "no routing header or footer around structured output"
     );
-    let sent = app
-        .fake
-        .requests_to("/api/chat")
-        .pop()
-        .unwrap()
-        .body
-        .unwrap();
+    let sent = app.last_backend_body("/api/chat");
     assert_eq!(sent["format"], schema);
 
     // Ollama's own door, streaming: `format: "json"` goes through as is.
@@ -726,12 +720,26 @@ async fn structured_output_reaches_the_backend_and_comes_back_undecorated() {
         !text.contains("ルーティング") && !text.contains("Routing"),
         "{text}"
     );
-    let sent = app
-        .fake
-        .requests_to("/api/chat")
-        .pop()
-        .unwrap()
-        .body
-        .unwrap();
+    let sent = app.last_backend_body("/api/chat");
     assert_eq!(sent["format"], "json");
+}
+
+/// Open WebUI's Ollama connection sends a model's Keep Alive and Think settings at the
+/// root of the body: they reach the Ollama backend as sent.
+#[tokio::test]
+async fn keep_alive_and_think_reach_an_ollama_backend() {
+    let app = spawn_app().await;
+    let res = app
+        .post(
+            "/api/chat",
+            json!({ "model": MODEL, "stream": false, "keep_alive": "30m", "think": false,
+                    "messages": [{ "role": "user", "content": "hi" }] }),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let sent = app.last_backend_body("/api/chat");
+    assert_eq!(
+        (&sent["keep_alive"], &sent["think"]),
+        (&json!("30m"), &json!(false))
+    );
 }

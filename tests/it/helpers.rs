@@ -42,6 +42,13 @@ impl TestApp {
         self.http.get(self.url(path)).send().await.unwrap()
     }
 
+    /// The JSON body of the last request the fake backend received on `path`.
+    pub fn last_backend_body(&self, path: &str) -> Value {
+        let last = self.fake.requests_to(path).pop();
+        last.and_then(|r| r.body)
+            .unwrap_or_else(|| panic!("the backend received no JSON body on {path}"))
+    }
+
     /// `POST /route` and its JSON answer; panics unless 200.
     pub async fn route(&self, body: Value) -> Value {
         let res = self.post("/route", body).await;

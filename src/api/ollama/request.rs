@@ -13,7 +13,7 @@ use crate::api::openai::BodyError;
 use crate::api::openai::request::{
     RequestTool, Stop, arguments_text, convert_tools, data_uri_payload,
 };
-use crate::chat::{AnswerFormat, ChatMessage, Role, SamplingParams, ToolCall};
+use crate::chat::{AnswerFormat, ChatMessage, Role, SamplingParams, Think, ToolCall};
 use crate::turn::{ClientContext, TurnInput};
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -26,10 +26,10 @@ pub struct ChatRequest {
     pub options: Option<Options>,
     /// `"json"` or a JSON schema.
     pub format: Option<Value>,
-    /// A duration string or seconds; not forwarded yet.
+    /// A duration string or seconds.
     pub keep_alive: Option<Value>,
     pub tools: Option<Vec<RequestTool>>,
-    /// A bool or `"low" | "medium" | "high"`; not forwarded yet.
+    /// A bool or `"low" | "medium" | "high" | "max"`.
     pub think: Option<Value>,
 }
 
@@ -118,6 +118,25 @@ impl ChatRequest {
             stop: options.stop.0,
             seed: options.seed,
             format: answer_format(self.format.as_ref())?,
+            keep_alive: match self.keep_alive {
+                None | Some(Value::Null) => None,
+                Some(v @ (Value::String(_) | Value::Number(_))) => Some(v),
+                Some(_) => {
+                    return Err(BodyError::new(
+                        "keep_alive",
+                        "must be a duration (\"5m\") or a number of seconds",
+                    ));
+                }
+            },
+            think: match &self.think {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(Think::parse(v).ok_or_else(|| {
+                    BodyError::new(
+                        "think",
+                        "must be true, false, \"low\", \"medium\", \"high\" or \"max\"",
+                    )
+                })?),
+            },
         };
         let messages = convert_messages(self.messages)?;
         let tools = convert_tools(self.tools.unwrap_or_default(), "tools")?;
@@ -253,7 +272,27 @@ mod tests {
         assert_eq!(i.params.max_tokens, Some(64));
         assert_eq!(i.params.stop, vec!["x".to_owned()]);
         assert_eq!(i.params.seed, Some(3));
+        assert_eq!(i.params.keep_alive, Some(serde_json::json!("5m")));
+        assert_eq!(i.params.think, Some(Think::On(true)));
         assert_eq!(i.tools.len(), 1);
+    }
+
+    #[test]
+    fn keep_alive_and_think_are_checked() {
+        let body = |extra: &str| {
+            format!(r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],{extra}}}"#)
+        };
+        let i = parse(&body(r#""keep_alive":-1,"think":"max""#)).unwrap();
+        assert_eq!(i.params.keep_alive, Some(serde_json::json!(-1)));
+        assert_eq!(i.params.think, Some(Think::Level("max".into())));
+        for (bad, field) in [
+            (r#""keep_alive":{"m":5}"#, "keep_alive"),
+            (r#""think":"hard""#, "think"),
+            (r#""think":1"#, "think"),
+        ] {
+            let e = parse(&body(bad)).unwrap_err();
+            assert!(e.to_string().contains(field), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::BodyError;
-use crate::chat::{AnswerFormat, ChatMessage, Role, SamplingParams, ToolCall, ToolSpec};
+use crate::chat::{AnswerFormat, ChatMessage, Role, SamplingParams, Think, ToolCall, ToolSpec};
 use crate::turn::{ClientContext, TurnInput};
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -33,6 +33,8 @@ pub struct ChatCompletionRequest {
     pub tool_choice: Option<Value>,
     /// `{"type": "text" | "json_object" | "json_schema", "json_schema": {...}}`.
     pub response_format: Option<Value>,
+    /// `"low" | "medium" | "high"` for reasoning models.
+    pub reasoning_effort: Option<String>,
     /// A string (OpenAI) or an object (Open WebUI Pipelines: `{name, id, email, role}`).
     pub user: Option<Value>,
     pub chat_id: Option<String>,
@@ -216,6 +218,16 @@ impl ChatCompletionRequest {
                 .map(response_format)
                 .transpose()?
                 .flatten(),
+            keep_alive: None,
+            think: match self.reasoning_effort {
+                None => None,
+                Some(level) => Some(Think::parse(&Value::String(level)).ok_or_else(|| {
+                    BodyError::new(
+                        "reasoning_effort",
+                        "must be \"low\", \"medium\", \"high\" or \"max\"",
+                    )
+                })?),
+            },
         };
         let body_chat_id = self
             .chat_id

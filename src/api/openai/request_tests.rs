@@ -162,3 +162,18 @@ fn response_format_asks_for_json_or_a_schema() {
         assert!(e.to_string().contains(field), "{bad}: {e}");
     }
 }
+
+#[test]
+fn reasoning_effort_is_a_thinking_level() {
+    let body = |effort: &str| {
+        format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"reasoning_effort":"{effort}"}}"#
+        )
+    };
+    assert_eq!(
+        parse(&body("low")).unwrap().input.params.think,
+        Some(crate::chat::Think::Level("low".into()))
+    );
+    let e = parse(&body("extreme")).unwrap_err();
+    assert!(e.to_string().contains("reasoning_effort"), "{e}");
+}
