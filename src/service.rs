@@ -226,13 +226,12 @@ impl Coordinator {
                 Ok((events, recording, worker_hint))
             }
             Err(task) => {
-                let store = self.store.clone();
-                let local_queue = self.queue.clone();
+                let (store, queue) = (self.store.clone(), self.queue.clone());
                 let recording = spawn_to_completion(task_id, async move {
                     let recording = store.insert_ordered(&task).await?;
                     match reservation {
                         Some(r) => r.start(job),
-                        None => local_queue
+                        None => queue
                             .enqueue(job)
                             .await
                             .map_err(|source| SubmitError::Queue { task_id, source })?,

@@ -98,12 +98,7 @@ impl Queue for InProcessQueue {
             tokio::pin!(notified);
             notified.as_mut().enable();
             if let Some(job) = self.try_take(lanes, consumer) {
-                return Ok(Delivery {
-                    receipt: job.task_id.to_string(),
-                    job,
-                    deliveries: 1,
-                    dead_letter: None,
-                });
+                return Ok(Delivery::in_process(job));
             }
             notified.await;
         }

@@ -69,6 +69,19 @@ pub struct Delivery {
     pub dead_letter: Option<String>,
 }
 
+impl Delivery {
+    /// A job handed out in this process: its first and only delivery, acknowledged by
+    /// nothing but its end.
+    pub fn in_process(job: Job) -> Self {
+        Self {
+            receipt: job.task_id.to_string(),
+            job,
+            deliveries: 1,
+            dead_letter: None,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     #[error("queue is closed")]

@@ -79,12 +79,7 @@ impl Reservation {
     /// Returns at once.
     pub fn start(self, job: Job) {
         let Self { local, permit } = self;
-        let delivery = Delivery {
-            receipt: job.task_id.to_string(),
-            job,
-            deliveries: 1,
-            dead_letter: None,
-        };
+        let delivery = Delivery::in_process(job);
         local
             .worker
             .spawn_job(&local.tracker, delivery, Start::Claimed, permit);

@@ -81,7 +81,10 @@ impl Worker {
         // the claim is made, while the backend call is under way: a client waiting for a
         // whole answer knows from it that its task runs.
         let claim = async {
-            let claim = self.store.claim(job.task_id, &me, started).await;
+            let claim = match start {
+                Start::Claimed => Ok(Claim::Claimed),
+                Start::Queued => self.store.claim(job.task_id, &me, started).await,
+            };
             if matches!(claim, Ok(Claim::Claimed) | Err(_)) {
                 self.events
                     .publish(job.task_id, TaskEvent::Started { worker: me.clone() })
@@ -89,12 +92,7 @@ impl Worker {
             }
             claim
         };
-        let (claim, opened) = if start == Start::Claimed {
-            self.events
-                .publish(job.task_id, TaskEvent::Started { worker: me.clone() })
-                .await;
-            (Ok(Claim::Claimed), None)
-        } else if delivery.deliveries <= 1 && job.attempt == 0 {
+        let (claim, opened) = if delivery.deliveries <= 1 && job.attempt == 0 {
             let (claim, opened) = tokio::join!(claim, self.open(job));
             (claim, Some(opened))
         } else {
