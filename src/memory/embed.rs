@@ -72,6 +72,10 @@ impl HashEmbedder {
 
 /// NFKC, lowercase, and every run of non-alphanumeric characters as one space.
 pub fn normalize(text: &str) -> String {
+    if text.is_ascii() {
+        // NFKC leaves ASCII as it is: the same result without the Unicode tables.
+        return normalize_ascii(text);
+    }
     let mut out = String::with_capacity(text.len());
     let mut space = true;
     for c in text.nfkc().flat_map(char::to_lowercase) {
@@ -86,15 +90,44 @@ pub fn normalize(text: &str) -> String {
     out.trim_end().to_owned()
 }
 
+/// [`normalize`] for ASCII text.
+fn normalize_ascii(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut space = true;
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() {
+            out.push(char::from(b.to_ascii_lowercase()));
+            space = false;
+        } else if !space {
+            out.push(' ');
+            space = true;
+        }
+    }
+    if out.ends_with(' ') {
+        out.pop();
+    }
+    out
+}
+
 fn add_ascii_word(v: &mut [f32], word: &str) {
     if STOP_WORDS.contains(&word) {
         return;
     }
     add(v, &['w' as u32], stem(word).chars(), 1.0);
-    // Character trigrams of the padded word catch inflections (cat / cats).
-    let chars: Vec<char> = format!(" {word} ").chars().collect();
-    for gram in chars.windows(3) {
-        add(v, &[3], gram.iter().copied(), 0.5);
+    // Character trigrams of the word padded with a space on each side catch inflections
+    // (cat / cats).
+    let bytes = word.as_bytes();
+    let padded = |i: usize| match i.checked_sub(1).and_then(|i| bytes.get(i)) {
+        Some(b) => char::from(*b),
+        None => ' ',
+    };
+    for i in 0..bytes.len() {
+        add(
+            v,
+            &[3],
+            [padded(i), padded(i + 1), padded(i + 2)].into_iter(),
+            0.5,
+        );
     }
 }
 
@@ -304,6 +337,64 @@ mod tests {
             "hello world カタカナ"
         );
         assert!(HashEmbedder.embed("!!! ...").iter().all(|x| *x == 0.0));
+    }
+
+    /// The ASCII paths give exactly what the general ones give: vectors already stored
+    /// stay comparable.
+    #[test]
+    fn the_ascii_paths_match_the_general_ones() {
+        fn general_normalize(text: &str) -> String {
+            let mut out = String::new();
+            let mut space = true;
+            for c in text.nfkc().flat_map(char::to_lowercase) {
+                if c.is_alphanumeric() {
+                    out.push(c);
+                    space = false;
+                } else if !space {
+                    out.push(' ');
+                    space = true;
+                }
+            }
+            out.trim_end().to_owned()
+        }
+        fn general_trigrams(word: &str) -> Vec<f32> {
+            let mut v = vec![0f32; BUILTIN_DIM];
+            let chars: Vec<char> = format!(" {word} ").chars().collect();
+            for gram in chars.windows(3) {
+                add(&mut v, &[3], gram.iter().copied(), 0.5);
+            }
+            v
+        }
+        let every_byte: String = (0u8..128).map(char::from).collect();
+        let samples = [
+            "",
+            " ",
+            "a",
+            "Hello, World!",
+            "  leading and trailing  ",
+            "tabs\tand\nnewlines\r\n",
+            "MiXeD 123 numbers-and_underscores",
+            "!!! ...",
+            "x!",
+            every_byte.as_str(),
+        ];
+        for text in samples {
+            assert_eq!(normalize_ascii(text), general_normalize(text), "{text:?}");
+            assert_eq!(normalize(text), general_normalize(text), "{text:?}");
+            for word in normalize(text).split(' ').filter(|w| !w.is_empty()) {
+                let mut v = vec![0f32; BUILTIN_DIM];
+                add_ascii_word(&mut v, word);
+                let mut expected = vec![0f32; BUILTIN_DIM];
+                if !STOP_WORDS.contains(&word) {
+                    add(&mut expected, &['w' as u32], stem(word).chars(), 1.0);
+                    expected
+                        .iter_mut()
+                        .zip(general_trigrams(word))
+                        .for_each(|(e, t)| *e += t);
+                }
+                assert_eq!(v, expected, "{word:?}");
+            }
+        }
     }
 
     #[tokio::test]

@@ -260,16 +260,18 @@ fn hit(index: &Index, s: Scored, same_thread: bool) -> Option<MemoryHit> {
 /// with the latest entity the thread's memory names, by the same rules the web lane uses
 /// for its search queries; `None` when the prompt refers to nothing it can resolve.
 pub fn standalone_query(index: &Index, prompt: &str, thread: &str) -> Option<String> {
-    let recent = index.recent_in_thread(thread, FOLLOWUP_EXCHANGES);
-    let history: Vec<ChatMessage> = recent
-        .iter()
-        .rev()
-        .flat_map(|item| {
-            let (user, answer) = item.text.split_once('\n').unwrap_or((&item.text, ""));
-            [ChatMessage::user(user), ChatMessage::assistant(answer)]
-        })
-        .collect();
-    crate::web::followup::resolve(prompt, &history).map(|(query, _)| query)
+    let history = || {
+        index
+            .recent_in_thread(thread, FOLLOWUP_EXCHANGES)
+            .iter()
+            .rev()
+            .flat_map(|item| {
+                let (user, answer) = item.text.split_once('\n').unwrap_or((&item.text, ""));
+                [ChatMessage::user(user), ChatMessage::assistant(answer)]
+            })
+            .collect()
+    };
+    crate::web::followup::resolve_with(prompt, history).map(|(query, _)| query)
 }
 
 /// The scope rules, on one index: which slots a recall returns, best first, each with

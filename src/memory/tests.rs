@@ -450,6 +450,56 @@ fn context_block_follows_the_language_and_the_cap() {
     assert_eq!(context_block(&[hit("  ")], Lang::En, 1000), None);
 }
 
+/// The one-pass formatting gives what the straightforward one (arrow, whitespace joined,
+/// cut at the room left) gives, at every cap.
+#[test]
+fn context_block_matches_the_straightforward_formatting() {
+    fn straightforward(hits: &[MemoryHit], max_chars: usize) -> Option<String> {
+        let mut out = "Relevant memories from earlier conversations:".to_owned();
+        let mut used = out.chars().count();
+        let mut lines = 0;
+        for hit in hits {
+            let text = hit.item.text.replacen('\n', " → ", 1);
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            if text.is_empty() {
+                continue;
+            }
+            let room = max_chars.saturating_sub(used + 3);
+            if room < 10 {
+                break;
+            }
+            let line = match text.char_indices().nth(room) {
+                Some((at, _)) => format!("{}…", &text[..at]),
+                None => text,
+            };
+            used += line.chars().count() + 3;
+            out.push_str("\n- ");
+            out.push_str(&line);
+            lines += 1;
+        }
+        (lines > 0).then_some(out)
+    }
+    let hits = [
+        hit("My cat is Tom\nWhat a nice name."),
+        hit("  \n  "),
+        hit("\nonly an answer"),
+        hit("only a prompt\n"),
+        hit("猫の名前は　ミケ\nかわいい名前ですね。\nもう一行"),
+        hit("tabs\tand  runs   of\r\nspaces"),
+        hit(&"long ".repeat(60)),
+        hit("exactly ten"),
+    ];
+    for max_chars in 0..400 {
+        for n in 0..=hits.len() {
+            assert_eq!(
+                context_block(&hits[..n], Lang::En, max_chars),
+                straightforward(&hits[..n], max_chars),
+                "max_chars {max_chars}, {n} hits"
+            );
+        }
+    }
+}
+
 #[test]
 fn condensing_keeps_the_prompt_and_splits_long_answers() {
     let items = condense("猫の名前は\n  ミケ", "かわいい。とても。");

@@ -138,10 +138,11 @@ fn by_template(
         + usize::from(asks_json);
     let single = s.user_message_count == 1 && s.message_count == 1;
     let shape = 1 + usize::from(single) + usize::from(matches!(s.max_tokens, Some(1000 | 4)));
-    let (task, hint) = kind_hint(instructions)?;
+    // Most turns stop here, before the search for the key a template wants back.
     if marker < 2 || marker + shape < 4 {
         return None;
     }
+    let (task, hint) = kind_hint(instructions)?;
     Some(TurnKind::Internal {
         task,
         reason: format!(

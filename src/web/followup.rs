@@ -93,9 +93,28 @@ enum Wants {
 /// The prompt with its first reference replaced, and the entity used; `None` when the
 /// prompt has no reference or the history has no matching entity.
 pub fn resolve(prompt: &str, history: &[ChatMessage]) -> Option<(String, String)> {
-    let (start, end, wants) =
-        find_japanese_reference(prompt).or_else(|| find_english_reference(prompt))?;
-    let entity = recent_entity(history, wants)?;
+    resolve_by(prompt, |wants| recent_entity(history, wants))
+}
+
+/// [`resolve`] with the history built only for a prompt that has a reference (most
+/// prompts have none).
+pub fn resolve_with(
+    prompt: &str,
+    history: impl FnOnce() -> Vec<ChatMessage>,
+) -> Option<(String, String)> {
+    resolve_by(prompt, |wants| recent_entity(&history(), wants))
+}
+
+fn resolve_by(
+    prompt: &str,
+    entity: impl FnOnce(Wants) -> Option<String>,
+) -> Option<(String, String)> {
+    // Japanese references are never ASCII.
+    let (start, end, wants) = (!prompt.is_ascii())
+        .then(|| find_japanese_reference(prompt))
+        .flatten()
+        .or_else(|| find_english_reference(prompt))?;
+    let entity = entity(wants)?;
     let replaced = format!("{} {} {}", &prompt[..start], entity, &prompt[end..]);
     Some((replaced, entity))
 }
