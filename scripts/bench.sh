@@ -16,6 +16,8 @@
 #                                      BENCH_OUT=file.md BENCH_BIN=dir RUST_LOG=...)
 #        scripts/bench.sh profile    (perf profile of Coordinator under non-streaming c=64 load;
 #                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
+#        scripts/bench.sh instructions (instructions per non-streaming request at c=1, counted
+#                                      by callgrind; env: BENCH_CALLGRIND_N=2000)
 set -euo pipefail
 
 OHA_VERSION="1.16.0"
@@ -102,7 +104,15 @@ models = ["$MODEL"]
 max_concurrency = 64
 EOF
 
-(cd "$WORK" && NO_COLOR=1 exec "$BIN/coordinator" serve --config "$WORK/coordinator.toml") \
+# `instructions` runs Coordinator under callgrind, which counts instructions instead of
+# timing them: the same count for the same binary and requests whatever else the machine
+# does, so two builds compare on a noisy machine.
+LAUNCH=()
+if [[ "${1:-}" == instructions ]]; then
+  command -v valgrind >/dev/null 2>&1 || { log "valgrind is needed: apt-get install -y valgrind"; exit 1; }
+  LAUNCH=(valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out")
+fi
+(cd "$WORK" && NO_COLOR=1 exec "${LAUNCH[@]}" "$BIN/coordinator" serve --config "$WORK/coordinator.toml") \
   >"$WORK/coordinator.log" 2>&1 &
 COORD_PID=$!
 COORD_ADDR="$(wait_for_line "$WORK/coordinator.log" '.*coordinator listening.*addr=([0-9.:]+).*' "$COORD_PID")"
@@ -137,6 +147,48 @@ oha_fields() {
         + ((.statusCodeDistribution // {}) | to_entries | map(select(.key != "200")) | map(.value) | add // 0)
     ] | @tsv' "$1"
 }
+
+if [[ "${1:-}" == instructions ]]; then
+  n="${BENCH_CALLGRIND_N:-2000}"
+  oha --no-tui --output-format json -n 200 -c 1 -m POST -H 'content-type: application/json' \
+    -D "$WORK/body-nonstream.json" "http://$COORD_ADDR/v1/chat/completions" >/dev/null
+  # Counted from here: start-up and warm-up left out.
+  callgrind_control --zero "$COORD_PID" >/dev/null 2>&1
+  oha --no-tui --output-format json -n "$n" -c 1 -m POST -H 'content-type: application/json' \
+    -D "$WORK/body-nonstream.json" "http://$COORD_ADDR/v1/chat/completions" >"$WORK/oha-instructions.json"
+  ok="$(jq -r '.statusCodeDistribution["200"] // 0' "$WORK/oha-instructions.json")"
+  sleep 1
+  kill -INT "$COORD_PID"
+  wait "$COORD_PID" 2>/dev/null || true
+  COORD_PID=""
+  COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo '+dirty')"
+  echo "Instructions per non-streaming request at c=1 (callgrind, $ok requests answered 200 of $n, commit $COMMIT):"
+  echo
+  echo "| part | instructions per request |"
+  echo "|---|---|"
+  callgrind_annotate --inclusive=yes "$WORK/callgrind.out" 2>/dev/null | awk -v n="$ok" '
+    function take(key) { if (!(key in v)) { gsub(",", "", $1); v[key] = $1 } }
+    /PROGRAM TOTALS/ { take("all") }
+    /service::Coordinator::submit_recording::\{\{closure\}\}( \[|$)/ { take("turn") }
+    /routing::Router::decide::\{\{closure\}\}( \[|$)/ { take("routing") }
+    /memory::context::context_block( \[|$)/ { take("context") }
+    /memory::embed::HashEmbedder::embed( \[|$)/ { take("embed") }
+    /Worker>::execute::\{\{closure\}\}( \[|$)/ { take("job") }
+    /sqlite::writer::run( \[|$)/ { take("writer") }
+    END {
+      split("all turn routing context job embed writer", order, " ")
+      label["all"] = "all of Coordinator (every thread)"
+      label["turn"] = "the turn: routing, memory recall, composing, recording (request task)"
+      label["routing"] = "&nbsp;&nbsp;of which routing"
+      label["context"] = "&nbsp;&nbsp;of which the memory context block"
+      label["job"] = "the job: backend call, outcome, memory write (worker task)"
+      label["embed"] = "the built-in embedder (recall and remembering, both above)"
+      label["writer"] = "the SQLite writer thread"
+      for (i = 1; i <= 7; i++) if (order[i] in v) printf "| %s | %d |\n", label[order[i]], v[order[i]] / n
+    }'
+  log "full counts: callgrind_annotate --inclusive=yes $WORK/callgrind.out"
+  exit 0
+fi
 
 if [[ "${1:-}" == profile ]]; then
   c="${BENCH_PROFILE_C:-64}" mode="${BENCH_PROFILE_MODE:-nonstream}"
