@@ -116,6 +116,22 @@ pub struct SamplingParams {
     /// `reasoning_effort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think: Option<Think>,
+    /// Whether the model may, must, or must call one named tool (OpenAI's `tool_choice`),
+    /// when the client said; only with tools (`none` drops the tools instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// OpenAI's `tool_choice` beyond `none`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "choice")]
+pub enum ToolChoice {
+    /// The model decides (OpenAI's default when there are tools).
+    Auto,
+    /// The model must call at least one tool.
+    Required,
+    /// The model must call this function.
+    Function { name: String },
 }
 
 /// A reasoning request (Ollama's `think`, OpenAI's `reasoning_effort`).

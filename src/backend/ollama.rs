@@ -14,7 +14,8 @@ use serde_json::Value;
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
 use crate::chat::{
-    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall, ToolSpec, Usage,
+    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall, ToolChoice, ToolSpec,
+    Usage,
 };
 use crate::domain::ModelName;
 
@@ -252,9 +253,15 @@ impl<'a> ChatRequest<'a> {
                 .map(|m| Message::from_chat(m, &req.messages))
                 .collect(),
             stream: true,
+            // Ollama has no `tool_choice`: a named function is the only tool it is shown;
+            // `required` cannot be asked for and is left to the model.
             tools: req
                 .tools
                 .iter()
+                .filter(|t| match &p.tool_choice {
+                    Some(ToolChoice::Function { name }) => &t.name == name,
+                    _ => true,
+                })
                 .map(|t| Tool {
                     r#type: "function",
                     function: t,

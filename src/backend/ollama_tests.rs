@@ -90,6 +90,35 @@ async fn thinking_becomes_reasoning_chunks() {
     );
 }
 
+/// Ollama has no `tool_choice`: a named function is the only tool it is shown, and
+/// `required` leaves every tool there.
+#[tokio::test]
+async fn a_named_tool_choice_narrows_the_tools() {
+    let (server, client) = setup().await;
+    let mut other = weather_tool();
+    other.name = "get_time".into();
+    let mut req = request("llama3.1:8b", vec![ChatMessage::user("weather?")]);
+    req.tools = vec![other, weather_tool()];
+    let sent_tools = |server: &FakeLlmServer| {
+        let sent = server.requests_to("/api/chat").pop().unwrap().body.unwrap();
+        assert_eq!(sent.get("tool_choice"), None);
+        sent["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    req.params.tool_choice = Some(ToolChoice::Function {
+        name: "get_weather".into(),
+    });
+    collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(sent_tools(&server), ["get_weather"]);
+    req.params.tool_choice = Some(ToolChoice::Required);
+    collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(sent_tools(&server), ["get_time", "get_weather"]);
+}
+
 #[tokio::test]
 async fn tools_round_trip() {
     let (server, client) = setup().await;
@@ -165,6 +194,7 @@ async fn options_and_images_are_mapped() {
         }),
         keep_alive: Some(json!("10m")),
         think: Some(Think::Level("high".into())),
+        tool_choice: None,
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");

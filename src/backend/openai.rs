@@ -10,11 +10,14 @@ use std::collections::VecDeque;
 
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
+
 use crate::chat::{
-    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall, ToolSpec, Usage,
+    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall, ToolChoice, ToolSpec,
+    Usage,
 };
 use crate::domain::ModelName;
 
@@ -148,6 +151,8 @@ struct ChatRequest<'a> {
     /// A thinking level (`max` is OpenAI's `high`); on/off has no OpenAI equivalent.
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<serde_json::Value>,
 }
 
 /// `response_format` for a structured-output request (a schema needs a name here).
@@ -254,6 +259,17 @@ impl<'a> ChatRequest<'a> {
                 Some(Think::Level(level)) => Some(level.as_str()),
                 Some(Think::On(_)) | None => None,
             },
+            tool_choice: p
+                .tool_choice
+                .as_ref()
+                .filter(|_| !req.tools.is_empty())
+                .map(|choice| match choice {
+                    ToolChoice::Auto => json!("auto"),
+                    ToolChoice::Required => json!("required"),
+                    ToolChoice::Function { name } => {
+                        json!({ "type": "function", "function": { "name": name } })
+                    }
+                }),
         }
     }
 }

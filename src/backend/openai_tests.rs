@@ -182,6 +182,7 @@ async fn params_and_images_are_mapped() {
         // No such setting on OpenAI-compatible servers: not sent.
         keep_alive: Some(json!("10m")),
         think: Some(Think::Level("max".into())),
+        tool_choice: None,
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");
@@ -220,6 +221,41 @@ async fn params_and_images_are_mapped() {
             "reasoning_effort": "high",
         })
     );
+}
+
+#[tokio::test]
+async fn tool_choice_is_sent_with_the_tools_only() {
+    let (server, client) = setup().await;
+    let sent_choice = |server: &FakeLlmServer| {
+        server
+            .requests_to("/v1/chat/completions")
+            .pop()
+            .unwrap()
+            .body
+            .unwrap()
+            .get("tool_choice")
+            .cloned()
+    };
+    let mut req = request("llama3.1:8b", vec![ChatMessage::user("weather?")]);
+    req.tools = vec![weather_tool()];
+    req.params.tool_choice = Some(ToolChoice::Function {
+        name: "get_weather".into(),
+    });
+    collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(
+        sent_choice(&server),
+        Some(json!({ "type": "function", "function": { "name": "get_weather" } }))
+    );
+    req.params.tool_choice = Some(ToolChoice::Required);
+    collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(sent_choice(&server), Some(json!("required")));
+    req.params.tool_choice = Some(ToolChoice::Auto);
+    collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(sent_choice(&server), Some(json!("auto")));
+    // Without tools, a choice means nothing and is not sent.
+    req.tools.clear();
+    collect(client.chat(&req).await.unwrap()).await;
+    assert_eq!(sent_choice(&server), None);
 }
 
 #[tokio::test]

@@ -263,6 +263,11 @@ async fn errors_come_in_each_apis_own_shape() {
             json!({"model": "auto", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}}),
             "response_format.type",
         ),
+        (
+            json!({"model": "auto", "messages": [{"role": "user", "content": "x"}],
+                   "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "always"}),
+            "tool_choice",
+        ),
     ];
     for (request, field) in bad {
         let res = app.post("/v1/chat/completions", request).await;
@@ -742,4 +747,34 @@ async fn keep_alive_and_think_reach_an_ollama_backend() {
         (&sent["keep_alive"], &sent["think"]),
         (&json!("30m"), &json!(false))
     );
+}
+
+/// A client that names the tool the model must call: the OpenAI door takes it, and an
+/// Ollama backend (its API has no `tool_choice`) is shown that tool alone.
+#[tokio::test]
+async fn a_named_tool_choice_reaches_an_ollama_backend_as_that_tool_alone() {
+    let fake = FakeLlm::builder()
+        .model_with_tools(MODEL)
+        .spawn()
+        .await
+        .unwrap();
+    let app = spawn_app_with(fake, |_| {}).await;
+    let tool = |name: &str| json!({ "type": "function", "function": { "name": name, "parameters": { "type": "object" } } });
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({ "model": MODEL, "messages": [{ "role": "user", "content": "use the right tool" }],
+                    "tools": [tool("get_time"), tool("get_weather")],
+                    "tool_choice": { "type": "function", "function": { "name": "get_weather" } } }),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let sent = app.last_backend_body("/api/chat");
+    let names: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["get_weather"]);
 }

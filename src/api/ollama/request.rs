@@ -137,6 +137,8 @@ impl ChatRequest {
                     )
                 })?),
             },
+            // Ollama's API has no tool choice.
+            tool_choice: None,
         };
         let messages = convert_messages(self.messages)?;
         let tools = convert_tools(self.tools.unwrap_or_default(), "tools")?;

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::BodyError;
-use crate::chat::{AnswerFormat, ChatMessage, Role, SamplingParams, Think, ToolCall, ToolSpec};
+use crate::chat::{
+    AnswerFormat, ChatMessage, Role, SamplingParams, Think, ToolCall, ToolChoice, ToolSpec,
+};
 use crate::turn::{ClientContext, TurnInput};
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -206,6 +208,10 @@ impl ChatCompletionRequest {
         } else {
             convert_tools(self.tools.unwrap_or_default(), "tools")?
         };
+        let tool_choice = match &self.tool_choice {
+            None | Some(Value::Null) => None,
+            Some(choice) => tool_choice(choice, &tools)?,
+        };
         let params = SamplingParams {
             temperature: self.temperature,
             top_p: self.top_p,
@@ -228,6 +234,7 @@ impl ChatCompletionRequest {
                     )
                 })?),
             },
+            tool_choice,
         };
         let body_chat_id = self
             .chat_id
@@ -332,6 +339,43 @@ pub(crate) fn data_uri_payload(url: &str) -> Option<String> {
 }
 
 /// Converts offered tools; `at` is the field name for errors.
+/// Reads `tool_choice` against the request's `tools`: `none` (the tools are dropped
+/// instead), `auto`, `required`, or `{"type": "function", "function": {"name": …}}`
+/// naming one of the tools. `auto` without tools says nothing; the others need tools.
+fn tool_choice(choice: &Value, tools: &[ToolSpec]) -> Result<Option<ToolChoice>, BodyError> {
+    let refuse = |detail: String| Err(BodyError::new("tool_choice", detail));
+    let parsed = match choice {
+        Value::String(s) if s == "none" => return Ok(None),
+        Value::String(s) if s == "auto" => ToolChoice::Auto,
+        Value::String(s) if s == "required" => ToolChoice::Required,
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
+            match choice.pointer("/function/name").and_then(Value::as_str) {
+                Some(name) => ToolChoice::Function {
+                    name: name.to_owned(),
+                },
+                None => return refuse("a function choice needs function.name".to_owned()),
+            }
+        }
+        _ => {
+            return refuse(
+                "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \
+                 \"function\": {\"name\": …}}"
+                    .to_owned(),
+            );
+        }
+    };
+    match &parsed {
+        ToolChoice::Auto if tools.is_empty() => Ok(None),
+        ToolChoice::Required if tools.is_empty() => {
+            refuse("\"required\" needs at least one tool in tools".to_owned())
+        }
+        ToolChoice::Function { name } if !tools.iter().any(|t| &t.name == name) => {
+            refuse(format!("names {name:?}, which is not one of tools"))
+        }
+        _ => Ok(Some(parsed)),
+    }
+}
+
 pub(crate) fn convert_tools(tools: Vec<RequestTool>, at: &str) -> Result<Vec<ToolSpec>, BodyError> {
     tools
         .into_iter()

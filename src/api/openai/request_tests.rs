@@ -115,6 +115,47 @@ fn bad_input_names_the_field() {
 }
 
 #[test]
+fn tool_choice_is_read_against_the_tools() {
+    let body = |tools: &str, choice: &str| {
+        format!(
+            r#"{{"messages":[{{"role":"user","content":"hi"}}],"tools":{tools},"tool_choice":{choice}}}"#
+        )
+    };
+    let tools = r#"[{"type":"function","function":{"name":"look"}},{"type":"function","function":{"name":"find"}}]"#;
+    let choice =
+        |tools: &str, choice: &str| parse(&body(tools, choice)).map(|p| p.input.params.tool_choice);
+    assert_eq!(choice(tools, r#""auto""#).unwrap(), Some(ToolChoice::Auto));
+    assert_eq!(
+        choice(tools, r#""required""#).unwrap(),
+        Some(ToolChoice::Required)
+    );
+    assert_eq!(
+        choice(tools, r#"{"type":"function","function":{"name":"find"}}"#).unwrap(),
+        Some(ToolChoice::Function {
+            name: "find".into()
+        })
+    );
+    assert_eq!(choice(tools, "null").unwrap(), None);
+    assert_eq!(
+        choice("[]", r#""auto""#).unwrap(),
+        None,
+        "auto without tools says nothing"
+    );
+    for (tools, bad) in [
+        (tools, r#""always""#),
+        (tools, "true"),
+        (tools, r#"{"type":"function"}"#),
+        (tools, r#"{"type":"function","function":{"name":"fly"}}"#),
+        (tools, r#"{"type":"allowed_tools"}"#),
+        ("[]", r#""required""#),
+        ("[]", r#"{"type":"function","function":{"name":"look"}}"#),
+    ] {
+        let e = parse(&body(tools, bad)).unwrap_err();
+        assert_eq!(e.path, "tool_choice", "{bad}: {e}");
+    }
+}
+
+#[test]
 fn tool_call_ids_and_arguments_are_filled_in() {
     let p = parse(
         r#"{"messages":[{"role":"user","content":"q"},{"role":"assistant","tool_calls":[
