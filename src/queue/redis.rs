@@ -23,6 +23,8 @@
 //!
 //! Consumer names are the worker's name plus a per-queue-instance suffix, so a restarted
 //! worker does not inherit its dead self's pending entries (they are reclaimed instead).
+//! The names of gone processes are swept out of the groups once they hold nothing (see
+//! `lease`).
 //!
 //! A Redis restart is survived: commands reconnect in the background, `dequeue` waits
 //! with backoff until Redis answers again and re-creates lost consumer groups; other

@@ -167,6 +167,95 @@ async fn job_of_a_dead_consumer_is_taken_over_after_the_lease() {
     delete_keys(&url, &prefix).await.unwrap();
 }
 
+/// The consumers in `l`'s group and what each holds.
+async fn consumers(url: &str, q: &RedisQueue, l: &Lane) -> HashMap<String, usize> {
+    let reply: redis::streams::StreamInfoConsumersReply = raw(url)
+        .await
+        .xinfo_consumers(q.stream_key(l), GROUP)
+        .await
+        .unwrap();
+    reply
+        .consumers
+        .into_iter()
+        .map(|c| (c.name, c.pending))
+        .collect()
+}
+
+/// Polls the consumers of `l` until `done` holds of them (a deadline, not a wait).
+async fn consumers_until(
+    url: &str,
+    q: &RedisQueue,
+    l: &Lane,
+    done: impl Fn(&HashMap<String, usize>) -> bool,
+) -> HashMap<String, usize> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let now = consumers(url, q, l).await;
+        if done(&now) || Instant::now() > deadline {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every process names its consumers afresh: the names of gone processes are swept out
+/// of the group once idle with nothing pending, never one that still holds a job (Redis
+/// would drop the job with it); a live consumer that was swept is made again by its next
+/// read, and the gone holder is swept once its job was taken over.
+#[tokio::test]
+async fn consumers_of_gone_processes_are_swept_but_never_one_holding_a_job() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let l = lane("tasks:llm:m");
+    let w = worker("w");
+    // The live process, which sweeps (its keeper runs every third of the 200 ms lease).
+    let live = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    live.enqueue(job(&l)).await.unwrap();
+    let first = live.dequeue(std::slice::from_ref(&l), &w).await.unwrap();
+    live.ack(&first).await.unwrap();
+    // A process that finished its job and exited, and one that died holding a job.
+    let finished = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    finished.enqueue(job(&l)).await.unwrap();
+    let done = finished
+        .dequeue(std::slice::from_ref(&l), &w)
+        .await
+        .unwrap();
+    finished.ack(&done).await.unwrap();
+    let finished_name = finished.consumer_name(&w);
+    drop(finished);
+    let died = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let held = job(&l);
+    died.enqueue(held.clone()).await.unwrap();
+    died.dequeue(std::slice::from_ref(&l), &w).await.unwrap();
+    let died_name = died.consumer_name(&w);
+    drop(died);
+    let live_name = live.consumer_name(&w);
+    let before = consumers(&url, &live, &l).await;
+    assert_eq!(before.len(), 3, "{before:?}");
+
+    let after = consumers_until(&url, &live, &l, |c| c.len() == 1).await;
+    assert_eq!(
+        after,
+        HashMap::from([(died_name.clone(), 1)]),
+        "idle consumers with nothing pending are swept, the holder stays"
+    );
+    assert!(!after.contains_key(&finished_name) && !after.contains_key(&live_name));
+
+    // The live worker's next read makes its consumer again and takes the job over.
+    let again = dequeue_within(&live, std::slice::from_ref(&l), &w, PATIENCE)
+        .await
+        .expect("the dead holder's job is delivered again");
+    assert_eq!(again.job, held);
+    assert_eq!(again.deliveries, 2);
+    live.ack(&again).await.unwrap();
+    let last = consumers_until(&url, &live, &l, |c| !c.contains_key(&died_name)).await;
+    assert!(!last.contains_key(&died_name), "{last:?}");
+    assert!(last.values().all(|pending| *pending == 0), "{last:?}");
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_live_holder_keeps_its_job_past_the_lease() {
     let Some(url) = redis_url_or_skip() else {
