@@ -11,7 +11,7 @@ use super::service::MAX_ITEMS_PER_TASK;
 use super::store::MemoryItem;
 use super::{Memory, MemoryError};
 use crate::domain::{Lane, TaskId, TaskStatus};
-use crate::store::{TaskFilter, TaskRecord, TaskStore};
+use crate::store::{TaskRecord, TaskStore};
 
 /// The longest prompt kept in an exchange item, in characters.
 const MAX_PROMPT_CHARS: usize = 500;
@@ -21,6 +21,8 @@ const ANSWER_HEAD_CHARS: usize = 300;
 const ANSWER_PART_CHARS: usize = 400;
 /// The marker the worker puts before tool calls in a recorded response.
 const TOOL_CALLS_MARKER: &str = "[tool_calls]";
+/// How many finished tasks a backfill reads at a time.
+const BACKFILL_PAGE: u32 = 500;
 
 /// Why a task is not remembered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,37 +249,46 @@ impl Memory {
         tasks: &dyn TaskStore,
         progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<BackfillReport, MemoryError> {
+        self.backfill_in_pages(tasks, BACKFILL_PAGE, progress).await
+    }
+
+    /// [`backfill`](Self::backfill), reading `page` tasks at a time.
+    pub(crate) async fn backfill_in_pages(
+        &self,
+        tasks: &dyn TaskStore,
+        page: u32,
+        progress: &mut (dyn FnMut(usize, usize) + Send),
+    ) -> Result<BackfillReport, MemoryError> {
         let mut report = BackfillReport::default();
         if !self.inner.config.enabled {
             return Ok(report);
         }
-        let mut done = tasks
-            .list(&TaskFilter {
-                status: Some(TaskStatus::Done),
-                internal_only: false,
-                thread_id: None,
-                limit: u32::MAX,
-            })
-            .await?;
-        // Oldest first, as they happened.
-        done.reverse();
-        report.scanned = done.len();
+        // Tasks that finish meanwhile are remembered by the producer as usual.
+        let total = usize::try_from(tasks.count(TaskStatus::Done).await?).unwrap_or(usize::MAX);
         let embedder = self.inner.embedder.preferred_id().to_owned();
-        for (i, task) in done.iter().enumerate() {
-            if eligibility(task).is_err() {
-                report.excluded += 1;
-            } else if self.inner.store.has_task(task.task_id, &embedder).await? {
-                report.already += 1;
-            } else {
-                let items = self.remember_task(task).await?;
-                if items > 0 {
-                    report.remembered += 1;
-                    report.items += items;
-                } else {
+        let mut after = None;
+        loop {
+            // Oldest first, as they happened, one page in memory at a time.
+            let done = tasks.done_page(after, page).await?;
+            let Some(last) = done.last() else { break };
+            after = Some((last.created_at, last.task_id));
+            for task in &done {
+                if eligibility(task).is_err() {
+                    report.excluded += 1;
+                } else if self.inner.store.has_task(task.task_id, &embedder).await? {
                     report.already += 1;
+                } else {
+                    let items = self.remember_task(task).await?;
+                    if items > 0 {
+                        report.remembered += 1;
+                        report.items += items;
+                    } else {
+                        report.already += 1;
+                    }
                 }
+                report.scanned += 1;
+                progress(report.scanned, total.max(report.scanned));
             }
-            progress(i + 1, report.scanned);
         }
         Ok(report)
     }

@@ -319,8 +319,9 @@ async fn backfill_is_idempotent(tasks: &dyn TaskStore, store: Arc<dyn MemoryStor
         tasks.insert(&new_task(t)).await.unwrap();
     }
     let mut calls = Vec::new();
+    // Two tasks a page: every page boundary is crossed.
     let first = memory
-        .backfill(tasks, &mut |done, total| calls.push((done, total)))
+        .backfill_in_pages(tasks, 2, &mut |done, total| calls.push((done, total)))
         .await
         .unwrap();
     assert_eq!(first.remembered, 2, "{first:?}");
@@ -330,6 +331,15 @@ async fn backfill_is_idempotent(tasks: &dyn TaskStore, store: Arc<dyn MemoryStor
         "a long answer makes four items: {first:?}"
     );
     assert_eq!(first.scanned, calls.len());
+    assert_eq!(
+        first.scanned,
+        excluded
+            .iter()
+            .filter(|t| t.status == TaskStatus::Done)
+            .count()
+            + 2,
+        "every finished task once: {first:?}"
+    );
     assert_eq!(calls.last(), Some(&(first.scanned, first.scanned)));
     let stored = store.list(None, 100).await.unwrap();
     assert_eq!(stored.len(), 5);

@@ -126,3 +126,43 @@ pub(crate) async fn inserted_claimed(s: &dyn TaskStore, at_once: bool) {
     assert_eq!(got.job, None);
     assert!(s.unfinished().await.unwrap().is_empty());
 }
+
+/// `done_page` walks every finished task once, oldest first, a page at a time, also
+/// through tasks made in the same instant; `count` counts by status.
+pub(crate) async fn done_pages(s: &dyn TaskStore) {
+    let at = Utc::now() - chrono::Duration::hours(1);
+    let mut made = Vec::new();
+    for i in 0..7 {
+        let mut t = new_task(&format!("q{i}"));
+        // Three made in one instant, the rest a second apart; one still queued.
+        t.created_at = at + chrono::Duration::seconds(i64::from(i.max(2)));
+        if i != 4 {
+            t.status = TaskStatus::Done;
+            t.response = Some(format!("a{i}"));
+        }
+        s.insert(&t).await.unwrap();
+        made.push(t);
+    }
+    let mut expected: Vec<_> = made
+        .iter()
+        .filter(|t| t.status == TaskStatus::Done)
+        .map(|t| (t.created_at, t.task_id))
+        .collect();
+    expected.sort();
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = s.done_page(after, 2).await.unwrap();
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        after = Some((last.created_at, last.task_id));
+        seen.extend(page.iter().map(|t| (t.created_at, t.task_id)));
+    }
+    // (PostgreSQL keeps microseconds: the ids say which tasks, in which order.)
+    let ids =
+        |v: &[(chrono::DateTime<Utc>, TaskId)]| v.iter().map(|(_, id)| *id).collect::<Vec<_>>();
+    assert_eq!(ids(&seen), ids(&expected));
+    assert_eq!(s.count(TaskStatus::Done).await.unwrap(), 6);
+    assert_eq!(s.count(TaskStatus::Queued).await.unwrap(), 1);
+    assert_eq!(s.count(TaskStatus::Failed).await.unwrap(), 0);
+}

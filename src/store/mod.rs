@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 
 pub use record::{NewTask, TaskFilter, TaskOutcome, TaskRecord};
 
-use crate::domain::{TaskId, WorkerName};
+use crate::domain::{TaskId, TaskStatus, WorkerName};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -136,6 +136,18 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Tasks still queued or running, oldest first (for recovery after a restart).
     async fn unfinished(&self) -> Result<Vec<TaskRecord>, StoreError>;
+
+    /// Up to `limit` finished (`done`) tasks in the order they were made: the first ones,
+    /// or those after `after`, the `(created_at, task_id)` of the last task of the
+    /// previous page. Pages through any number of tasks with one page in memory.
+    async fn done_page(
+        &self,
+        after: Option<(DateTime<Utc>, TaskId)>,
+        limit: u32,
+    ) -> Result<Vec<TaskRecord>, StoreError>;
+
+    /// How many tasks have `status`.
+    async fn count(&self, status: TaskStatus) -> Result<u64, StoreError>;
 
     /// Checks the database answers.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -230,6 +230,34 @@ impl TaskStore for PostgresStore {
         rows.iter().map(from_row).collect()
     }
 
+    async fn done_page(
+        &self,
+        after: Option<(DateTime<Utc>, TaskId)>,
+        limit: u32,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let (at, id) = after.map_or((None, None), |(at, id)| (Some(at), Some(id.as_uuid())));
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM tasks WHERE status = 'done' \
+             AND ($1::timestamptz IS NULL OR created_at > $1 \
+                  OR (created_at = $1 AND task_id > $2)) \
+             ORDER BY created_at, task_id LIMIT $3"
+        ))
+        .bind(at)
+        .bind(id)
+        .bind(i64::from(limit.max(1)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn count(&self, status: TaskStatus) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE status = $1")
+            .bind(status.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
@@ -314,6 +342,15 @@ mod tests {
             return;
         };
         super::super::contract_tests::inserted_claimed(&s, false).await;
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn finished_tasks_are_paged_oldest_first() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        super::super::contract_tests::done_pages(&s).await;
         s.drop_schema(&schema).await.unwrap();
     }
 
