@@ -2,7 +2,9 @@
 //! and one in-memory index per embedder, and applies the scope rules on recall.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use chrono::{DateTime, Utc};
 
 use serde::Serialize;
 use uuid::Uuid;
@@ -21,6 +23,15 @@ use crate::web::Lang;
 pub(super) const MAX_ITEMS_PER_TASK: usize = 4;
 /// How many of a thread's latest exchanges a follow-up is resolved against.
 const FOLLOWUP_EXCHANGES: usize = 4;
+/// How far before the newest item it has a [`Memory::refresh`] reads again: items are
+/// stamped with the clock of the machine that made them and written after their
+/// embedding, so a later write can carry an earlier time. A full [`Memory::reload`]
+/// catches anything older.
+pub const REFRESH_OVERLAP: chrono::Duration = chrono::Duration::minutes(5);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// One recalled memory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -44,6 +55,8 @@ pub(super) struct Inner {
     pub(super) embedder: Embedder,
     /// One index per embedder id.
     indexes: RwLock<HashMap<String, Index>>,
+    /// The newest item time the indexes hold from the store (where a refresh reads from).
+    newest: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl Memory {
@@ -55,6 +68,7 @@ impl Memory {
     ) -> Result<Self, MemoryError> {
         let items = store.load().await?;
         let count = items.len();
+        let newest = items.iter().map(|i| i.created_at).max();
         let indexes = build_indexes(items);
         tracing::info!(items = count, embedder = embedder.preferred_id(), scope = ?config.scope, enabled = config.enabled, "memory loaded");
         Ok(Self {
@@ -63,6 +77,7 @@ impl Memory {
                 store,
                 embedder,
                 indexes: RwLock::new(indexes),
+                newest: Mutex::new(newest),
             }),
         })
     }
@@ -138,10 +153,43 @@ impl Memory {
     /// Re-reads every item from the store (in cluster mode, to pick up what other
     /// processes wrote). Returns how many items are indexed.
     pub async fn reload(&self) -> Result<usize, MemoryError> {
-        let fresh = build_indexes(self.inner.store.load().await?);
+        let items = self.inner.store.load().await?;
+        let newest = items.iter().map(|i| i.created_at).max();
+        let fresh = build_indexes(items);
         let count = fresh.values().map(Index::len).sum();
         *self.indexes_mut() = fresh;
+        *lock(&self.inner.newest) = newest;
         Ok(count)
+    }
+
+    /// Adds what other processes wrote since the newest item held (less
+    /// [`REFRESH_OVERLAP`]), reading only those items; items already held are kept as they
+    /// are. Deletions by other processes show only after a full [`reload`](Self::reload).
+    /// Returns how many items it added.
+    pub async fn refresh(&self) -> Result<usize, MemoryError> {
+        let since = *lock(&self.inner.newest);
+        let Some(since) = since else {
+            let before = self.len();
+            return Ok(self.reload().await?.saturating_sub(before));
+        };
+        let items = self.inner.store.load_since(since - REFRESH_OVERLAP).await?;
+        let newest = items.iter().map(|i| i.created_at).max();
+        let mut added = 0;
+        {
+            let mut indexes = self.indexes_mut();
+            for item in items {
+                let dim = item.vector.len();
+                added += usize::from(
+                    indexes
+                        .entry(item.embedder.clone())
+                        .or_insert_with(|| Index::new(dim))
+                        .insert(item),
+                );
+            }
+        }
+        let mut held = lock(&self.inner.newest);
+        *held = (*held).max(newest);
+        Ok(added)
     }
 
     /// Stored items, newest first, of one thread or all.

@@ -2,6 +2,7 @@
 //! set): exclusions, scope rules, backfill idempotency, forgetting, the context block and
 //! the shipped eval.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -393,6 +394,81 @@ async fn backfill_is_idempotent_on_postgres() {
         .unwrap();
     let store = Arc::new(PostgresMemoryStore::new(tasks.pool().clone()));
     backfill_is_idempotent(&tasks, store).await;
+    tasks.drop_schema(&schema).await.unwrap();
+}
+
+/// In cluster mode the router picks up what worker processes remembered by reading
+/// only the new items. One stamped before the refresh window (a worker whose clock is
+/// behind) and a deletion by another process show at the next full reload.
+async fn refresh_reads_what_others_wrote_since(store: Arc<dyn MemoryStore>) {
+    let router = memory_on(store.clone(), MemoryConfig::default()).await;
+    let worker = memory_on(store.clone(), MemoryConfig::default()).await;
+    worker
+        .remember_task(&record("A", "I play the cello", "Lovely."))
+        .await
+        .unwrap();
+    assert_eq!(router.refresh().await.unwrap(), 1, "from empty: everything");
+    worker
+        .remember_task(&record("B", "My dog is called Rex", "Good dog."))
+        .await
+        .unwrap();
+    assert_eq!(router.refresh().await.unwrap(), 1);
+    assert_eq!(
+        router.refresh().await.unwrap(),
+        0,
+        "nothing new, nothing added twice"
+    );
+    assert_eq!(router.len(), 2);
+    assert!(
+        router
+            .context_for("what is my dog called?", &thread("B"))
+            .await
+            .is_some()
+    );
+
+    let mut behind = record("C", "I live in Kashiwa", "A nice city.");
+    behind.updated_at = Utc::now() - super::service::REFRESH_OVERLAP - chrono::Duration::minutes(1);
+    worker.remember_task(&behind).await.unwrap();
+    let gone = store.list(Some("A"), 10).await.unwrap();
+    assert_eq!(gone.len(), 1);
+    assert!(worker.forget(gone[0].id).await.unwrap());
+    assert_eq!(router.refresh().await.unwrap(), 0, "outside the window");
+    assert_eq!(router.len(), 2, "the deletion is not seen by a refresh");
+    assert_eq!(router.reload().await.unwrap(), 2, "B and C");
+    let threads: HashSet<String> = router
+        .list(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.thread_id)
+        .collect();
+    assert_eq!(threads, HashSet::from(["B".to_owned(), "C".to_owned()]));
+    assert!(
+        router
+            .context_for("where do I live?", &thread("C"))
+            .await
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn refresh_reads_what_others_wrote_since_on_sqlite() {
+    let db = sqlite().await;
+    refresh_reads_what_others_wrote_since(db.store.clone()).await;
+}
+
+#[tokio::test]
+async fn refresh_reads_what_others_wrote_since_on_postgres() {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        eprintln!("note: DATABASE_URL is not set; PostgreSQL test skipped");
+        return;
+    };
+    let schema = format!("test_{}", uuid::Uuid::now_v7().simple());
+    let tasks = PostgresStore::connect_with_schema(&url, &schema)
+        .await
+        .unwrap();
+    let store = Arc::new(PostgresMemoryStore::new(tasks.pool().clone()));
+    refresh_reads_what_others_wrote_since(store).await;
     tasks.drop_schema(&schema).await.unwrap();
 }
 

@@ -140,7 +140,7 @@ impl Application {
                 if let Some(memory) = coordinator.memory.clone() {
                     tracker.spawn(memory_reload_loop(
                         memory,
-                        MEMORY_RELOAD_EVERY,
+                        MEMORY_REFRESH_EVERY,
                         stop.clone(),
                     ));
                 }
@@ -218,20 +218,31 @@ impl Application {
     }
 }
 
-/// How often the cluster-mode router re-reads memory that worker processes wrote.
-const MEMORY_RELOAD_EVERY: Duration = Duration::from_secs(30);
+/// How often the cluster-mode router reads the memories worker processes wrote since.
+const MEMORY_REFRESH_EVERY: Duration = Duration::from_secs(30);
+/// Every how many refreshes it re-reads every memory instead (to drop what other
+/// processes deleted, and anything a refresh's window missed): every 10 minutes.
+const MEMORY_RELOAD_EVERY_REFRESHES: u32 = 20;
 
 /// Cluster mode: workers on other machines write memories to the database; the router's
-/// in-memory index picks them up here.
+/// in-memory index picks them up here, reading only the new ones but every
+/// [`MEMORY_RELOAD_EVERY_REFRESHES`]th time.
 async fn memory_reload_loop(memory: Memory, every: Duration, stop: CancellationToken) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut refreshes: u32 = 0;
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                if let Err(e) = memory.reload().await {
-                    tracing::warn!(error = %e, "could not reload memory from the store");
+                refreshes += 1;
+                let result = if refreshes % MEMORY_RELOAD_EVERY_REFRESHES == 0 {
+                    memory.reload().await
+                } else {
+                    memory.refresh().await
+                };
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "could not read memory from the store");
                 }
             }
             () = stop.cancelled() => return,

@@ -47,6 +47,9 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// Every item, oldest first (to build the in-memory index).
     async fn load(&self) -> Result<Vec<MemoryItem>, StoreError>;
 
+    /// The items made at or after `since`, oldest first (to bring an index up to date).
+    async fn load_since(&self, since: DateTime<Utc>) -> Result<Vec<MemoryItem>, StoreError>;
+
     /// Newest first, of one thread or all.
     async fn list(
         &self,

@@ -2,6 +2,7 @@
 //! [`super::sqlite`], with native `uuid`, `timestamptz` and `bytea` columns.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
@@ -59,6 +60,16 @@ impl MemoryStore for PostgresMemoryStore {
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM memory_items ORDER BY created_at, id"
         ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn load_since(&self, since: DateTime<Utc>) -> Result<Vec<MemoryItem>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items WHERE created_at >= $1 ORDER BY created_at, id"
+        ))
+        .bind(since)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(from_row).collect()

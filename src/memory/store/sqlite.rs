@@ -1,6 +1,7 @@
 //! `memory_items` in the SQLite task database (embedded mode).
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
@@ -58,6 +59,16 @@ impl MemoryStore for SqliteMemoryStore {
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM memory_items ORDER BY created_at, id"
         ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn load_since(&self, since: DateTime<Utc>) -> Result<Vec<MemoryItem>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items WHERE created_at >= ?1 ORDER BY created_at, id"
+        ))
+        .bind(since)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(from_row).collect()
