@@ -66,7 +66,7 @@ impl Memory {
         store: Arc<dyn MemoryStore>,
         embedder: Embedder,
     ) -> Result<Self, MemoryError> {
-        let items = store.load().await?;
+        let items = store.load(None).await?;
         let count = items.len();
         let newest = items.iter().map(|i| i.created_at).max();
         let indexes = build_indexes(items);
@@ -153,7 +153,7 @@ impl Memory {
     /// Re-reads every item from the store (in cluster mode, to pick up what other
     /// processes wrote). Returns how many items are indexed.
     pub async fn reload(&self) -> Result<usize, MemoryError> {
-        let items = self.inner.store.load().await?;
+        let items = self.inner.store.load(None).await?;
         let newest = items.iter().map(|i| i.created_at).max();
         let fresh = build_indexes(items);
         let count = fresh.values().map(Index::len).sum();
@@ -172,21 +172,9 @@ impl Memory {
             let before = self.len();
             return Ok(self.reload().await?.saturating_sub(before));
         };
-        let items = self.inner.store.load_since(since - REFRESH_OVERLAP).await?;
+        let items = self.inner.store.load(Some(since - REFRESH_OVERLAP)).await?;
         let newest = items.iter().map(|i| i.created_at).max();
-        let mut added = 0;
-        {
-            let mut indexes = self.indexes_mut();
-            for item in items {
-                let dim = item.vector.len();
-                added += usize::from(
-                    indexes
-                        .entry(item.embedder.clone())
-                        .or_insert_with(|| Index::new(dim))
-                        .insert(item),
-                );
-            }
-        }
+        let added = add_items(&mut self.indexes_mut(), items);
         let mut held = lock(&self.inner.newest);
         *held = (*held).max(newest);
         Ok(added)
@@ -285,15 +273,25 @@ impl Memory {
 
 /// One index per embedder.
 fn build_indexes(items: Vec<MemoryItem>) -> HashMap<String, Index> {
-    let mut indexes: HashMap<String, Index> = HashMap::new();
+    let mut indexes = HashMap::new();
+    add_items(&mut indexes, items);
+    indexes
+}
+
+/// Adds `items` to the index of their embedder (made when missing), skipping those held
+/// already; returns how many it added.
+fn add_items(indexes: &mut HashMap<String, Index>, items: Vec<MemoryItem>) -> usize {
+    let mut added = 0;
     for item in items {
         let dim = item.vector.len();
-        indexes
-            .entry(item.embedder.clone())
-            .or_insert_with(|| Index::new(dim))
-            .insert(item);
+        added += usize::from(
+            indexes
+                .entry(item.embedder.clone())
+                .or_insert_with(|| Index::new(dim))
+                .insert(item),
+        );
     }
-    indexes
+    added
 }
 
 fn hit(index: &Index, s: Scored, same_thread: bool) -> Option<MemoryHit> {

@@ -92,6 +92,37 @@ async fn sqlite() -> Sqlite {
     }
 }
 
+/// Both stores in a schema of their own on `$DATABASE_URL`; `None` (with a note) when it
+/// is not set.
+struct Postgres {
+    schema: String,
+    tasks: PostgresStore,
+    store: Arc<PostgresMemoryStore>,
+}
+
+async fn postgres() -> Option<Postgres> {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        eprintln!("note: DATABASE_URL is not set; PostgreSQL test skipped");
+        return None;
+    };
+    let schema = format!("test_{}", uuid::Uuid::now_v7().simple());
+    let tasks = PostgresStore::connect_with_schema(&url, &schema)
+        .await
+        .unwrap();
+    let store = Arc::new(PostgresMemoryStore::new(tasks.pool().clone()));
+    Some(Postgres {
+        schema,
+        tasks,
+        store,
+    })
+}
+
+impl Postgres {
+    async fn drop(self) {
+        self.tasks.drop_schema(&self.schema).await.unwrap();
+    }
+}
+
 async fn memory_on(store: Arc<dyn MemoryStore>, config: MemoryConfig) -> Memory {
     Memory::open(config, store, Embedder::default())
         .await
@@ -384,17 +415,9 @@ async fn backfill_is_idempotent_on_sqlite() {
 
 #[tokio::test]
 async fn backfill_is_idempotent_on_postgres() {
-    let Ok(url) = std::env::var("DATABASE_URL") else {
-        eprintln!("note: DATABASE_URL is not set; PostgreSQL test skipped");
-        return;
-    };
-    let schema = format!("test_{}", uuid::Uuid::now_v7().simple());
-    let tasks = PostgresStore::connect_with_schema(&url, &schema)
-        .await
-        .unwrap();
-    let store = Arc::new(PostgresMemoryStore::new(tasks.pool().clone()));
-    backfill_is_idempotent(&tasks, store).await;
-    tasks.drop_schema(&schema).await.unwrap();
+    let Some(db) = postgres().await else { return };
+    backfill_is_idempotent(&db.tasks, db.store.clone()).await;
+    db.drop().await;
 }
 
 /// In cluster mode the router picks up what worker processes remembered by reading
@@ -459,17 +482,9 @@ async fn refresh_reads_what_others_wrote_since_on_sqlite() {
 
 #[tokio::test]
 async fn refresh_reads_what_others_wrote_since_on_postgres() {
-    let Ok(url) = std::env::var("DATABASE_URL") else {
-        eprintln!("note: DATABASE_URL is not set; PostgreSQL test skipped");
-        return;
-    };
-    let schema = format!("test_{}", uuid::Uuid::now_v7().simple());
-    let tasks = PostgresStore::connect_with_schema(&url, &schema)
-        .await
-        .unwrap();
-    let store = Arc::new(PostgresMemoryStore::new(tasks.pool().clone()));
-    refresh_reads_what_others_wrote_since(store).await;
-    tasks.drop_schema(&schema).await.unwrap();
+    let Some(db) = postgres().await else { return };
+    refresh_reads_what_others_wrote_since(db.store.clone()).await;
+    db.drop().await;
 }
 
 #[tokio::test]

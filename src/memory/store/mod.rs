@@ -44,11 +44,9 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// the ids of the items actually written.
     async fn insert(&self, items: &[MemoryItem]) -> Result<Vec<Uuid>, StoreError>;
 
-    /// Every item, oldest first (to build the in-memory index).
-    async fn load(&self) -> Result<Vec<MemoryItem>, StoreError>;
-
-    /// The items made at or after `since`, oldest first (to bring an index up to date).
-    async fn load_since(&self, since: DateTime<Utc>) -> Result<Vec<MemoryItem>, StoreError>;
+    /// Every item (to build the in-memory index), or those made at or after `since` (to
+    /// bring an index up to date), oldest first.
+    async fn load(&self, since: Option<DateTime<Utc>>) -> Result<Vec<MemoryItem>, StoreError>;
 
     /// Newest first, of one thread or all.
     async fn list(

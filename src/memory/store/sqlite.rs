@@ -55,18 +55,9 @@ impl MemoryStore for SqliteMemoryStore {
         Ok(written)
     }
 
-    async fn load(&self) -> Result<Vec<MemoryItem>, StoreError> {
+    async fn load(&self, since: Option<DateTime<Utc>>) -> Result<Vec<MemoryItem>, StoreError> {
         let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM memory_items ORDER BY created_at, id"
-        ))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(from_row).collect()
-    }
-
-    async fn load_since(&self, since: DateTime<Utc>) -> Result<Vec<MemoryItem>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM memory_items WHERE created_at >= ?1 ORDER BY created_at, id"
+            "SELECT {COLUMNS} FROM memory_items WHERE (?1 IS NULL OR created_at >= ?1) ORDER BY created_at, id"
         ))
         .bind(since)
         .fetch_all(&self.pool)
