@@ -160,8 +160,9 @@ impl Coordinator {
             memory: self.memory_note(&turn, &decision),
         };
         task.job = serde_json::to_string(&job).ok();
-        let (events, recording, worker_hint) =
-            self.record_and_start(task, job, worker_hint).await?;
+        let (events, recording) = self
+            .record_and_start(task, job, worker_hint.as_ref())
+            .await?;
         let submission = Submission {
             task_id,
             decision,
@@ -173,8 +174,8 @@ impl Coordinator {
 
     /// Records `task` and starts `job`: handed straight to the expected worker when it runs
     /// in this process with a free slot and nobody waits in the lane (the row is then
-    /// written already claimed by it), queued otherwise. Returns the task's events, its
-    /// recording, and the worker expected to run it.
+    /// written already claimed by it), queued otherwise. Returns the task's events and its
+    /// recording.
     ///
     /// A task is never left recorded but not started: when the store can order the insert
     /// at once, nothing is awaited between it and the job's start or queueing; otherwise
@@ -183,8 +184,8 @@ impl Coordinator {
         &self,
         mut task: NewTask,
         job: Job,
-        worker_hint: Option<WorkerName>,
-    ) -> Result<(EventStream, Recording, Option<WorkerName>), SubmitError> {
+        worker_hint: Option<&WorkerName>,
+    ) -> Result<(EventStream, Recording), SubmitError> {
         let task_id = task.task_id;
         let Some(local_queue) = self.queue.in_process() else {
             // Another process may take the job at once: its row must be durable first.
@@ -200,10 +201,9 @@ impl Coordinator {
                 Ok(events)
             })
             .await?;
-            return Ok((events, Recording::committed(), worker_hint));
+            return Ok((events, Recording::committed()));
         };
         let reservation = worker_hint
-            .as_ref()
             .filter(|_| local_queue.is_empty(&job.lane))
             .and_then(|w| self.local.reserve(w, &job.lane));
         if let Some(r) = &reservation {
@@ -223,7 +223,7 @@ impl Coordinator {
                     Some(r) => r.start(job),
                     None => local_queue.push(job),
                 }
-                Ok((events, recording, worker_hint))
+                Ok((events, recording))
             }
             Err(task) => {
                 let (store, queue) = (self.store.clone(), self.queue.clone());
@@ -239,7 +239,7 @@ impl Coordinator {
                     Ok(recording)
                 })
                 .await?;
-                Ok((events, recording, worker_hint))
+                Ok((events, recording))
             }
         }
     }
