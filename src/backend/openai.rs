@@ -14,7 +14,6 @@ use serde_json::json;
 
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
-
 use crate::chat::{
     AnswerFormat, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall, ToolChoice, ToolSpec,
     Usage,
@@ -158,20 +157,20 @@ struct ChatRequest<'a> {
 /// `response_format` for a structured-output request (a schema needs a name here).
 fn response_format(f: &AnswerFormat) -> serde_json::Value {
     match f {
-        AnswerFormat::Json => serde_json::json!({ "type": "json_object" }),
+        AnswerFormat::Json => json!({ "type": "json_object" }),
         AnswerFormat::JsonSchema {
             name,
             schema,
             strict,
         } => {
-            let mut spec = serde_json::json!({
+            let mut spec = json!({
                 "name": name.as_deref().unwrap_or("answer"),
                 "schema": schema,
             });
             if let Some(strict) = strict {
                 spec["strict"] = serde_json::Value::Bool(*strict);
             }
-            serde_json::json!({ "type": "json_schema", "json_schema": spec })
+            json!({ "type": "json_schema", "json_schema": spec })
         }
     }
 }

@@ -31,7 +31,7 @@ pub struct ChatCompletionRequest {
     pub stop: Stop,
     pub seed: Option<i64>,
     pub tools: Option<Vec<RequestTool>>,
-    /// `"none"` drops the tools; other choices are not forwarded.
+    /// `"none"` drops the tools; `"auto"`, `"required"` or a named function is forwarded.
     pub tool_choice: Option<Value>,
     /// `{"type": "text" | "json_object" | "json_schema", "json_schema": {...}}`.
     pub response_format: Option<Value>,
@@ -338,7 +338,6 @@ pub(crate) fn data_uri_payload(url: &str) -> Option<String> {
     meta.ends_with(";base64").then(|| payload.to_owned())
 }
 
-/// Converts offered tools; `at` is the field name for errors.
 /// Reads `tool_choice` against the request's `tools`: `none` (the tools are dropped
 /// instead), `auto`, `required`, or `{"type": "function", "function": {"name": …}}`
 /// naming one of the tools. `auto` without tools says nothing; the others need tools.
@@ -376,6 +375,7 @@ fn tool_choice(choice: &Value, tools: &[ToolSpec]) -> Result<Option<ToolChoice>,
     }
 }
 
+/// Converts offered tools; `at` is the field name for errors.
 pub(crate) fn convert_tools(tools: Vec<RequestTool>, at: &str) -> Result<Vec<ToolSpec>, BodyError> {
     tools
         .into_iter()

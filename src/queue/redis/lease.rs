@@ -79,26 +79,7 @@ impl Inner {
             tracing::warn!(jobs = leases.len(), error = %e, "could not renew the leases of running jobs");
         }
     }
-}
 
-/// Releases the lease of an entry unless it became a delivery: on error, on a dropped
-/// `dequeue` future, or when the entry was put back or dropped.
-pub(super) struct Unleased<'a> {
-    pub(super) inner: &'a Inner,
-    pub(super) key: String,
-    pub(super) id: String,
-    pub(super) armed: bool,
-}
-
-impl Drop for Unleased<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.inner.release(&self.key, &self.id);
-        }
-    }
-}
-
-impl Inner {
     /// Sweeps idle consumers with no entries out of the group of every stream this
     /// instance uses; returns how many it removed.
     pub(super) async fn sweep_consumers(&self) -> usize {
@@ -128,6 +109,23 @@ impl Inner {
             );
         }
         removed
+    }
+}
+
+/// Releases the lease of an entry unless it became a delivery: on error, on a dropped
+/// `dequeue` future, or when the entry was put back or dropped.
+pub(super) struct Unleased<'a> {
+    pub(super) inner: &'a Inner,
+    pub(super) key: String,
+    pub(super) id: String,
+    pub(super) armed: bool,
+}
+
+impl Drop for Unleased<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.release(&self.key, &self.id);
+        }
     }
 }
 
