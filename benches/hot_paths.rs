@@ -143,13 +143,20 @@ fn store_lifecycle(c: &mut Criterion) {
                         let (store, worker) = (store.clone(), worker.clone());
                         tokio::spawn(async move {
                             let t = new_task();
-                            store.insert(&t).await.expect("insert");
+                            store
+                                .insert(t.clone())
+                                .await
+                                .expect("insert")
+                                .await
+                                .expect("insert");
                             store
                                 .claim(t.task_id, &worker, Utc::now())
                                 .await
                                 .expect("claim");
                             store
                                 .finish(t.task_id, &done_outcome())
+                                .await
+                                .expect("finish")
                                 .await
                                 .expect("finish")
                         })

@@ -1,9 +1,9 @@
 //! The service layer: one turn in, one recorded and queued task out.
 //!
-//! Every front door calls [`Coordinator::submit`]: it routes the turn, records the task
-//! with the user's original prompt, composes what the worker receives (history +
-//! original prompt), subscribes to the task's events and queues it. Ids and timestamps
-//! are made here; the store only persists them.
+//! Every front door calls [`Coordinator::submit`]: it routes the turn, composes what the
+//! worker receives (history + memory + original prompt) and hands the task (with the
+//! user's original prompt only) and its job to the [`Dispatcher`], which records and
+//! starts it. Ids and timestamps are made here; the store only persists them.
 
 use std::sync::Arc;
 
@@ -12,13 +12,14 @@ use chrono::Utc;
 use crate::backend::BackendRequest;
 use crate::chat::{ChatMessage, Chunk, FinishReason, Role, Usage};
 use crate::config::Config;
+use crate::dispatch::{DispatchError, Dispatcher, Until};
 use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
-use crate::queue::{Job, MemoryNote, Queue, QueueError};
+use crate::queue::{Job, MemoryNote, QueueError};
 use crate::routing::{RouteDecision, RouteError, Router};
-use crate::store::{NewTask, Recording, StoreError, TaskStore};
+use crate::store::{NewTask, StoreError, TaskStore};
 use crate::turn::{History, Turn};
-use crate::worker::{Directory, LocalWorkers};
+use crate::worker::Directory;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -28,6 +29,21 @@ pub enum SubmitError {
     Store(#[from] StoreError),
     #[error("could not queue task {task_id}: {source}")]
     Queue { task_id: TaskId, source: QueueError },
+    /// The job could not be written down for the store (nothing was recorded).
+    #[error("task {task_id}: its job could not be serialized: {source}")]
+    Job {
+        task_id: TaskId,
+        source: serde_json::Error,
+    },
+}
+
+impl From<DispatchError> for SubmitError {
+    fn from(e: DispatchError) -> Self {
+        match e {
+            DispatchError::Store(e) => Self::Store(e),
+            DispatchError::Queue { task_id, source } => Self::Queue { task_id, source },
+        }
+    }
 }
 
 /// A submitted task: its id, the decision, and its events from the first.
@@ -43,8 +59,11 @@ pub struct Submission {
 #[derive(Clone)]
 pub struct Coordinator {
     pub config: Arc<Config>,
+    /// Records and starts tasks (embedded or cluster mode).
+    pub dispatch: Dispatcher,
+    /// For reading tasks back; every write of a new task goes through `dispatch`.
     pub store: Arc<dyn TaskStore>,
-    pub queue: Arc<dyn Queue>,
+    /// For following a task's events; a submitted task's come with its submission.
     pub events: Arc<dyn EventBus>,
     pub router: Router,
     pub directory: Arc<dyn Directory>,
@@ -53,8 +72,6 @@ pub struct Coordinator {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Conversation memory (`[memory]`); `None` when it could not be opened at start.
     pub memory: Option<crate::memory::Memory>,
-    /// This process's workers, for jobs handed over without the queue (embedded mode).
-    pub local: LocalWorkers,
 }
 
 impl Coordinator {
@@ -65,27 +82,16 @@ impl Coordinator {
 
     /// Routes, records, composes and queues one turn; returns once its row is durable.
     pub async fn submit(&self, turn: Turn) -> Result<Submission, SubmitError> {
-        let (submission, recording) = self.submit_recording(turn).await?;
-        recording.durable().await?;
-        Ok(submission)
+        self.submit_until(turn, Until::Recorded).await
     }
 
     /// Like [`submit`](Self::submit), for a client that waits for the answer: returns as
-    /// soon as the task is started or queued, while its row may still be being written.
-    /// The submission's events hold back every piece of the answer (and any failure)
-    /// until the row is durable, and end with the store's error if it could not be
-    /// written: a client never hears an answer to a task that was not recorded.
+    /// soon as the task is started or queued (see [`Until::Started`]).
     pub async fn submit_for_answer(&self, turn: Turn) -> Result<Submission, SubmitError> {
-        let (mut submission, recording) = self.submit_recording(turn).await?;
-        submission.events = Box::pin(crate::events::HeldUntilRecorded::new(
-            submission.task_id,
-            submission.events,
-            recording,
-        ));
-        Ok(submission)
+        self.submit_until(turn, Until::Started).await
     }
 
-    async fn submit_recording(&self, turn: Turn) -> Result<(Submission, Recording), SubmitError> {
+    async fn submit_until(&self, turn: Turn, until: Until) -> Result<Submission, SubmitError> {
         let decision = self.router.decide(&turn, &self.directory.catalog()).await?;
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();
@@ -130,15 +136,14 @@ impl Coordinator {
             task.status = TaskStatus::Done;
             task.response = Some(answer.clone());
             task.worker_id = Some(RULES_WORKER.to_owned());
-            self.store.insert(&task).await?;
+            self.dispatch.record_finished(task).await?;
             let events = rules_answer_events(answer);
-            let submission = Submission {
+            return Ok(Submission {
                 task_id,
                 decision,
                 worker_hint: WorkerName::parse(RULES_WORKER).ok(),
                 events,
-            };
-            return Ok((submission, Recording::committed()));
+            });
         }
 
         // Memory is read for the model's lanes only: never for internal tasks, web or RAG.
@@ -159,106 +164,19 @@ impl Coordinator {
             stream: !turn.whole_answer,
             memory: self.memory_note(&turn, &decision),
         };
-        task.job = serde_json::to_string(&job).ok();
-        let (events, recording) = self
-            .record_and_start(task, job, worker_hint.as_ref())
+        let text =
+            serde_json::to_string(&job).map_err(|source| SubmitError::Job { task_id, source })?;
+        task.job = Some(text);
+        let events = self
+            .dispatch
+            .dispatch(task, job, worker_hint.as_ref(), until)
             .await?;
-        let submission = Submission {
+        Ok(Submission {
             task_id,
             decision,
             worker_hint,
             events,
-        };
-        Ok((submission, recording))
-    }
-
-    /// Records `task` and starts `job`: handed straight to the expected worker when it runs
-    /// in this process with a free slot and nobody waits in the lane (the row is then
-    /// written already claimed by it), queued otherwise. Returns the task's events and its
-    /// recording.
-    ///
-    /// A task is never left recorded but not started: when the store can order the insert
-    /// at once, nothing is awaited between it and the job's start or queueing; otherwise
-    /// both run in a task of their own, which a client going away does not cancel.
-    async fn record_and_start(
-        &self,
-        mut task: NewTask,
-        job: Job,
-        worker_hint: Option<&WorkerName>,
-    ) -> Result<(EventStream, Recording), SubmitError> {
-        let task_id = task.task_id;
-        let Some(local_queue) = self.queue.in_process() else {
-            // Another process may take the job at once: its row must be durable first.
-            let (store, events, queue) =
-                (self.store.clone(), self.events.clone(), self.queue.clone());
-            let events = spawn_to_completion(task_id, async move {
-                store.insert(&task).await?;
-                let events = events.subscribe(task_id).await;
-                queue
-                    .enqueue(job)
-                    .await
-                    .map_err(|source| SubmitError::Queue { task_id, source })?;
-                Ok(events)
-            })
-            .await?;
-            return Ok((events, Recording::committed()));
-        };
-        let reservation = worker_hint
-            .filter(|_| local_queue.is_empty(&job.lane))
-            .and_then(|w| self.local.reserve(w, &job.lane));
-        if let Some(r) = &reservation {
-            task.status = TaskStatus::Running;
-            task.worker_id = Some(r.worker().to_string());
-            task.attempts = 1;
-        }
-        // Subscribed before the job can start, so that no event is missed.
-        let events = self.events.subscribe(task_id).await;
-        // In process, the job starts (or is queued) while its row is being committed: the
-        // store orders the worker's later writes after the insert. If the insert fails,
-        // a queued job's claim finds no row and is skipped; either way the client hears
-        // the store's error from the recording.
-        match self.store.try_insert_ordered(Box::new(task)) {
-            Ok(recording) => {
-                match reservation {
-                    Some(r) => r.start(job),
-                    None => local_queue.push(job),
-                }
-                Ok((events, recording))
-            }
-            Err(task) => {
-                let (store, queue) = (self.store.clone(), self.queue.clone());
-                let recording = spawn_to_completion(task_id, async move {
-                    let recording = store.insert_ordered(&task).await?;
-                    match reservation {
-                        Some(r) => r.start(job),
-                        None => queue
-                            .enqueue(job)
-                            .await
-                            .map_err(|source| SubmitError::Queue { task_id, source })?,
-                    }
-                    Ok(recording)
-                })
-                .await?;
-                Ok((events, recording))
-            }
-        }
-    }
-}
-
-/// Runs `work` in a task of its own and waits for it: dropping the caller (a client that
-/// went away) does not cancel it.
-async fn spawn_to_completion<T: Send + 'static>(
-    task_id: TaskId,
-    work: impl Future<Output = Result<T, SubmitError>> + Send + 'static,
-) -> Result<T, SubmitError> {
-    match tokio::spawn(work).await {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        // Only when the runtime is shutting down.
-        Err(_) => Err(SubmitError::Queue {
-            task_id,
-            source: QueueError::Closed,
-        }),
+        })
     }
 }
 

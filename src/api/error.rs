@@ -219,6 +219,7 @@ impl From<SubmitError> for ApiError {
                     "task {task_id} was recorded but could not be queued; it will be queued again when the queue is back"
                 ))
             }
+            e @ SubmitError::Job { .. } => Self::Internal(e.to_string()),
         }
     }
 }

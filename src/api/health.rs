@@ -14,7 +14,7 @@ pub async fn healthz() -> Json<Value> {
 
 pub async fn readyz(State(state): State<Coordinator>) -> (StatusCode, Json<Value>) {
     let store = state.store.ping().await;
-    let queue = state.queue.ping().await;
+    let queue = state.dispatch.queue().ping().await;
     let backends = state.directory.any_healthy();
     let mut problems = Vec::new();
     if let Err(e) = &store {
@@ -43,7 +43,8 @@ pub async fn readyz(State(state): State<Coordinator>) -> (StatusCode, Json<Value
 
 pub async fn workers(State(state): State<Coordinator>) -> Json<Value> {
     let depths: Vec<Value> = state
-        .queue
+        .dispatch
+        .queue()
         .depths()
         .await
         .unwrap_or_default()

@@ -5,10 +5,7 @@
 //! subscribes late misses nothing. In-process channels in embedded mode; a Redis stream
 //! per task in cluster mode, behind the same trait.
 
-mod held;
 pub mod redis;
-
-pub use held::HeldUntilRecorded;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -348,7 +348,7 @@ async fn backfill_is_idempotent(tasks: &dyn TaskStore, store: Arc<dyn MemoryStor
     let long = "長い答えです。".repeat(300);
     let also = record("t2", "長い話をして", &long);
     for t in excluded.iter().chain([&kept, &also]) {
-        tasks.insert(&new_task(t)).await.unwrap();
+        tasks.insert(new_task(t)).await.unwrap().await.unwrap();
     }
     let mut calls = Vec::new();
     // Two tasks a page: every page boundary is crossed.

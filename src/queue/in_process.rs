@@ -56,8 +56,9 @@ impl InProcessQueue {
         inner.lanes.get_mut(&lane)?.remove(pos).map(|(_, j)| j)
     }
 
-    /// Queues `job` at once (what [`Queue::enqueue`] does, without an await: a caller
-    /// that must not be interrupted between recording a task and queueing it uses this).
+    /// Queues `job` at once (what [`Queue::enqueue`] does, without an await: the embedded
+    /// dispatcher, which must not be interrupted between recording a task and queueing
+    /// it, uses this).
     pub fn push(&self, job: Job) {
         {
             let mut inner = self.lock();
@@ -81,10 +82,6 @@ impl InProcessQueue {
 
 #[async_trait]
 impl Queue for InProcessQueue {
-    fn in_process(&self) -> Option<&InProcessQueue> {
-        Some(self)
-    }
-
     async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
         self.push(job);
         Ok(())

@@ -110,13 +110,4 @@ pub trait Queue: Send + Sync + 'static {
 
     /// The tasks the queue holds, waiting or handed out and not yet acknowledged.
     async fn task_ids(&self) -> Result<std::collections::HashSet<TaskId>, QueueError>;
-
-    /// The queue itself when every consumer of it runs in this process, writing through
-    /// the same task store handle as the producer. Only then may a job be queued before
-    /// its row is durable (`TaskStore::insert_ordered` orders writes within one store
-    /// handle, not across processes that share a database file), or handed to a local
-    /// worker without being queued at all.
-    fn in_process(&self) -> Option<&in_process::InProcessQueue> {
-        None
-    }
 }

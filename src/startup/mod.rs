@@ -27,7 +27,6 @@ use crate::config::{Config, QueueConfig};
 use crate::memory::Memory;
 use crate::routing::Router;
 use crate::service::Coordinator;
-use crate::worker::LocalWorkers;
 
 /// How often cluster mode compares the store with the queue.
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
@@ -69,7 +68,7 @@ impl Application {
         let store = open_store(&config).await?;
         let registry = build_registry(&config, None)?;
         registry.refresh_all().await;
-        let transport = open_transport(&config, &registry).await?;
+        let transport = open_transport(&config, &registry, store.clone()).await?;
         let router = Router::with_classifier(
             config.routing.clone(),
             config.internal_tasks.clone(),
@@ -80,14 +79,13 @@ impl Application {
         let coordinator = Coordinator {
             config: config.clone(),
             store,
-            queue: transport.queue,
-            events: transport.events,
+            events: transport.dispatch.events().clone(),
+            dispatch: transport.dispatch,
             router,
             directory: transport.directory,
             started_at: Utc::now(),
             metrics: Arc::default(),
             memory: open_memory(&config, &registry).await,
-            local: LocalWorkers::default(),
         };
         let listener = TcpListener::bind(&config.server.listen)
             .await
@@ -134,7 +132,11 @@ impl Application {
 
         match config.queue {
             QueueConfig::InProcess => {
-                recover_unfinished(coordinator.store.as_ref(), coordinator.queue.as_ref()).await?;
+                recover_unfinished(
+                    coordinator.store.as_ref(),
+                    coordinator.dispatch.queue().as_ref(),
+                )
+                .await?;
             }
             QueueConfig::Redis { .. } => {
                 if let Some(memory) = coordinator.memory.clone() {
@@ -146,7 +148,7 @@ impl Application {
                 }
                 tracker.spawn(recover::reconcile_loop(
                     coordinator.store.clone(),
-                    coordinator.queue.clone(),
+                    coordinator.dispatch.queue(),
                     coordinator.directory.clone(),
                     RECONCILE_EVERY,
                     stop.clone(),
@@ -154,16 +156,10 @@ impl Application {
             }
         }
         let parts = WorkerParts {
-            store: coordinator.store.clone(),
-            transport_queue: coordinator.queue.clone(),
-            events: coordinator.events.clone(),
+            dispatch: coordinator.dispatch.clone(),
             directory: coordinator.directory.clone(),
             web: web_context(&config, &registry)?,
             memory: coordinator.memory.clone(),
-            local: coordinator
-                .queue
-                .in_process()
-                .map(|_| coordinator.local.clone()),
         };
         spawn_workers(
             &config,
@@ -295,19 +291,16 @@ impl WorkerProcess {
         let store = open_store(&config).await?;
         let registry = build_registry(&config, name)?;
         registry.refresh_all().await;
-        let transport = open_transport(&config, &registry).await?;
+        let transport = open_transport(&config, &registry, store).await?;
         let cluster = transport
             .cluster
             .context("cluster mode has no Redis link")?;
         let memory = open_memory(&config, &registry).await;
         let parts = WorkerParts {
-            store,
+            dispatch: transport.dispatch,
             memory,
-            transport_queue: transport.queue,
-            events: transport.events,
             directory: transport.directory,
             web: web_context(&config, &registry)?,
-            local: None,
         };
         Ok(Self {
             config: Arc::new(config),

@@ -13,17 +13,17 @@ use tokio_util::task::TaskTracker;
 use crate::backend::{Backend, BackendHandle, Registry};
 use crate::cluster::RedisDirectory;
 use crate::config::{BackendConfig, Config, InternalTasksMode, QueueConfig, StoreConfig};
+use crate::dispatch::Dispatcher;
 use crate::domain::ModelName;
+use crate::events::InProcessEvents;
 use crate::events::redis::RedisEvents;
-use crate::events::{EventBus, InProcessEvents};
-use crate::queue::Queue;
 use crate::queue::in_process::InProcessQueue;
 use crate::queue::redis::{RedisQueue, RedisQueueOptions};
 use crate::store::TaskStore;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::web::{BackendQueryRewriter, WebContext};
-use crate::worker::{Directory, LocalWorkers, Worker};
+use crate::worker::{Directory, Worker};
 
 /// Opens the task store the config names.
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn TaskStore>> {
@@ -73,10 +73,9 @@ pub fn build_registry(config: &Config, rename: Option<&str>) -> anyhow::Result<R
     Ok(Registry::new(handles))
 }
 
-/// How tasks and their events travel, and who knows the workers.
+/// How tasks are recorded and started and their events travel, and who knows the workers.
 pub struct Transport {
-    pub queue: Arc<dyn Queue>,
-    pub events: Arc<dyn EventBus>,
+    pub dispatch: Dispatcher,
     pub directory: Arc<dyn Directory>,
     /// Cluster mode: Redis URL and key prefix (for heartbeats) and the directory to refresh.
     pub cluster: Option<ClusterLink>,
@@ -89,11 +88,19 @@ pub struct ClusterLink {
     pub directory: RedisDirectory,
 }
 
-pub async fn open_transport(config: &Config, registry: &Registry) -> anyhow::Result<Transport> {
+/// The dispatcher of `config`'s mode over `store`, and the directory of workers.
+pub async fn open_transport(
+    config: &Config,
+    registry: &Registry,
+    store: Arc<dyn TaskStore>,
+) -> anyhow::Result<Transport> {
     Ok(match &config.queue {
         QueueConfig::InProcess => Transport {
-            queue: Arc::new(InProcessQueue::new()),
-            events: Arc::new(InProcessEvents::new()),
+            dispatch: Dispatcher::embedded(
+                store,
+                Arc::new(InProcessQueue::new()),
+                Arc::new(InProcessEvents::new()),
+            ),
             directory: Arc::new(registry.clone()),
             cluster: None,
         },
@@ -117,8 +124,7 @@ pub async fn open_transport(config: &Config, registry: &Registry) -> anyhow::Res
                 .context("reading worker heartbeats from Redis")?
                 .with_local(registry.clone());
             Transport {
-                queue: Arc::new(queue),
-                events: Arc::new(events),
+                dispatch: Dispatcher::cluster(store, Arc::new(queue), Arc::new(events)),
                 directory: Arc::new(directory.clone()),
                 cluster: Some(ClusterLink {
                     url: url.clone(),
@@ -160,15 +166,12 @@ pub fn web_context(
 
 /// Everything a process's workers share.
 pub struct WorkerParts {
-    pub store: Arc<dyn TaskStore>,
-    pub transport_queue: Arc<dyn Queue>,
-    pub events: Arc<dyn EventBus>,
+    /// Where the workers take jobs from and write to; in embedded mode it also hands them
+    /// fresh jobs directly.
+    pub dispatch: Dispatcher,
     pub directory: Arc<dyn Directory>,
     pub web: Option<Arc<WebContext>>,
     pub memory: Option<crate::memory::Memory>,
-    /// Where the service finds these workers to hand them jobs directly (only when they
-    /// share an in-process queue with it).
-    pub local: Option<LocalWorkers>,
 }
 
 /// Starts one worker per backend, the model discovery loop and (in cluster mode) the
@@ -199,9 +202,9 @@ pub fn spawn_workers(
     for handle in registry.handles() {
         let worker = Worker {
             handle: handle.clone(),
-            queue: parts.transport_queue.clone(),
-            store: parts.store.clone(),
-            events: parts.events.clone(),
+            queue: parts.dispatch.queue(),
+            store: parts.dispatch.store().clone(),
+            events: parts.dispatch.events().clone(),
             directory: parts.directory.clone(),
             utility_model: utility_model.clone(),
             web: parts.web.clone(),
@@ -210,9 +213,9 @@ pub fn spawn_workers(
             abort: abort.clone(),
             slots: Arc::new(Semaphore::new(handle.max_concurrency)),
         };
-        if let Some(local) = parts.local.as_ref() {
-            local.add(worker.clone(), tracker.clone(), stop.clone());
-        }
+        parts
+            .dispatch
+            .adopt(worker.clone(), tracker.clone(), stop.clone());
         tracker.spawn(worker.run(stop.clone(), tracker.clone()));
     }
     if !registry.handles().is_empty() {

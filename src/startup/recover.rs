@@ -49,6 +49,7 @@ async fn requeue_or_fail(
                     task.task_id,
                     &TaskOutcome::failed(Utc::now(), reason.clone()),
                 )
+                .await?
                 .await?;
             tracing::warn!(task_id = %task.task_id, was = %task.status, reason = %reason, "task failed");
         }

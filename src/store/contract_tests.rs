@@ -18,7 +18,7 @@ pub(crate) fn done(response: &str) -> TaskOutcome {
 /// queued → running → done, idempotent against duplicate deliveries; returns the task.
 pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
     let t = new_task("こんにちは");
-    s.insert(&t).await.unwrap();
+    s.insert(t.clone()).await.unwrap().await.unwrap();
     let w = WorkerName::parse("moon").unwrap();
     assert_eq!(
         s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
@@ -27,10 +27,18 @@ pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
     let got = s.get(t.task_id).await.unwrap().unwrap();
     assert_eq!(got.status, TaskStatus::Running);
     assert_eq!(got.attempts, 1);
-    assert!(s.finish(t.task_id, &done("answer")).await.unwrap());
+    assert!(
+        s.finish(t.task_id, &done("answer"))
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+    );
     // A second finish (duplicate delivery) changes nothing.
     assert!(
         !s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "late"))
+            .await
+            .unwrap()
             .await
             .unwrap()
     );
@@ -56,37 +64,38 @@ pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
     t
 }
 
-/// Ordered writes: a claim made after `insert_ordered` returns sees the row before the
-/// insert is awaited, and a read after `finish_ordered` returns sees the outcome.
+/// Ordered writes: a claim made after `insert` returns sees the row before the insert is
+/// durable, and a read after `finish` returns sees the outcome.
 pub(crate) async fn ordered_writes(s: &dyn TaskStore) {
     let t = new_task("ordered");
     let w = WorkerName::parse("moon").unwrap();
-    let recording = s.insert_ordered(&t).await.unwrap();
+    let recording = s.insert(t.clone()).await.unwrap();
     assert_eq!(
         s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
         Claim::Claimed
     );
-    recording.durable().await.unwrap();
-    let finished = s.finish_ordered(t.task_id, &done("fast")).await.unwrap();
+    recording.await.unwrap();
+    let finished = s.finish(t.task_id, &done("fast")).await.unwrap();
     let got = s.get(t.task_id).await.unwrap().unwrap();
     assert_eq!(got.status, TaskStatus::Done);
     assert_eq!(got.response.as_deref(), Some("fast"));
-    finished.durable().await.unwrap();
+    assert!(finished.await.unwrap());
 
-    // A failed ordered insert fails its recording, and a later claim finds no row.
-    let dup = s.insert_ordered(&t).await;
+    // A failed insert fails its handle (or the call itself), and a later claim finds no row.
+    let dup = s.insert(t.clone()).await;
     let failed = match dup {
-        Ok(recording) => recording.durable().await,
+        Ok(recording) => recording.await,
         Err(e) => Err(e),
     };
     assert!(failed.is_err(), "a second insert of one task id must fail");
     let other = new_task("never stored");
     let mut bad = other.clone();
     bad.task_id = t.task_id;
-    assert!(
-        s.insert(&bad).await.is_err(),
-        "the duplicate is refused by insert too"
-    );
+    let refused = match s.insert(bad).await {
+        Ok(recording) => recording.await,
+        Err(e) => Err(e),
+    };
+    assert!(refused.is_err(), "the duplicate is refused");
     assert_eq!(
         s.claim(other.task_id, &w, Utc::now()).await.unwrap(),
         Claim::Missing
@@ -94,30 +103,27 @@ pub(crate) async fn ordered_writes(s: &dyn TaskStore) {
 }
 
 /// A task handed to a worker with its row: inserted running and claimed once, without a
-/// separate claim. `at_once`: whether the store orders the insert without waiting
-/// (`try_insert_ordered`); otherwise it gives the task back, unchanged.
+/// separate claim. `at_once`: whether the store orders the insert at the first poll of
+/// `insert` (a local writer with room in its backlog) rather than after a round trip.
 pub(crate) async fn inserted_claimed(s: &dyn TaskStore, at_once: bool) {
     let mut t = new_task("handed over");
     t.status = TaskStatus::Running;
     t.worker_id = Some("moon".into());
     t.attempts = 1;
-    let recording = match s.try_insert_ordered(Box::new(t.clone())) {
-        Ok(recording) => {
+    let mut insert = s.insert(t.clone());
+    let recording = match futures::poll!(insert.as_mut()) {
+        std::task::Poll::Ready(recording) => {
             assert!(at_once, "this store cannot order an insert without waiting");
-            recording
+            recording.unwrap()
         }
-        Err(back) => {
+        std::task::Poll::Pending => {
             assert!(!at_once, "this store should have taken the insert at once");
-            assert_eq!(*back, t);
-            s.insert_ordered(&t).await.unwrap()
+            insert.await.unwrap()
         }
     };
-    let finished = s
-        .finish_ordered(t.task_id, &done("straight"))
-        .await
-        .unwrap();
-    recording.durable().await.unwrap();
-    finished.durable().await.unwrap();
+    let finished = s.finish(t.task_id, &done("straight")).await.unwrap();
+    recording.await.unwrap();
+    assert!(finished.await.unwrap());
     let got = s.get(t.task_id).await.unwrap().unwrap();
     assert_eq!(got.status, TaskStatus::Done);
     assert_eq!(got.attempts, 1);
@@ -140,7 +146,7 @@ pub(crate) async fn done_pages(s: &dyn TaskStore) {
             t.status = TaskStatus::Done;
             t.response = Some(format!("a{i}"));
         }
-        s.insert(&t).await.unwrap();
+        s.insert(t.clone()).await.unwrap().await.unwrap();
         made.push(t);
     }
     let mut expected: Vec<_> = made

@@ -45,28 +45,27 @@ pub enum Claim {
     Missing,
 }
 
-/// An insert on its way to disk (see [`TaskStore::insert_ordered`]).
-#[must_use = "a task is accepted only once its recording is committed"]
-pub struct Recording(BoxFuture<'static, Result<(), StoreError>>);
+/// A write the store has taken: once a caller holds it, the write is ordered before every
+/// later write and read through the same store (a claim made after an insert sees the row;
+/// a read after a finish sees the outcome), and it resolves once the write is durable, with
+/// the write's result. A store whose writes are durable when they return (PostgreSQL)
+/// hands out one that is already resolved.
+#[must_use = "a write is accepted only once it is durable"]
+pub struct Durable<T = ()>(BoxFuture<'static, Result<T, StoreError>>);
 
-impl Recording {
-    /// A recording that is already durable.
-    pub fn committed() -> Self {
-        Self(Box::pin(std::future::ready(Ok(()))))
+impl<T: Send + 'static> Durable<T> {
+    /// A write that is already durable.
+    pub fn done(value: T) -> Self {
+        Self(Box::pin(std::future::ready(Ok(value))))
     }
 
-    pub fn new(f: impl Future<Output = Result<(), StoreError>> + Send + 'static) -> Self {
+    pub fn new(f: impl Future<Output = Result<T, StoreError>> + Send + 'static) -> Self {
         Self(Box::pin(f))
-    }
-
-    /// Waits until the row is durable (or its write failed).
-    pub async fn durable(self) -> Result<(), StoreError> {
-        self.0.await
     }
 }
 
-impl Future for Recording {
-    type Output = Result<(), StoreError>;
+impl<T> Future for Durable<T> {
+    type Output = Result<T, StoreError>;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
@@ -78,28 +77,12 @@ impl Future for Recording {
 
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
-    /// Records a new task (queued, or already done for rule-answered internal tasks).
-    async fn insert(&self, task: &NewTask) -> Result<(), StoreError>;
-
-    /// Records a new task like [`insert`](Self::insert), but may return before the row
-    /// is durable: once it returns, the insert is ordered before every later write
-    /// through this store (a claim made after it sees the row), and the [`Recording`]
-    /// resolves when it is committed. Lets the service queue a task while its row is
-    /// being written. By default, the insert itself (already durable when it returns).
-    async fn insert_ordered(&self, task: &NewTask) -> Result<Recording, StoreError> {
-        self.insert(task).await?;
-        Ok(Recording::committed())
-    }
-
-    /// Orders an insert like [`insert_ordered`](Self::insert_ordered), without waiting at
-    /// all, when this store can: once it returns `Ok`, the insert is ordered and only the
-    /// [`Recording`] is left to await. Gives the task back when it cannot now (a store
-    /// that writes over the network; a writer with a full backlog). Lets the service
-    /// record a task and hand it on with no await in between, so that a client going
-    /// away cannot leave a task recorded and never started.
-    fn try_insert_ordered(&self, task: Box<NewTask>) -> Result<Recording, Box<NewTask>> {
-        Err(task)
-    }
+    /// Records a new task (queued; running when it is handed to a worker with its row;
+    /// already done for rule-answered internal tasks). Returns once the insert is ordered
+    /// (see [`Durable`]); await the handle for durability. A store that writes locally
+    /// returns at its first poll unless its writer's backlog is full, so a caller can
+    /// record a task and hand it on with nothing awaited in between.
+    async fn insert(&self, task: NewTask) -> Result<Durable, StoreError>;
 
     /// Marks a task running on `worker` unless it already finished.
     async fn claim(
@@ -112,22 +95,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Puts a task back to queued (a failover retry), with the job to run next.
     async fn requeue(&self, id: TaskId, job: &str, at: DateTime<Utc>) -> Result<(), StoreError>;
 
-    /// Records how a task ended. Returns false when it had already ended.
-    async fn finish(&self, id: TaskId, outcome: &TaskOutcome) -> Result<bool, StoreError>;
-
-    /// Records how a task ended like [`finish`](Self::finish), but may return before the
-    /// outcome is durable: once it returns, the write is ordered before every later write
-    /// and every later read through this store, and the [`Recording`] resolves when it is
-    /// committed. Lets a worker hand the end of an answer to its client while the outcome
-    /// is being written. By default, the write itself (already durable when it returns).
-    async fn finish_ordered(
-        &self,
-        id: TaskId,
-        outcome: &TaskOutcome,
-    ) -> Result<Recording, StoreError> {
-        self.finish(id, outcome).await?;
-        Ok(Recording::committed())
-    }
+    /// Records how a task ended. Returns once the write is ordered (see [`Durable`]);
+    /// the handle resolves to false when the task had already ended.
+    async fn finish(&self, id: TaskId, outcome: &TaskOutcome) -> Result<Durable<bool>, StoreError>;
 
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError>;
 

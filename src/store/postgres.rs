@@ -16,7 +16,7 @@ use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 use super::record::task_record_from_row;
-use super::{Claim, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
+use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 
 const MAX_CONNECTIONS: u32 = 8;
@@ -99,7 +99,7 @@ const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domai
 
 #[async_trait]
 impl TaskStore for PostgresStore {
-    async fn insert(&self, t: &NewTask) -> Result<(), StoreError> {
+    async fn insert(&self, t: NewTask) -> Result<Durable, StoreError> {
         sqlx::query(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
              worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember) \
@@ -123,7 +123,7 @@ impl TaskStore for PostgresStore {
         .bind(t.remember)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(Durable::done(()))
     }
 
     async fn claim(
@@ -169,7 +169,7 @@ impl TaskStore for PostgresStore {
         Ok(())
     }
 
-    async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<bool, StoreError> {
+    async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<Durable<bool>, StoreError> {
         let done = sqlx::query(
             "UPDATE tasks SET status = $1, updated_at = $2, worker_id = COALESCE($3, worker_id), \
              response = $4, error = $5, fallback_used = $6, fallback_reason = $7, \
@@ -192,7 +192,7 @@ impl TaskStore for PostgresStore {
         .bind(id.as_uuid())
         .execute(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(Durable::done(done.rows_affected() == 1))
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
@@ -360,7 +360,7 @@ mod tests {
             return;
         };
         let t = new_task("race");
-        s.insert(&t).await.unwrap();
+        s.insert(t.clone()).await.unwrap().await.unwrap();
         let (a, b) = (
             WorkerName::parse("a").unwrap(),
             WorkerName::parse("b").unwrap(),
@@ -377,6 +377,7 @@ mod tests {
         // ...but exactly one finish wins.
         let (from_a, from_b) = (done("from a"), done("from b"));
         let (x, y) = tokio::join!(s.finish(t.task_id, &from_a), s.finish(t.task_id, &from_b));
+        let (x, y) = (x.unwrap().await, y.unwrap().await);
         assert_eq!([x.unwrap(), y.unwrap()].iter().filter(|w| **w).count(), 1);
         let got = s.get(t.task_id).await.unwrap().unwrap();
         assert_eq!(got.status, TaskStatus::Done);
@@ -390,7 +391,7 @@ mod tests {
             return;
         };
         let t = new_task("retry me");
-        s.insert(&t).await.unwrap();
+        s.insert(t.clone()).await.unwrap().await.unwrap();
         let w = WorkerName::parse("w").unwrap();
         s.claim(t.task_id, &w, Utc::now()).await.unwrap();
         s.requeue(t.task_id, "{\"attempt\":1}", Utc::now())
@@ -401,6 +402,8 @@ mod tests {
         assert_eq!(got.job.as_deref(), Some("{\"attempt\":1}"));
         assert!(
             s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "boom"))
+                .await
+                .unwrap()
                 .await
                 .unwrap()
         );
@@ -430,7 +433,7 @@ mod tests {
         c.web_search = true;
         c.reasons = vec![];
         for t in [&a, &b, &c] {
-            s.insert(t).await.unwrap();
+            s.insert(t.clone()).await.unwrap().await.unwrap();
         }
         let list = |f: TaskFilter| {
             let s = s.clone();

@@ -16,11 +16,9 @@ use sqlx::sqlite::{
 };
 use sqlx::{Row, SqlitePool};
 
-use self::writer::{Done, Op, Pending, Writer};
+use self::writer::{Done, Op, Writer};
 use super::record::task_record_from_row;
-use super::{
-    Claim, NewTask, Recording, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore,
-};
+use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 
 mod writer;
@@ -64,17 +62,8 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// Hands `op` to the writer; the recording resolves when it is committed.
-    async fn ordered(&self, op: Op) -> Result<Recording, StoreError> {
-        Ok(Self::recording(self.writer.send(op).await?))
-    }
-
-    fn recording(pending: Pending) -> Recording {
-        Recording::new(async move { pending.done().await.map(|_| ()) })
-    }
-
     /// Waits until every write handed to the writer before now is committed, so that a
-    /// read sees them (the `*_ordered` writes return before that).
+    /// read sees them (writes return once ordered, before they are committed).
     async fn settle(&self) -> Result<(), StoreError> {
         self.writer.write(Op::Barrier).await.map(|_| ())
     }
@@ -86,23 +75,16 @@ const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domai
 
 #[async_trait]
 impl TaskStore for SqliteStore {
-    async fn insert(&self, t: &NewTask) -> Result<(), StoreError> {
-        self.writer
-            .write(Op::Insert(Box::new(t.clone())))
-            .await
-            .map(|_| ())
-    }
-
-    async fn insert_ordered(&self, t: &NewTask) -> Result<Recording, StoreError> {
-        self.ordered(Op::Insert(Box::new(t.clone()))).await
-    }
-
-    fn try_insert_ordered(&self, t: Box<NewTask>) -> Result<Recording, Box<NewTask>> {
-        match self.writer.try_send(Op::Insert(t)) {
-            Ok(pending) => Ok(Self::recording(pending)),
-            Err(Op::Insert(t)) => Err(t),
-            Err(other) => unreachable!("the writer gives back the write it was handed: {other:?}"),
-        }
+    async fn insert(&self, t: NewTask) -> Result<Durable, StoreError> {
+        // The writer takes the insert at once unless its backlog is full; the caller then
+        // holds an ordered write with nothing awaited.
+        let pending = match self.writer.try_send(Op::Insert(Box::new(t))) {
+            Ok(pending) => pending,
+            Err(op) => self.writer.send(op).await?,
+        };
+        Ok(Durable::new(
+            async move { pending.done().await.map(|_| ()) },
+        ))
     }
 
     async fn claim(
@@ -131,23 +113,18 @@ impl TaskStore for SqliteStore {
         self.writer.write(op).await.map(|_| ())
     }
 
-    async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<bool, StoreError> {
+    async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<Durable<bool>, StoreError> {
         let op = Op::Finish {
             id,
             outcome: Box::new(o.clone()),
         };
-        match self.writer.write(op).await? {
-            Done::Finished(changed) => Ok(changed),
-            other => Err(unexpected(id, other)),
-        }
-    }
-
-    async fn finish_ordered(&self, id: TaskId, o: &TaskOutcome) -> Result<Recording, StoreError> {
-        let op = Op::Finish {
-            id,
-            outcome: Box::new(o.clone()),
-        };
-        self.ordered(op).await
+        let pending = self.writer.send(op).await?;
+        Ok(Durable::new(async move {
+            match pending.done().await? {
+                Done::Finished(changed) => Ok(changed),
+                other => Err(unexpected(id, other)),
+            }
+        }))
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
@@ -290,7 +267,9 @@ mod tests {
         let (dir, s) = store().await;
         let wal = dir.path().join("sub/c.db-wal");
         for i in 0..3000 {
-            s.insert(&new_task(&format!("prompt number {i}")))
+            s.insert(new_task(&format!("prompt number {i}")))
+                .await
+                .unwrap()
                 .await
                 .unwrap();
         }
@@ -324,7 +303,7 @@ mod tests {
                 tokio::spawn(async move {
                     let t = new_task(&format!("prompt {i}"));
                     let w = WorkerName::parse(&format!("w{}", i % 7)).unwrap();
-                    s.insert(&t).await.unwrap();
+                    s.insert(t.clone()).await.unwrap().await.unwrap();
                     // Every third task is claimed twice (a redelivery while running).
                     assert_eq!(
                         s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
@@ -340,8 +319,8 @@ mod tests {
                     o.status = TaskStatus::Done;
                     o.error = None;
                     o.response = Some(format!("answer {i}"));
-                    assert!(s.finish(t.task_id, &o).await.unwrap());
-                    assert!(!s.finish(t.task_id, &o).await.unwrap());
+                    assert!(s.finish(t.task_id, &o).await.unwrap().await.unwrap());
+                    assert!(!s.finish(t.task_id, &o).await.unwrap().await.unwrap());
                     assert_eq!(
                         s.claim(t.task_id, &w, Utc::now()).await.unwrap(),
                         Claim::AlreadyFinished
@@ -373,7 +352,7 @@ mod tests {
         let (_d, s) = store().await;
         let s = std::sync::Arc::new(s);
         let dup = new_task("first");
-        s.insert(&dup).await.unwrap();
+        s.insert(dup.clone()).await.unwrap().await.unwrap();
         let runs: Vec<_> = (0..100)
             .map(|i| {
                 let s = s.clone();
@@ -382,7 +361,7 @@ mod tests {
                 } else {
                     new_task(&format!("p{i}"))
                 };
-                tokio::spawn(async move { (i, s.insert(&task).await) })
+                tokio::spawn(async move { (i, async { s.insert(task).await?.await }.await) })
             })
             .collect();
         for run in runs {
@@ -408,8 +387,8 @@ mod tests {
         b.internal_task = Some(InternalTask::TitleGeneration);
         b.status = TaskStatus::Done;
         b.response = Some("{\"title\":\"x\"}".into());
-        s.insert(&a).await.unwrap();
-        s.insert(&b).await.unwrap();
+        s.insert(a.clone()).await.unwrap().await.unwrap();
+        s.insert(b.clone()).await.unwrap().await.unwrap();
         let all = s
             .list(&TaskFilter {
                 limit: 10,

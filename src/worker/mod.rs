@@ -6,7 +6,6 @@
 //! serves the model, and reports a clear error after it.
 
 mod directory;
-mod local;
 mod run;
 
 use std::sync::Arc;
@@ -16,7 +15,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use directory::Directory;
-pub use local::{LocalWorkers, Reservation};
 
 use crate::backend::BackendHandle;
 use crate::domain::{Lane, ModelName};
@@ -57,7 +55,7 @@ pub struct Worker {
 
 /// How a job reached its worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Start {
+pub(crate) enum Start {
     /// From the queue: the worker claims the task.
     Queued,
     /// Straight from the service, the task's row written already claimed by this worker.
@@ -67,7 +65,7 @@ enum Start {
 impl Worker {
     /// Runs one job in a task of its own, holding `permit` (one of the backend's slots)
     /// until it ends; abandoned when shutdown's grace period is over.
-    fn spawn_job(
+    pub(crate) fn spawn_job(
         self,
         tracker: &TaskTracker,
         delivery: Delivery,

@@ -53,7 +53,7 @@ impl Worker {
         if let Some(reason) = &delivery.dead_letter {
             tracing::warn!(task_id = %job.task_id, deliveries = delivery.deliveries, reason = %reason, "queue gave up on the task");
             let outcome = TaskOutcome::failed(Utc::now(), reason.clone());
-            if let Err(e) = self.store.finish(job.task_id, &outcome).await {
+            if let Err(e) = async { self.store.finish(job.task_id, &outcome).await?.await }.await {
                 tracing::error!(task_id = %job.task_id, error = %e, "could not record the failed task");
             }
             self.events
@@ -176,10 +176,10 @@ impl Worker {
         };
         // The outcome is written before the client hears the end (so whoever reads the
         // task after the answer sees it), and acknowledged once it is durable.
-        match self.store.finish_ordered(job.task_id, &outcome).await {
+        match self.store.finish(job.task_id, &outcome).await {
             Ok(recording) => {
                 self.events.publish(job.task_id, terminal).await;
-                if let Err(e) = recording.durable().await {
+                if let Err(e) = recording.await {
                     tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
                 }
             }

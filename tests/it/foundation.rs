@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use coordinator::chat::ChatMessage;
+use coordinator::dispatch::Dispatcher;
 use coordinator::domain::{Lane, TaskId, WorkerName};
 use coordinator::events::InProcessEvents;
 use coordinator::queue::{Delivery, Job, Queue, QueueError};
@@ -426,17 +427,17 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         queued: Default::default(),
         enqueued: tokio::sync::Notify::new(),
     });
+    let events: Arc<dyn coordinator::events::EventBus> = Arc::new(InProcessEvents::new());
     let service = Coordinator {
         router: Router::new(config.routing.clone(), config.internal_tasks.clone()),
         config: Arc::new(config),
+        dispatch: Dispatcher::cluster(store.clone(), queue.clone(), events.clone()),
         store,
-        queue: queue.clone(),
-        events: Arc::new(InProcessEvents::new()),
+        events,
         directory: Arc::new(registry),
         started_at: chrono::Utc::now(),
         metrics: Arc::default(),
         memory: None,
-        local: Default::default(),
     };
     // Another process holds the database's write lock, so the task's row cannot be
     // committed yet.

@@ -1,8 +1,8 @@
-//! Handing a fresh job straight to a worker of this process.
+//! Embedded mode: handing a fresh job straight to a worker of this process.
 //!
 //! In embedded mode the service and the workers share one process. When the worker
 //! expected to run a task has a free slot and no job waits in the task's lane, the job
-//! skips the queue: the service writes the task's row already claimed by that worker and
+//! skips the queue: the dispatcher writes the task's row already claimed by that worker and
 //! starts the job in a task of its own at once. That saves the queue's hand-off to the
 //! worker loop and the claim's separate write: a thread wake-up or two and one SQLite
 //! transaction per request (see docs/BENCHMARKS.md).
@@ -15,11 +15,11 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Start, Worker};
 use crate::domain::{Lane, WorkerName};
 use crate::queue::{Delivery, Job};
+use crate::worker::{Start, Worker};
 
-/// This process's workers, as the service sees them. Cheap to clone; empty (and every
+/// This process's workers, as the dispatcher sees them. Cheap to clone; empty (and every
 /// job queued) until the workers start, and in a process whose queue is shared.
 #[derive(Clone, Default)]
 pub struct LocalWorkers(Arc<RwLock<Vec<Local>>>);

@@ -1,13 +1,13 @@
-//! A task's events held back until its row is durable.
+//! Embedded mode: a task's events held back until its row is durable.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use futures::{FutureExt, Stream, StreamExt};
 
-use super::{EventStream, TaskEvent};
 use crate::domain::TaskId;
-use crate::store::Recording;
+use crate::events::{EventStream, TaskEvent};
+use crate::store::Durable;
 
 /// A task's events, of which the answer's pieces and any failure are held back until the
 /// task's row is durable; if it could not be written, the store's error is the last event.
@@ -16,7 +16,7 @@ use crate::store::Recording;
 /// The recording is looked at only when a held event is ready, so a row committed before
 /// the answer's first piece arrives (the usual case: a backend takes longer than a local
 /// write) costs the reader no extra wake-up.
-pub struct HeldUntilRecorded {
+pub(super) struct HeldUntilRecorded {
     task_id: TaskId,
     events: EventStream,
     state: State,
@@ -26,7 +26,7 @@ enum State {
     /// Waiting for the recording; `held` is the event that waits with it (`Some(None)`:
     /// the events ended).
     Recording {
-        recording: Recording,
+        recording: Durable,
         held: Option<Option<TaskEvent>>,
     },
     /// The row is durable: events pass as they come.
@@ -36,7 +36,7 @@ enum State {
 }
 
 impl HeldUntilRecorded {
-    pub fn new(task_id: TaskId, events: EventStream, recording: Recording) -> Self {
+    pub(super) fn new(task_id: TaskId, events: EventStream, recording: Durable) -> Self {
         Self {
             task_id,
             events,
@@ -122,7 +122,7 @@ mod tests {
         let (events, rx) = mpsc::unbounded();
         let (done, recorded) = oneshot::channel();
         let recording =
-            Recording::new(async move { recorded.await.unwrap_or(Err(StoreError::WriterStopped)) });
+            Durable::new(async move { recorded.await.unwrap_or(Err(StoreError::WriterStopped)) });
         let stream = HeldUntilRecorded::new(TaskId::new(), rx.boxed(), recording);
         (stream, events, done)
     }
@@ -182,7 +182,7 @@ mod tests {
     async fn the_recording_is_not_polled_while_no_answer_is_ready() {
         let polls = Arc::new(AtomicUsize::new(0));
         let counted = polls.clone();
-        let recording = Recording::new(futures::future::poll_fn(move |_| {
+        let recording = Durable::new(futures::future::poll_fn(move |_| {
             counted.fetch_add(1, Ordering::SeqCst);
             std::task::Poll::Ready(Ok(()))
         }));

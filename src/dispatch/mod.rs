@@ -1,0 +1,155 @@
+//! The dispatch seam: records a task, starts it, tells the caller when its row is durable,
+//! and cancels it.
+//!
+//! Sits between the service (which routes a turn and composes the worker's request) and
+//! the workers in the request flow. Chosen once at start-up, with the queue:
+//! - [`Embedded`] (in-process queue): every consumer runs in this process and writes
+//!   through the same store handle, so a job may start while its row is still being
+//!   committed (the store orders the worker's later writes after the insert), and a fresh
+//!   job goes straight to a free local worker without passing through the queue;
+//! - [`Cluster`] (Redis Streams): another process may take the job at once, so the row is
+//!   durable before the job is queued.
+//!
+//! Nothing outside this module knows which: the service calls [`Dispatcher::dispatch`]
+//! and gets the task's events back.
+
+mod cluster;
+mod embedded;
+mod held;
+mod local;
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use cluster::Cluster;
+pub use embedded::Embedded;
+
+use crate::domain::{TaskId, WorkerName};
+use crate::events::{EventBus, EventStream};
+use crate::queue::in_process::InProcessQueue;
+use crate::queue::{Job, Queue, QueueError};
+use crate::store::{NewTask, StoreError, TaskStore};
+use crate::worker::Worker;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("could not queue task {task_id}: {source}")]
+    Queue { task_id: TaskId, source: QueueError },
+}
+
+/// When [`Dispatcher::dispatch`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// Once the task's row is durable: the caller answers with the task id only
+    /// (`POST /route`).
+    Recorded,
+    /// As soon as the task is started or queued, while its row may still be being
+    /// written: the caller waits for the answer. The events then hold back every piece of
+    /// the answer (and any failure) until the row is durable, and end with the store's
+    /// error if it could not be written: a client never hears an answer to a task that
+    /// was not recorded.
+    Started,
+}
+
+/// How tasks are recorded and started in this process: one of the two modes.
+#[derive(Clone)]
+pub enum Dispatcher {
+    Embedded(Embedded),
+    Cluster(Cluster),
+}
+
+impl Dispatcher {
+    /// Embedded mode: the in-process queue, and this process's workers for direct hand-off.
+    pub fn embedded(
+        store: Arc<dyn TaskStore>,
+        queue: Arc<InProcessQueue>,
+        events: Arc<dyn EventBus>,
+    ) -> Self {
+        Self::Embedded(Embedded::new(store, queue, events))
+    }
+
+    /// Cluster mode: a queue that other processes consume.
+    pub fn cluster(
+        store: Arc<dyn TaskStore>,
+        queue: Arc<dyn Queue>,
+        events: Arc<dyn EventBus>,
+    ) -> Self {
+        Self::Cluster(Cluster::new(store, queue, events))
+    }
+
+    /// Records `task` and starts `job`, expected to run on `expected` (the pinned worker,
+    /// or the best candidate now); returns the task's events from the first, at the point
+    /// `until` says. A task is never left recorded but not started: a caller that goes
+    /// away meanwhile (a client that disconnects) does not interrupt the two.
+    pub async fn dispatch(
+        &self,
+        task: NewTask,
+        job: Job,
+        expected: Option<&WorkerName>,
+        until: Until,
+    ) -> Result<EventStream, DispatchError> {
+        match self {
+            Self::Embedded(e) => e.dispatch(task, job, expected, until).await,
+            Self::Cluster(c) => c.dispatch(task, job).await,
+        }
+    }
+
+    /// Records a task that is finished already (an internal task answered by rules);
+    /// returns once its row is durable.
+    pub async fn record_finished(&self, task: NewTask) -> Result<(), DispatchError> {
+        self.store().insert(task).await?.await?;
+        Ok(())
+    }
+
+    /// Makes `worker` (of this process) available for direct hand-off until `stop`; its
+    /// jobs are tracked by `tracker`. Only embedded mode hands jobs over directly: in
+    /// cluster mode every job goes through the shared queue.
+    pub fn adopt(&self, worker: Worker, tracker: TaskTracker, stop: CancellationToken) {
+        if let Self::Embedded(e) = self {
+            e.adopt(worker, tracker, stop);
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        match self {
+            Self::Embedded(e) => e.store(),
+            Self::Cluster(c) => c.store(),
+        }
+    }
+
+    /// The queue the workers take from (and recovery puts unfinished tasks back on).
+    pub fn queue(&self) -> Arc<dyn Queue> {
+        match self {
+            Self::Embedded(e) => e.queue(),
+            Self::Cluster(c) => c.queue(),
+        }
+    }
+
+    pub fn events(&self) -> &Arc<dyn EventBus> {
+        match self {
+            Self::Embedded(e) => e.events(),
+            Self::Cluster(c) => c.events(),
+        }
+    }
+}
+
+/// Runs `work` in a task of its own and waits for it: dropping the caller (a client that
+/// went away) does not cancel it.
+async fn spawn_to_completion<T: Send + 'static>(
+    task_id: TaskId,
+    work: impl Future<Output = Result<T, DispatchError>> + Send + 'static,
+) -> Result<T, DispatchError> {
+    match tokio::spawn(work).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Only when the runtime is shutting down.
+        Err(_) => Err(DispatchError::Queue {
+            task_id,
+            source: QueueError::Closed,
+        }),
+    }
+}
