@@ -179,61 +179,133 @@ impl ThreadId {
     }
 }
 
-string_newtype!(
-    /// A queue lane: `tasks:llm:<model>`, `tasks:llm:<model>@<worker>`, `tasks:web`,
-    /// `tasks:rag`, `tasks:utility`.
-    Lane
-);
+/// A queue lane: one kind of work, and the key of its queue (`tasks:llm:<model>`,
+/// `tasks:llm:<model>@<worker>`, `tasks:web`, `tasks:rag`, `tasks:utility`), written and
+/// parsed in one place ([`Display`](fmt::Display) and [`FromStr`](std::str::FromStr)).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Lane {
+    /// A model's generations: any worker serving the model takes them, or only
+    /// `pinned_worker` (`model@worker` routing).
+    Llm {
+        model: ModelName,
+        pinned_worker: Option<WorkerName>,
+    },
+    /// Rewritten into a query, searched, answered with the results (or without them).
+    Web,
+    /// The household's documents.
+    Rag,
+    /// Open WebUI's background tasks that a model answers.
+    Utility,
+}
 
 impl Lane {
-    pub const WEB: &'static str = "tasks:web";
-    pub const RAG: &'static str = "tasks:rag";
-    pub const UTILITY: &'static str = "tasks:utility";
     const LLM_PREFIX: &'static str = "tasks:llm:";
 
     pub fn parse(s: &str) -> Result<Self, ParseError> {
         let s = s.trim();
-        let ok = matches!(s, Self::WEB | Self::RAG | Self::UTILITY)
-            || s.strip_prefix(Self::LLM_PREFIX).is_some_and(|rest| {
-                let (model, worker) = match rest.split_once('@') {
-                    Some((m, w)) => (m, Some(w)),
-                    None => (rest, None),
-                };
-                ModelName::parse(model).is_ok()
-                    && worker.is_none_or(|w| WorkerName::parse(w).is_ok())
-            });
-        if ok {
-            Ok(Self(s.to_owned()))
-        } else {
-            Err(ParseError::new(
+        let bad = || {
+            ParseError::new(
                 "lane",
                 format!(
                     "{s:?} is not tasks:llm:<model>[@<worker>], tasks:web, tasks:rag or tasks:utility"
                 ),
-            ))
+            )
+        };
+        match s {
+            "tasks:web" => return Ok(Self::Web),
+            "tasks:rag" => return Ok(Self::Rag),
+            "tasks:utility" => return Ok(Self::Utility),
+            _ => {}
         }
+        let rest = s.strip_prefix(Self::LLM_PREFIX).ok_or_else(bad)?;
+        let (model, worker) = match rest.split_once('@') {
+            Some((m, w)) => (m, Some(w)),
+            None => (rest, None),
+        };
+        // Parsed as given: a lane is a key, never trimmed inside.
+        if model.trim() != model || worker.is_some_and(|w| w.trim() != w) {
+            return Err(bad());
+        }
+        Ok(Self::Llm {
+            model: ModelName::parse(model).map_err(|_| bad())?,
+            pinned_worker: worker
+                .map(WorkerName::parse)
+                .transpose()
+                .map_err(|_| bad())?,
+        })
     }
 
     /// The shared lane of a model: any worker that serves the model may take from it.
     pub fn llm(model: &ModelName) -> Self {
-        Self(format!("{}{}", Self::LLM_PREFIX, model))
+        Self::Llm {
+            model: model.clone(),
+            pinned_worker: None,
+        }
     }
 
     /// The lane of a model pinned to one worker (`model@worker` routing).
     pub fn llm_pinned(model: &ModelName, worker: &WorkerName) -> Self {
-        Self(format!("{}{}@{}", Self::LLM_PREFIX, model, worker))
+        Self::Llm {
+            model: model.clone(),
+            pinned_worker: Some(worker.clone()),
+        }
     }
 
-    pub fn web() -> Self {
-        Self(Self::WEB.to_owned())
+    /// Whether only one worker may take this lane's jobs.
+    pub fn is_pinned(&self) -> bool {
+        matches!(
+            self,
+            Self::Llm {
+                pinned_worker: Some(_),
+                ..
+            }
+        )
     }
 
-    pub fn rag() -> Self {
-        Self(Self::RAG.to_owned())
+    /// Whether this is a model's own lane (not web, RAG or utility).
+    pub fn is_llm(&self) -> bool {
+        matches!(self, Self::Llm { .. })
     }
+}
 
-    pub fn utility() -> Self {
-        Self(Self::UTILITY.to_owned())
+impl fmt::Display for Lane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Llm {
+                model,
+                pinned_worker: None,
+            } => write!(f, "{}{model}", Self::LLM_PREFIX),
+            Self::Llm {
+                model,
+                pinned_worker: Some(w),
+            } => write!(f, "{}{model}@{w}", Self::LLM_PREFIX),
+            Self::Web => f.write_str("tasks:web"),
+            Self::Rag => f.write_str("tasks:rag"),
+            Self::Utility => f.write_str("tasks:utility"),
+        }
+    }
+}
+
+impl std::str::FromStr for Lane {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        Self::parse(s)
+    }
+}
+
+impl TryFrom<String> for Lane {
+    type Error = ParseError;
+
+    fn try_from(s: String) -> Result<Self, ParseError> {
+        Self::parse(&s)
+    }
+}
+
+impl From<Lane> for String {
+    fn from(lane: Lane) -> String {
+        lane.to_string()
     }
 }
 
@@ -365,20 +437,29 @@ mod tests {
     fn lanes_parse_only_known_shapes() {
         let m = ModelName::parse("qwen2.5:7b").unwrap();
         let w = WorkerName::parse("moon").unwrap();
-        assert_eq!(Lane::llm(&m).as_str(), "tasks:llm:qwen2.5:7b");
+        assert_eq!(Lane::llm(&m).to_string(), "tasks:llm:qwen2.5:7b");
         assert_eq!(
-            Lane::llm_pinned(&m, &w).as_str(),
+            Lane::llm_pinned(&m, &w).to_string(),
             "tasks:llm:qwen2.5:7b@moon"
         );
+        assert!(Lane::llm_pinned(&m, &w).is_pinned());
+        assert!(!Lane::llm(&m).is_pinned() && !Lane::Web.is_pinned());
         for ok in [
             "tasks:web",
             "tasks:rag",
             "tasks:utility",
             "tasks:llm:a",
             "tasks:llm:a@b",
+            "tasks:llm:qwen2.5:7b@moon",
         ] {
-            assert!(Lane::parse(ok).is_ok(), "{ok}");
+            let lane = Lane::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert_eq!(lane.to_string(), ok, "one spelling each way");
+            assert_eq!(ok.parse::<Lane>(), Ok(lane.clone()));
+            let json = serde_json::to_string(&lane).unwrap();
+            assert_eq!(json, format!("\"{ok}\""), "serialized as its key");
+            assert_eq!(serde_json::from_str::<Lane>(&json).unwrap(), lane);
         }
+        assert_eq!(Lane::parse("tasks:web"), Ok(Lane::Web));
         for bad in [
             "tasks:",
             "tasks:llm:",

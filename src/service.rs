@@ -148,7 +148,7 @@ impl Coordinator {
 
         // Memory is read for the model's lanes only: never for internal tasks, web or RAG.
         let memory_context = match &self.memory {
-            Some(m) if decision.memory && decision.lane.as_str().starts_with("tasks:llm:") => {
+            Some(m) if decision.memory && decision.lane.is_llm() => {
                 m.context_for(&turn.prompt, &turn.thread_id).await
             }
             _ => None,
@@ -185,7 +185,7 @@ impl Coordinator {
     fn memory_note(&self, turn: &Turn, decision: &RouteDecision) -> Option<MemoryNote> {
         self.memory.as_ref()?;
         crate::memory::may_remember(
-            decision.lane.as_str(),
+            &decision.lane,
             decision.internal_task.is_some(),
             decision.web_search,
             turn.remember,
@@ -238,7 +238,7 @@ pub fn compose(
         History::Messages(m) => messages.extend(m.iter().cloned()),
         // The web lane needs the question on its own (it derives the search query from
         // it); elsewhere the seed's text history goes before the prompt.
-        History::Text(t) if decision.lane.as_str() == Lane::WEB => {
+        History::Text(t) if decision.lane == Lane::Web => {
             messages.push(ChatMessage::user(t.clone()))
         }
         History::Text(t) => prompt = format!("{t}\n\n{prompt}"),

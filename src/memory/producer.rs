@@ -59,8 +59,9 @@ pub fn eligibility(task: &TaskRecord) -> Result<(), Skip> {
     if task.status != TaskStatus::Done {
         return Err(Skip::NotDone);
     }
+    let lane = Lane::parse(&task.queue).map_err(|_| Skip::Lane)?;
     may_remember(
-        &task.queue,
+        &lane,
         task.internal_task.is_some(),
         task.web_search,
         task.remember,
@@ -74,7 +75,7 @@ pub fn eligibility(task: &TaskRecord) -> Result<(), Skip> {
 /// Whether a turn routed to `lane` may become memory once it is answered: the rules that
 /// are known before it runs.
 pub fn may_remember(
-    lane: &str,
+    lane: &Lane,
     internal_task: bool,
     web_search: bool,
     remember: bool,
@@ -82,7 +83,7 @@ pub fn may_remember(
     if internal_task {
         return Err(Skip::Internal);
     }
-    if matches!(lane, Lane::WEB | Lane::RAG | Lane::UTILITY) {
+    if !lane.is_llm() {
         return Err(Skip::Lane);
     }
     if web_search {

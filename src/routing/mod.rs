@@ -58,7 +58,7 @@ pub struct RouteDecision {
     pub model: ModelName,
     /// The worker a `model@worker` request pinned, if any.
     pub worker: Option<WorkerName>,
-    /// The queue lane, as a string (`tasks:llm:<model>`, `tasks:web`, `tasks:utility`).
+    /// The queue lane (`tasks:llm:<model>`, `tasks:web`, `tasks:utility`).
     #[serde(rename = "queue")]
     pub lane: Lane,
     /// True when the client named a concrete model.
@@ -236,7 +236,7 @@ impl Router {
         };
         let (model, worker, named) = self.choose_model(turn, catalog, &domain, &mut reasons)?;
         let lane = match (&worker, web_search) {
-            (_, true) => Lane::web(),
+            (_, true) => Lane::Web,
             (Some(w), false) => Lane::llm_pinned(&model, w),
             (None, false) => Lane::llm(&model),
         };
@@ -303,7 +303,7 @@ impl Router {
                 domain: domain::GENERAL.to_owned(),
                 model: ModelName::parse(RULES_MODEL).map_err(|_| RouteError::NoModels)?,
                 worker: None,
-                lane: Lane::utility(),
+                lane: Lane::Utility,
                 named,
                 web_search: false,
                 internal_task: Some(task),
@@ -317,7 +317,7 @@ impl Router {
             domain: domain::GENERAL.to_owned(),
             model,
             worker: None,
-            lane: Lane::utility(),
+            lane: Lane::Utility,
             named,
             web_search: false,
             internal_task: Some(task),

@@ -40,5 +40,5 @@ use crate::queue::Job;
 /// Whether a job belongs to the web lane. Such turns must not be written to memory: a
 /// search summary is not something the user said, and re-feeding it would loop.
 pub fn is_web_job(job: &Job) -> bool {
-    job.lane.as_str() == Lane::WEB
+    job.lane == Lane::Web
 }

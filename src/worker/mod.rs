@@ -92,15 +92,15 @@ impl Worker {
             lanes.push(Lane::llm(&m.name));
             lanes.push(Lane::llm_pinned(&m.name, me));
             if self.utility_model.as_ref() == Some(&m.name) {
-                lanes.push(Lane::utility());
+                lanes.push(Lane::Utility);
             }
             // The web lane: with a web (or default) model configured, the workers serving
             // it; otherwise every worker, answering with its own model.
             if self.web.is_some()
                 && self.web_model.as_ref().is_none_or(|w| w == &m.name)
-                && !lanes.contains(&Lane::web())
+                && !lanes.contains(&Lane::Web)
             {
-                lanes.push(Lane::web());
+                lanes.push(Lane::Web);
             }
         }
         lanes

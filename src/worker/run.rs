@@ -282,7 +282,7 @@ impl Worker {
     async fn hand_to_warmer_worker(&self, job: &Job) -> bool {
         let me = self.handle.name();
         let model = &job.request.model;
-        if job.attempt > 0 || !job.avoid.is_empty() || job.lane.as_str().contains('@') {
+        if job.attempt > 0 || !job.avoid.is_empty() || job.lane.is_pinned() {
             return false;
         }
         if self.handle.status().loaded.contains(model) {
@@ -312,7 +312,7 @@ impl Worker {
     async fn try_failover(&self, job: &Job, error: &BackendError) -> bool {
         let me = self.handle.name().clone();
         self.handle.mark_failed(&error.to_string());
-        let pinned = job.lane.as_str().contains('@');
+        let pinned = job.lane.is_pinned();
         let mut avoid = job.avoid.clone();
         avoid.push(me.clone());
         if self.directory.others_serving(&job.request.model, &avoid) == 0 {

@@ -23,7 +23,7 @@ async fn seed_incidents_route_as_intended() {
         "{:?}",
         d.reasons
     );
-    assert_eq!(d.lane.as_str(), "tasks:llm:coder");
+    assert_eq!(d.lane.to_string().as_str(), "tasks:llm:coder");
     assert!(d.memory);
 
     let d = r
@@ -32,7 +32,7 @@ async fn seed_incidents_route_as_intended() {
         .unwrap();
     assert!(d.web_search, "{:?}", d.reasons);
     assert_eq!(
-        (d.lane.as_str(), d.domain.as_str()),
+        (d.lane.to_string().as_str(), d.domain.as_str()),
         ("tasks:web", "general")
     );
     assert!(!d.memory);
@@ -93,7 +93,7 @@ async fn internal_tasks_in_rules_mode_need_no_model() {
         Some(r#"{"title":"東京でおすすめのラーメン屋は"}"#)
     );
     assert_eq!(
-        (d.lane.as_str(), d.model.as_str()),
+        (d.lane.to_string().as_str(), d.model.as_str()),
         ("tasks:utility", "rules")
     );
     assert!(!d.memory && !d.web_search);
@@ -113,7 +113,7 @@ async fn model_mode_and_model_tasks_use_the_utility_lane() {
         .await
         .unwrap();
     assert_eq!(
-        (d.lane.as_str(), d.model.as_str()),
+        (d.lane.to_string().as_str(), d.model.as_str()),
         ("tasks:utility", "tiny")
     );
     assert_eq!(d.rules_answer, None);
@@ -125,7 +125,7 @@ async fn model_mode_and_model_tasks_use_the_utility_lane() {
         .unwrap();
     assert_eq!(d.internal_task, Some(InternalTask::MoaResponseGeneration));
     assert_eq!(
-        (d.lane.as_str(), d.model.as_str()),
+        (d.lane.to_string().as_str(), d.model.as_str()),
         ("tasks:utility", "chat")
     );
     assert_eq!(d.rules_answer, None);
@@ -143,7 +143,7 @@ async fn named_requests_keep_their_model_and_record_the_domain() {
     let d = router().decide(&turn, &two_models()).await.unwrap();
     assert!(d.named);
     assert_eq!(d.domain, "code");
-    assert_eq!(d.lane.as_str(), "tasks:llm:chat@moon");
+    assert_eq!(d.lane.to_string().as_str(), "tasks:llm:chat@moon");
 }
 
 fn with_tools(model: &str) -> Turn {
@@ -285,7 +285,7 @@ async fn structured_output_is_never_sent_to_web_search() {
     turn.params.format = Some(crate::chat::AnswerFormat::Json);
     let d = r.decide(&turn, &two_models()).await.unwrap();
     assert!(!d.web_search, "{:?}", d.reasons);
-    assert_ne!(d.lane.as_str(), "tasks:web");
+    assert_ne!(d.lane.to_string().as_str(), "tasks:web");
     assert!(
         d.reasons.iter().any(|r| r.contains("structured output")),
         "{:?}",
