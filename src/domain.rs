@@ -179,6 +179,38 @@ impl ThreadId {
     }
 }
 
+string_newtype!(
+    /// What a prompt is about (`general`, `code`, or a domain of `[routing.domains]`): it
+    /// picks the model of an `auto` turn.
+    Domain
+);
+
+impl Domain {
+    pub const GENERAL: &'static str = "general";
+    pub const CODE: &'static str = "code";
+
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(ParseError::new("domain", "it is empty"));
+        }
+        if s.len() > 64 {
+            return Err(ParseError::new("domain", "it is longer than 64 bytes"));
+        }
+        if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(ParseError::new(
+                "domain",
+                format!("{s:?} contains whitespace or control characters"),
+            ));
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    pub fn general() -> Self {
+        Self(Self::GENERAL.to_owned())
+    }
+}
+
 /// A queue lane: one kind of work, and the key of its queue (`tasks:llm:<model>`,
 /// `tasks:llm:<model>@<worker>`, `tasks:web`, `tasks:rag`, `tasks:utility`), written and
 /// parsed in one place ([`Display`](fmt::Display) and [`FromStr`](std::str::FromStr)).

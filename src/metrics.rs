@@ -29,10 +29,10 @@ impl Metrics {
         {
             self.internal[i].fetch_add(1, Ordering::Relaxed);
         }
-        if decision.rules_answer.is_some() {
+        if decision.rules_answer().is_some() {
             self.rules_answered.fetch_add(1, Ordering::Relaxed);
         }
-        if decision.web_search {
+        if decision.web_search() {
             self.web.fetch_add(1, Ordering::Relaxed);
         }
         if decision.named {

@@ -13,10 +13,11 @@ use crate::backend::BackendRequest;
 use crate::chat::{ChatMessage, Chunk, FinishReason, Role, Usage};
 use crate::config::Config;
 use crate::dispatch::{DispatchError, Dispatcher, Until};
-use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
+use crate::domain::{TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
+use crate::memory::policy;
 use crate::queue::{Job, MemoryNote, QueueError};
-use crate::routing::{RouteDecision, RouteError, Router};
+use crate::routing::{RouteDecision, RouteError, Router, Target};
 use crate::store::{NewTask, StoreError, TaskStore};
 use crate::turn::{History, Turn};
 use crate::worker::Directory;
@@ -101,68 +102,79 @@ impl Coordinator {
             thread_id = %turn.thread_id,
             domain = %decision.domain,
             model = %decision.model,
-            queue = %decision.lane,
+            queue = %decision.lane(),
             internal_task = decision.internal_task.map(|k| k.as_str()),
-            web_search = decision.web_search,
+            web_search = decision.web_search(),
             named = decision.named,
-            rules_answer = decision.rules_answer.is_some(),
+            rules_answer = decision.rules_answer().is_some(),
             reasons = ?decision.reasons,
             "turn routed"
         );
         let worker_hint = decision
-            .worker
-            .clone()
+            .pinned_worker()
+            .cloned()
             .or_else(|| self.directory.best_worker_for(&decision.model));
+        // What the request allowed; a turn carrying retrieved documents is never memory,
+        // and its row says so for whoever reads it back (a backfill).
+        let remember = turn.remember && !decision.retrieved_context;
         let mut task = NewTask {
             task_id,
             created_at,
             thread_id: turn.thread_id.to_string(),
             prompt: turn.prompt.clone(),
-            domain: decision.domain.clone(),
+            domain: decision.domain.to_string(),
             model: decision.model.to_string(),
-            queue: decision.lane.to_string(),
+            queue: decision.lane().to_string(),
             status: TaskStatus::Queued,
             response: None,
             worker_id: None,
             attempts: 0,
             internal_task: decision.internal_task,
-            web_search: decision.web_search,
+            web_search: decision.web_search(),
             reasons: decision.reasons.clone(),
             job: None,
-            remember: turn.remember,
+            remember,
         };
 
-        if let Some(answer) = &decision.rules_answer {
-            task.status = TaskStatus::Done;
-            task.response = Some(answer.clone());
-            task.worker_id = Some(RULES_WORKER.to_owned());
-            self.dispatch.record_finished(task).await?;
-            let events = rules_answer_events(answer);
-            return Ok(Submission {
-                task_id,
-                decision,
-                worker_hint: WorkerName::parse(RULES_WORKER).ok(),
-                events,
-            });
-        }
-
-        // Memory is read for the model's lanes only: never for internal tasks, web or RAG.
+        let lane = match &decision.target {
+            Target::Lane(lane) => lane.clone(),
+            Target::Rules { answer } => {
+                task.status = TaskStatus::Done;
+                task.response = Some(answer.clone());
+                task.worker_id = Some(RULES_WORKER.to_owned());
+                self.dispatch.record_finished(task).await?;
+                let events = rules_answer_events(answer);
+                return Ok(Submission {
+                    task_id,
+                    decision,
+                    worker_hint: WorkerName::parse(RULES_WORKER).ok(),
+                    events,
+                });
+            }
+        };
+        let facts = decision.memory_facts(remember);
         let memory_context = match &self.memory {
-            Some(m) if decision.memory && decision.lane.is_llm() => {
+            Some(m) if policy::may_recall(&facts) => {
                 m.context_for(&turn.prompt, &turn.thread_id).await
             }
             _ => None,
         };
+        // What the worker needs to remember the turn once answered, when it may be.
+        let memory_note =
+            (self.memory.is_some() && policy::may_remember(&facts).is_ok()).then(|| MemoryNote {
+                thread_id: turn.thread_id.to_string(),
+                prompt: turn.prompt.clone(),
+            });
         let job = Job {
             task_id,
-            lane: decision.lane.clone(),
+            lane,
             created_at,
             request: compose(&turn, &decision, &self.config, memory_context.as_deref()),
             internal_task: decision.internal_task,
             attempt: 0,
             avoid: Vec::new(),
             stream: !turn.whole_answer,
-            memory: self.memory_note(&turn, &decision),
+            memory: memory_note,
         };
         let text =
             serde_json::to_string(&job).map_err(|source| SubmitError::Job { task_id, source })?;
@@ -176,24 +188,6 @@ impl Coordinator {
             decision,
             worker_hint,
             events,
-        })
-    }
-}
-
-impl Coordinator {
-    /// What the worker needs to remember the turn once answered, when it may be.
-    fn memory_note(&self, turn: &Turn, decision: &RouteDecision) -> Option<MemoryNote> {
-        self.memory.as_ref()?;
-        crate::memory::may_remember(
-            &decision.lane,
-            decision.internal_task.is_some(),
-            decision.web_search,
-            turn.remember,
-        )
-        .ok()?;
-        Some(MemoryNote {
-            thread_id: turn.thread_id.to_string(),
-            prompt: turn.prompt.clone(),
         })
     }
 }
@@ -238,9 +232,7 @@ pub fn compose(
         History::Messages(m) => messages.extend(m.iter().cloned()),
         // The web lane needs the question on its own (it derives the search query from
         // it); elsewhere the seed's text history goes before the prompt.
-        History::Text(t) if decision.lane == Lane::Web => {
-            messages.push(ChatMessage::user(t.clone()))
-        }
+        History::Text(t) if decision.web_search() => messages.push(ChatMessage::user(t.clone())),
         History::Text(t) => prompt = format!("{t}\n\n{prompt}"),
     }
     let mut user = ChatMessage::new(Role::User, prompt);

@@ -66,10 +66,10 @@ pub fn decision_headers(
 ) -> Vec<(HeaderName, HeaderValue)> {
     let pairs = [
         ("x-coordinator-task-id", task_id.to_string()),
-        ("x-coordinator-domain", decision.domain.clone()),
+        ("x-coordinator-domain", decision.domain.to_string()),
         ("x-coordinator-model", decision.model.to_string()),
         ("x-coordinator-worker", worker.to_owned()),
-        ("x-coordinator-queue", decision.lane.to_string()),
+        ("x-coordinator-queue", decision.lane().to_string()),
     ];
     pairs
         .into_iter()
@@ -140,10 +140,10 @@ pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiErro
         Decoration::default()
     } else {
         let info = RouteInfo {
-            domain: sub.decision.domain.clone(),
+            domain: sub.decision.domain.to_string(),
             model: sub.decision.model.to_string(),
             worker: worker.clone(),
-            queue: sub.decision.lane.to_string(),
+            queue: sub.decision.lane().to_string(),
         };
         Decoration::new(&info, state.config.server.routing_info)
     };

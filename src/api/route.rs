@@ -143,9 +143,9 @@ pub async fn route(
             task_id: sub.task_id.to_string(),
             worker_id: sub.worker_hint,
             model: sub.decision.model.to_string(),
-            domain: sub.decision.domain.clone(),
-            queue: sub.decision.lane.to_string(),
-            web_search: sub.decision.web_search,
+            domain: sub.decision.domain.to_string(),
+            queue: sub.decision.lane().to_string(),
+            web_search: sub.decision.web_search(),
             internal_task: sub.decision.internal_task.map(|k| k.to_string()),
         }),
     ))

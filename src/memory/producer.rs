@@ -7,6 +7,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::policy::{self, Facts};
 use super::service::MAX_ITEMS_PER_TASK;
 use super::store::MemoryItem;
 use super::{Memory, MemoryError};
@@ -35,6 +36,8 @@ pub enum Skip {
     /// memories (the seed's rule).
     Lane,
     WebSearch,
+    /// The turn carried documents Open WebUI retrieved (its RAG template).
+    RetrievedContext,
     /// Nothing was answered.
     NoAnswer,
     /// The user asked that this turn not be remembered, or forgot it.
@@ -48,6 +51,7 @@ impl fmt::Display for Skip {
             Self::Internal => "internal task",
             Self::Lane => "web, RAG or utility lane",
             Self::WebSearch => "web search task",
+            Self::RetrievedContext => "a turn carrying retrieved documents",
             Self::NoAnswer => "no answer",
             Self::OptedOut => "the user asked not to remember it",
         })
@@ -60,37 +64,15 @@ pub fn eligibility(task: &TaskRecord) -> Result<(), Skip> {
         return Err(Skip::NotDone);
     }
     let lane = Lane::parse(&task.queue).map_err(|_| Skip::Lane)?;
-    may_remember(
-        &lane,
-        task.internal_task.is_some(),
-        task.web_search,
-        task.remember,
-    )?;
+    policy::may_remember(&Facts {
+        lane: &lane,
+        internal_task: task.internal_task.is_some(),
+        web_search: task.web_search,
+        retrieved_context: false,
+        remember: task.remember,
+    })?;
     if answer_text(task.response.as_deref()).is_empty() || task.prompt.trim().is_empty() {
         return Err(Skip::NoAnswer);
-    }
-    Ok(())
-}
-
-/// Whether a turn routed to `lane` may become memory once it is answered: the rules that
-/// are known before it runs.
-pub fn may_remember(
-    lane: &Lane,
-    internal_task: bool,
-    web_search: bool,
-    remember: bool,
-) -> Result<(), Skip> {
-    if internal_task {
-        return Err(Skip::Internal);
-    }
-    if !lane.is_llm() {
-        return Err(Skip::Lane);
-    }
-    if web_search {
-        return Err(Skip::WebSearch);
-    }
-    if !remember {
-        return Err(Skip::OptedOut);
     }
     Ok(())
 }

@@ -219,20 +219,20 @@ pub async fn run_cases(
                 continue;
             }
         };
-        report.web.add(d.web_search == case.web);
-        if d.web_search != case.web {
+        report.web.add(d.web_search() == case.web);
+        if d.web_search() != case.web {
             let m = miss(
                 "web",
                 case.web.to_string(),
-                d.web_search.to_string(),
+                d.web_search().to_string(),
                 &d.reasons,
             );
             report.misses.push(m);
         }
         if let Some(expected) = &case.domain {
-            report.domain.add(&d.domain == expected);
-            if &d.domain != expected {
-                let m = miss("domain", expected.clone(), d.domain.clone(), &d.reasons);
+            report.domain.add(d.domain.as_str() == expected);
+            if d.domain.as_str() != expected {
+                let m = miss("domain", expected.clone(), d.domain.to_string(), &d.reasons);
                 report.misses.push(m);
             }
         }

@@ -41,7 +41,8 @@ pub use config::{
 };
 
 use crate::config::{InternalTasksConfig, InternalTasksMode};
-use crate::domain::{InternalTask, Lane, ModelName, WorkerName};
+use crate::domain::{Domain, InternalTask, Lane, ModelName, WorkerName};
+use crate::memory;
 use crate::turn::Turn;
 use classifier::{Classified, Classifier};
 use domain::{Confidence, DomainRules};
@@ -51,29 +52,113 @@ use web::WebRules;
 /// The model name a rule-answered internal task reports: no model ran.
 pub const RULES_MODEL: &str = "rules";
 
-/// Where a turn goes and why. Serialises for the preview endpoint.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Where a turn goes and why.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RouteDecision {
-    pub domain: String,
+    pub domain: Domain,
+    /// The model that answers (`rules` for an internal task answered by rules).
     pub model: ModelName,
-    /// The worker a `model@worker` request pinned, if any.
-    pub worker: Option<WorkerName>,
-    /// The queue lane (`tasks:llm:<model>`, `tasks:web`, `tasks:utility`).
-    #[serde(rename = "queue")]
-    pub lane: Lane,
     /// True when the client named a concrete model.
     pub named: bool,
-    /// True when the prompt asks for fresh information from the web.
-    #[serde(rename = "auto_web_search")]
-    pub web_search: bool,
     pub internal_task: Option<InternalTask>,
-    /// An internal task answered by rules: the exact text to return, no model needed.
-    pub rules_answer: Option<String>,
-    /// Whether the turn may read and write memory: false for internal tasks, web-search
-    /// and RAG-augmented turns.
-    pub memory: bool,
+    /// The turn carries documents Open WebUI retrieved (its RAG template).
+    pub retrieved_context: bool,
+    pub target: Target,
     /// Which rules fired, in order.
     pub reasons: Vec<String>,
+}
+
+/// What answers a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// An internal task answered by rules: the exact text to return, no model needed. The
+    /// task is recorded under the utility lane, where a model would have answered it.
+    Rules { answer: String },
+    /// The lane whose workers answer it.
+    Lane(Lane),
+}
+
+/// The lane rule-answered tasks are recorded under.
+static RULES_LANE: Lane = Lane::Utility;
+
+impl RouteDecision {
+    /// The lane the task is queued on (or, for a rules answer, recorded under).
+    pub fn lane(&self) -> &Lane {
+        match &self.target {
+            Target::Lane(lane) => lane,
+            Target::Rules { .. } => &RULES_LANE,
+        }
+    }
+
+    /// The worker a `model@worker` request pinned, if any.
+    pub fn pinned_worker(&self) -> Option<&WorkerName> {
+        match self.lane() {
+            Lane::Llm { pinned_worker, .. } => pinned_worker.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// True when the prompt asks for fresh information from the web.
+    pub fn web_search(&self) -> bool {
+        *self.lane() == Lane::Web
+    }
+
+    /// An internal task's answer by rules, if it got one.
+    pub fn rules_answer(&self) -> Option<&str> {
+        match &self.target {
+            Target::Rules { answer } => Some(answer),
+            Target::Lane(_) => None,
+        }
+    }
+
+    /// Whether the turn may read memory (see [`memory::policy::may_recall`]).
+    pub fn may_recall(&self) -> bool {
+        memory::policy::may_recall(&self.memory_facts(true))
+    }
+
+    /// What memory needs to know of the turn; `remember` is what its request allowed.
+    pub fn memory_facts(&self, remember: bool) -> memory::policy::Facts<'_> {
+        memory::policy::Facts {
+            lane: self.lane(),
+            internal_task: self.internal_task.is_some(),
+            web_search: self.web_search(),
+            retrieved_context: self.retrieved_context,
+            remember,
+        }
+    }
+}
+
+/// The preview endpoint's view of a decision (the shape `/route/preview` has always had).
+impl Serialize for RouteDecision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Preview<'a> {
+            domain: &'a Domain,
+            model: &'a ModelName,
+            worker: Option<&'a WorkerName>,
+            queue: &'a Lane,
+            named: bool,
+            auto_web_search: bool,
+            internal_task: Option<InternalTask>,
+            rules_answer: Option<&'a str>,
+            /// Whether the turn may read memory.
+            memory: bool,
+            reasons: &'a [String],
+        }
+        Preview {
+            domain: &self.domain,
+            model: &self.model,
+            worker: self.pinned_worker(),
+            queue: self.lane(),
+            named: self.named,
+            auto_web_search: self.web_search(),
+            internal_task: self.internal_task,
+            rules_answer: self.rules_answer(),
+            memory: self.may_recall(),
+            reasons: &self.reasons,
+        }
+        .serialize(s)
+    }
 }
 
 /// A turn cannot be routed.
@@ -200,11 +285,11 @@ impl Router {
             Ok(d) => tracing::debug!(
                 domain = %d.domain,
                 model = %d.model,
-                queue = %d.lane,
-                web_search = d.web_search,
+                queue = %d.lane(),
+                web_search = d.web_search(),
                 internal_task = d.internal_task.map(InternalTask::as_str),
                 named = d.named,
-                rules_answer = d.rules_answer.is_some(),
+                rules_answer = d.rules_answer().is_some(),
                 reasons = %d.reasons.join("; "),
                 "route decided"
             ),
@@ -235,21 +320,18 @@ impl Router {
             v.web
         };
         let (model, worker, named) = self.choose_model(turn, catalog, &domain, &mut reasons)?;
-        let lane = match (&worker, web_search) {
+        let lane = match (worker, web_search) {
             (_, true) => Lane::Web,
-            (Some(w), false) => Lane::llm_pinned(&model, w),
+            (Some(w), false) => Lane::llm_pinned(&model, &w),
             (None, false) => Lane::llm(&model),
         };
         Ok(RouteDecision {
-            domain,
+            domain: as_domain(domain, &mut reasons),
             model,
-            worker,
-            lane,
             named,
-            web_search,
             internal_task: None,
-            rules_answer: None,
-            memory: !rag && !web_search,
+            retrieved_context: rag,
+            target: Target::Lane(lane),
             reasons,
         })
     }
@@ -300,30 +382,33 @@ impl Router {
         {
             reasons.push("internal: answered by rules (no model)".to_owned());
             return Ok(RouteDecision {
-                domain: domain::GENERAL.to_owned(),
+                domain: Domain::general(),
                 model: ModelName::parse(RULES_MODEL).map_err(|_| RouteError::NoModels)?,
-                worker: None,
-                lane: Lane::Utility,
                 named,
-                web_search: false,
                 internal_task: Some(task),
-                rules_answer: Some(answer),
-                memory: false,
+                retrieved_context: false,
+                target: Target::Rules { answer },
                 reasons,
             });
         }
         let model = self.internal_model(turn, catalog, &mut reasons)?;
         Ok(RouteDecision {
-            domain: domain::GENERAL.to_owned(),
+            domain: Domain::general(),
             model,
-            worker: None,
-            lane: Lane::Utility,
             named,
-            web_search: false,
             internal_task: Some(task),
-            rules_answer: None,
-            memory: false,
+            retrieved_context: false,
+            target: Target::Lane(Lane::Utility),
             reasons,
         })
     }
+}
+
+/// The decided domain's name as a [`Domain`]; a configured name that is not one is
+/// recorded as `general`, and the reasons say so.
+fn as_domain(name: String, reasons: &mut Vec<String>) -> Domain {
+    Domain::parse(&name).unwrap_or_else(|e| {
+        reasons.push(format!("domain: {e}; recorded as {}", Domain::GENERAL));
+        Domain::general()
+    })
 }

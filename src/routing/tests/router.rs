@@ -18,24 +18,24 @@ async fn seed_incidents_route_as_intended() {
     let ping = "Ubuntuでpingコマンドが見つかりません。何をインストールすればいいですか？";
     let d = r.decide(&user_turn(ping), &cat).await.unwrap();
     assert_eq!(
-        (d.domain.as_str(), d.web_search),
+        (d.domain.as_str(), d.web_search()),
         ("code", false),
         "{:?}",
         d.reasons
     );
-    assert_eq!(d.lane.to_string().as_str(), "tasks:llm:coder");
-    assert!(d.memory);
+    assert_eq!(d.lane().to_string().as_str(), "tasks:llm:coder");
+    assert!(d.may_recall());
 
     let d = r
         .decide(&user_turn("今日の柏市の天気は？"), &cat)
         .await
         .unwrap();
-    assert!(d.web_search, "{:?}", d.reasons);
+    assert!(d.web_search(), "{:?}", d.reasons);
     assert_eq!(
-        (d.lane.to_string().as_str(), d.domain.as_str()),
+        (d.lane().to_string().as_str(), d.domain.as_str()),
         ("tasks:web", "general")
     );
-    assert!(!d.memory);
+    assert!(!d.may_recall());
 
     // The seed's query-generation template: "Today's date", JSON, search... no web, no code.
     let chat = t::history(&[("USER", ping)]);
@@ -44,10 +44,10 @@ async fn seed_incidents_route_as_intended() {
         .await
         .unwrap();
     assert_eq!(d.internal_task, Some(InternalTask::QueryGeneration));
-    assert!(!d.web_search);
-    assert_eq!(d.domain, "general");
+    assert!(!d.web_search());
+    assert_eq!(d.domain.as_str(), "general");
     assert_eq!(
-        d.rules_answer.as_deref(),
+        d.rules_answer().as_deref(),
         Some(&*format!("{{\"queries\":[\"{ping}\"]}}"))
     );
 }
@@ -89,14 +89,14 @@ async fn internal_tasks_in_rules_mode_need_no_model() {
         .unwrap();
     assert_eq!(d.internal_task, Some(InternalTask::TitleGeneration));
     assert_eq!(
-        d.rules_answer.as_deref(),
+        d.rules_answer().as_deref(),
         Some(r#"{"title":"東京でおすすめのラーメン屋は"}"#)
     );
     assert_eq!(
-        (d.lane.to_string().as_str(), d.model.as_str()),
+        (d.lane().to_string().as_str(), d.model.as_str()),
         ("tasks:utility", "rules")
     );
-    assert!(!d.memory && !d.web_search);
+    assert!(!d.may_recall() && !d.web_search());
 }
 
 #[tokio::test]
@@ -113,10 +113,10 @@ async fn model_mode_and_model_tasks_use_the_utility_lane() {
         .await
         .unwrap();
     assert_eq!(
-        (d.lane.to_string().as_str(), d.model.as_str()),
+        (d.lane().to_string().as_str(), d.model.as_str()),
         ("tasks:utility", "tiny")
     );
-    assert_eq!(d.rules_answer, None);
+    assert_eq!(d.rules_answer(), None);
 
     // Rules mode: MoA still needs a model; without internal_tasks.model the request's route.
     let d = router()
@@ -125,10 +125,10 @@ async fn model_mode_and_model_tasks_use_the_utility_lane() {
         .unwrap();
     assert_eq!(d.internal_task, Some(InternalTask::MoaResponseGeneration));
     assert_eq!(
-        (d.lane.to_string().as_str(), d.model.as_str()),
+        (d.lane().to_string().as_str(), d.model.as_str()),
         ("tasks:utility", "chat")
     );
-    assert_eq!(d.rules_answer, None);
+    assert_eq!(d.rules_answer(), None);
 }
 
 #[tokio::test]
@@ -142,8 +142,8 @@ async fn named_requests_keep_their_model_and_record_the_domain() {
     );
     let d = router().decide(&turn, &two_models()).await.unwrap();
     assert!(d.named);
-    assert_eq!(d.domain, "code");
-    assert_eq!(d.lane.to_string().as_str(), "tasks:llm:chat@moon");
+    assert_eq!(d.domain.as_str(), "code");
+    assert_eq!(d.lane().to_string().as_str(), "tasks:llm:chat@moon");
 }
 
 fn with_tools(model: &str) -> Turn {
@@ -243,7 +243,7 @@ async fn the_classifier_is_asked_only_when_unsure_and_never_for_tasks() {
         .decide(&user_turn("Is a python a good pet?"), &cat)
         .await
         .unwrap();
-    assert_eq!(d.domain, "general", "{:?}", d.reasons);
+    assert_eq!(d.domain.as_str(), "general", "{:?}", d.reasons);
     assert_eq!(calls(), 1);
     r.decide(&user_turn("```rust\nfn main() {}\n```"), &cat)
         .await
@@ -268,7 +268,7 @@ async fn a_slow_classifier_cannot_delay_routing_past_its_deadline() {
         .await
         .unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(1500));
-    assert_eq!(d.domain, "code", "rule result kept");
+    assert_eq!(d.domain.as_str(), "code", "rule result kept");
     assert!(
         d.reasons.iter().any(|x| x.contains("deadline of 1500 ms")),
         "{:?}",
@@ -284,8 +284,8 @@ async fn structured_output_is_never_sent_to_web_search() {
     let mut turn = user_turn("今日の柏市の天気は？");
     turn.params.format = Some(crate::chat::AnswerFormat::Json);
     let d = r.decide(&turn, &two_models()).await.unwrap();
-    assert!(!d.web_search, "{:?}", d.reasons);
-    assert_ne!(d.lane.to_string().as_str(), "tasks:web");
+    assert!(!d.web_search(), "{:?}", d.reasons);
+    assert_ne!(d.lane().to_string().as_str(), "tasks:web");
     assert!(
         d.reasons.iter().any(|r| r.contains("structured output")),
         "{:?}",
