@@ -116,7 +116,7 @@ fn done_outcome() -> TaskOutcome {
     let mut o = TaskOutcome::failed(Utc::now(), "");
     o.status = TaskStatus::Done;
     o.error = None;
-    o.worker_id = Some("bench".into());
+    o.worker_id = Some(WorkerName::parse("bench").expect("worker"));
     o.response = Some("tok ".repeat(32));
     o.total_ms = Some(1);
     o

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use crate::chat::ChatMessage;
 use crate::config::{self, BackendConfig, BackendKind, Config, QueueConfig, StoreConfig};
-use crate::domain::{TaskId, TaskStatus};
+use crate::domain::{InternalTask, TaskId, TaskStatus};
 use crate::routing::Router;
 use crate::startup::{build_registry, open_store};
 use crate::store::TaskFilter;
@@ -123,7 +123,7 @@ pub async fn tasks_list(
             t.created_at.format("%Y-%m-%d %H:%M:%S"),
             t.status,
             t.model,
-            t.internal_task.as_deref().unwrap_or("-"),
+            t.internal_task.map_or("-", InternalTask::as_str),
             one_line(&t.prompt, 60)
         );
     }

@@ -101,6 +101,14 @@ macro_rules! string_newtype {
                 &self.0
             }
         }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
     };
 }
 

@@ -120,11 +120,11 @@ impl Coordinator {
         let mut task = NewTask {
             task_id,
             created_at,
-            thread_id: turn.thread_id.to_string(),
+            thread_id: turn.thread_id.clone(),
             prompt: turn.prompt.clone(),
-            domain: decision.domain.to_string(),
-            model: decision.model.to_string(),
-            queue: decision.lane().to_string(),
+            domain: decision.domain.clone(),
+            model: decision.model.clone(),
+            queue: decision.lane().clone(),
             status: TaskStatus::Queued,
             response: None,
             worker_id: None,
@@ -141,7 +141,7 @@ impl Coordinator {
             Target::Rules { answer } => {
                 task.status = TaskStatus::Done;
                 task.response = Some(answer.clone());
-                task.worker_id = Some(RULES_WORKER.to_owned());
+                task.worker_id = WorkerName::parse(RULES_WORKER).ok();
                 self.dispatch.record_finished(task).await?;
                 let events = rules_answer_events(answer);
                 return Ok(Submission {

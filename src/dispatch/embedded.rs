@@ -82,7 +82,7 @@ impl Embedded {
             .and_then(|w| self.local.reserve(w, &job.lane));
         if let Some(r) = &reservation {
             task.status = TaskStatus::Running;
-            task.worker_id = Some(r.worker().to_string());
+            task.worker_id = Some(r.worker().clone());
             task.attempts = 1;
         }
         // Subscribed before the job can start, so that no event is missed.

@@ -11,7 +11,7 @@ use super::policy::{self, Facts};
 use super::service::MAX_ITEMS_PER_TASK;
 use super::store::MemoryItem;
 use super::{Memory, MemoryError};
-use crate::domain::{Lane, TaskId, TaskStatus};
+use crate::domain::{TaskId, TaskStatus};
 use crate::store::{TaskRecord, TaskStore};
 
 /// The longest prompt kept in an exchange item, in characters.
@@ -63,9 +63,8 @@ pub fn eligibility(task: &TaskRecord) -> Result<(), Skip> {
     if task.status != TaskStatus::Done {
         return Err(Skip::NotDone);
     }
-    let lane = Lane::parse(&task.queue).map_err(|_| Skip::Lane)?;
     policy::may_remember(&Facts {
-        lane: &lane,
+        lane: &task.queue,
         internal_task: task.internal_task.is_some(),
         web_search: task.web_search,
         retrieved_context: false,

@@ -11,7 +11,9 @@ use super::embed::Embedder;
 use super::store::postgres::PostgresMemoryStore;
 use super::store::sqlite::SqliteMemoryStore;
 use super::*;
-use crate::domain::{InternalTask, TaskId, TaskStatus, ThreadId};
+use crate::domain::{
+    Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
+};
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{NewTask, TaskRecord, TaskStore};
@@ -22,12 +24,12 @@ pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
         task_id: TaskId::new(),
         created_at: Utc::now(),
         updated_at: Utc::now(),
-        thread_id: thread.into(),
+        thread_id: ThreadId::parse(thread).unwrap(),
         prompt: prompt.into(),
-        domain: "general".into(),
-        model: "qwen2.5:7b".into(),
-        worker_id: Some("moon".into()),
-        queue: "tasks:llm:qwen2.5:7b".into(),
+        domain: Domain::general(),
+        model: ModelName::parse("qwen2.5:7b").unwrap(),
+        worker_id: Some(WorkerName::parse("moon").unwrap()),
+        queue: Lane::parse("tasks:llm:qwen2.5:7b").unwrap(),
         status: TaskStatus::Done,
         response: Some(response.into()),
         error: None,
@@ -136,14 +138,14 @@ fn excluded_and_kept() -> (Vec<TaskRecord>, TaskRecord) {
         "今日の千葉県柏市の天気を教えて",
         "柏市は晴れ時々曇、最高31℃",
     );
-    web.queue = "tasks:web".into();
+    web.queue = Lane::Web;
     web.web_search = true;
     let mut rag = record("t", "社内規定の休暇日数は？", "規定では20日です");
-    rag.queue = "tasks:rag".into();
+    rag.queue = Lane::Rag;
     let mut internal = record("t", "### Task: Generate a title", "{\"title\":\"猫\"}");
-    internal.internal_task = Some("title_generation".into());
+    internal.internal_task = Some(InternalTask::TitleGeneration);
     let mut utility = record("t", "tags please", "[\"cats\"]");
-    utility.queue = "tasks:utility".into();
+    utility.queue = Lane::Utility;
     let mut failed = record("t", "私の猫の名前はタマです", "");
     failed.status = TaskStatus::Failed;
     failed.response = None;

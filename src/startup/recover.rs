@@ -9,7 +9,7 @@ use anyhow::Context;
 use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::TaskStatus;
+use crate::domain::{TaskStatus, WorkerName};
 use crate::queue::{Job, Queue};
 use crate::store::{TaskOutcome, TaskRecord, TaskStore};
 use crate::worker::{Directory, MAX_ATTEMPTS};
@@ -86,11 +86,7 @@ pub async fn reconcile(
         return Ok(0);
     }
     let held = queue.task_ids().await?;
-    let alive: Vec<String> = directory
-        .statuses()
-        .into_iter()
-        .map(|s| s.name.to_string())
-        .collect();
+    let alive: Vec<WorkerName> = directory.statuses().into_iter().map(|s| s.name).collect();
     let now = Utc::now();
     let mut handled = 0;
     for task in unfinished {

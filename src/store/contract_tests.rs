@@ -108,7 +108,7 @@ pub(crate) async fn ordered_writes(s: &dyn TaskStore) {
 pub(crate) async fn inserted_claimed(s: &dyn TaskStore, at_once: bool) {
     let mut t = new_task("handed over");
     t.status = TaskStatus::Running;
-    t.worker_id = Some("moon".into());
+    t.worker_id = Some(WorkerName::parse("moon").unwrap());
     t.attempts = 1;
     let mut insert = s.insert(t.clone());
     let recording = match futures::poll!(insert.as_mut()) {

@@ -17,7 +17,9 @@ use uuid::Uuid;
 
 use super::record::task_record_from_row;
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
-use crate::domain::{TaskId, TaskStatus, WorkerName};
+use crate::domain::{
+    Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
+};
 
 const MAX_CONNECTIONS: u32 = 8;
 
@@ -107,13 +109,13 @@ impl TaskStore for PostgresStore {
         )
         .bind(t.task_id.as_uuid())
         .bind(t.created_at)
-        .bind(&t.thread_id)
+        .bind(t.thread_id.as_str())
         .bind(&t.prompt)
-        .bind(&t.domain)
-        .bind(&t.model)
-        .bind(&t.worker_id)
+        .bind(t.domain.as_str())
+        .bind(t.model.as_str())
+        .bind(t.worker_id.as_ref().map(WorkerName::as_str))
         .bind(t.attempts)
-        .bind(&t.queue)
+        .bind(t.queue.to_string())
         .bind(t.status.as_str())
         .bind(&t.response)
         .bind(t.internal_task.map(|k| k.as_str()))
@@ -179,7 +181,7 @@ impl TaskStore for PostgresStore {
         )
         .bind(o.status.as_str())
         .bind(o.at)
-        .bind(&o.worker_id)
+        .bind(o.worker_id.as_ref().map(WorkerName::as_str))
         .bind(&o.response)
         .bind(&o.error)
         .bind(o.fallback_used)
@@ -213,7 +215,7 @@ impl TaskStore for PostgresStore {
         ))
         .bind(f.status.map(TaskStatus::as_str))
         .bind(f.internal_only)
-        .bind(&f.thread_id)
+        .bind(f.thread_id.as_ref().map(ThreadId::as_str))
         .bind(i64::from(f.limit.max(1)))
         .fetch_all(&self.pool)
         .await?;
@@ -275,7 +277,13 @@ fn from_row(r: &PgRow) -> Result<TaskRecord, StoreError> {
     let reasons: serde_json::Value = r.try_get("reasons")?;
     let reasons: Vec<String> =
         serde_json::from_value(reasons).map_err(|e| corrupt(format!("reasons: {e}")))?;
-    Ok(task_record_from_row!(r, TaskId::from(id), status, reasons))
+    Ok(task_record_from_row!(
+        r,
+        TaskId::from(id),
+        status,
+        reasons,
+        corrupt
+    ))
 }
 
 #[cfg(test)]
@@ -428,7 +436,7 @@ mod tests {
         b.response = Some("{\"title\":\"x\"}".into());
         b.created_at = a.created_at + chrono::Duration::milliseconds(5);
         let mut c = new_task("c");
-        c.thread_id = "t2".into();
+        c.thread_id = ThreadId::parse("t2").unwrap();
         c.created_at = a.created_at + chrono::Duration::milliseconds(10);
         c.web_search = true;
         c.reasons = vec![];
@@ -463,7 +471,7 @@ mod tests {
         .await;
         assert_eq!(internal.len(), 1);
         assert_eq!(
-            internal[0].internal_task.as_deref(),
+            internal[0].internal_task.map(InternalTask::as_str),
             Some("title_generation")
         );
         let queued = list(TaskFilter {
@@ -476,7 +484,7 @@ mod tests {
         assert!(queued.iter().all(|r| r.status == TaskStatus::Queued));
         let thread = list(TaskFilter {
             limit: 10,
-            thread_id: Some("t2".into()),
+            thread_id: Some(ThreadId::parse("t2").unwrap()),
             ..Default::default()
         })
         .await;
@@ -485,7 +493,7 @@ mod tests {
         let both = list(TaskFilter {
             limit: 10,
             status: Some(TaskStatus::Queued),
-            thread_id: Some("t1".into()),
+            thread_id: Some(ThreadId::parse("t1").unwrap()),
             ..Default::default()
         })
         .await;

@@ -3,23 +3,25 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::domain::{InternalTask, TaskId, TaskStatus};
+use crate::domain::{
+    Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
+};
 
 /// A task as the service records it, before any worker touches it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NewTask {
     pub task_id: TaskId,
     pub created_at: DateTime<Utc>,
-    pub thread_id: String,
+    pub thread_id: ThreadId,
     /// The user's original prompt, and nothing else.
     pub prompt: String,
-    pub domain: String,
-    pub model: String,
-    pub queue: String,
+    pub domain: Domain,
+    pub model: ModelName,
+    pub queue: Lane,
     pub status: TaskStatus,
     /// Set for tasks that are finished on insert (rule-answered internal tasks).
     pub response: Option<String>,
-    pub worker_id: Option<String>,
+    pub worker_id: Option<WorkerName>,
     /// How many times a worker took it: 1 for a task handed to a worker with its row
     /// (`running` on insert), else 0.
     pub attempts: i64,
@@ -28,7 +30,9 @@ pub struct NewTask {
     pub reasons: Vec<String>,
     /// The serialised job, for tasks that go to a queue.
     pub job: Option<String>,
-    /// False when the user asked that this turn not be remembered (conversation memory).
+    /// False when the turn is never to become conversation memory for what only its
+    /// request showed: the user asked so, an Open WebUI temporary chat, a turn carrying
+    /// retrieved documents (see [`crate::memory::policy`]).
     pub remember: bool,
 }
 
@@ -37,7 +41,7 @@ pub struct NewTask {
 pub struct TaskOutcome {
     pub status: TaskStatus,
     pub at: DateTime<Utc>,
-    pub worker_id: Option<String>,
+    pub worker_id: Option<WorkerName>,
     pub response: Option<String>,
     pub error: Option<String>,
     pub fallback_used: bool,
@@ -74,16 +78,16 @@ pub struct TaskRecord {
     pub task_id: TaskId,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    pub thread_id: String,
+    pub thread_id: ThreadId,
     pub prompt: String,
-    pub domain: String,
-    pub model: String,
-    pub worker_id: Option<String>,
-    pub queue: String,
+    pub domain: Domain,
+    pub model: ModelName,
+    pub worker_id: Option<WorkerName>,
+    pub queue: Lane,
     pub status: TaskStatus,
     pub response: Option<String>,
     pub error: Option<String>,
-    pub internal_task: Option<String>,
+    pub internal_task: Option<InternalTask>,
     pub web_search: bool,
     pub fallback_used: bool,
     pub fallback_reason: Option<String>,
@@ -106,29 +110,54 @@ pub struct TaskFilter {
     pub status: Option<TaskStatus>,
     /// Only internal tasks (Open WebUI background tasks).
     pub internal_only: bool,
-    pub thread_id: Option<String>,
+    pub thread_id: Option<ThreadId>,
     pub limit: u32,
 }
 
 /// Builds a [`TaskRecord`] from a database row of either store: the columns that decode
-/// the same way in SQLite and PostgreSQL are read here; the three that differ (the id,
-/// the status text and the reasons) are decoded by the caller and passed in.
+/// the same way in SQLite and PostgreSQL are read here, the text columns parsed into their
+/// domain types (`$corrupt` makes the error for one that does not parse); the three that
+/// differ (the id, the status text and the reasons) are decoded by the caller and passed in.
 macro_rules! task_record_from_row {
-    ($r:expr, $task_id:expr, $status:expr, $reasons:expr) => {
+    ($r:expr, $task_id:expr, $status:expr, $reasons:expr, $corrupt:expr) => {{
+        let corrupt = $corrupt;
+        let text =
+            |column: &str| -> Result<String, StoreError> { Ok($r.try_get::<String, _>(column)?) };
+        let parsed = |column: &'static str, value: String| corrupt(format!("{column}: {value:?}"));
         TaskRecord {
             task_id: $task_id,
             created_at: $r.try_get("created_at")?,
             updated_at: $r.try_get("updated_at")?,
-            thread_id: $r.try_get("thread_id")?,
+            thread_id: {
+                let v = text("thread_id")?;
+                ThreadId::parse(&v).map_err(|_| parsed("thread_id", v))?
+            },
             prompt: $r.try_get("prompt")?,
-            domain: $r.try_get("domain")?,
-            model: $r.try_get("model")?,
-            worker_id: $r.try_get("worker_id")?,
-            queue: $r.try_get("queue")?,
+            domain: {
+                let v = text("domain")?;
+                Domain::parse(&v).map_err(|_| parsed("domain", v))?
+            },
+            model: {
+                let v = text("model")?;
+                ModelName::parse(&v).map_err(|_| parsed("model", v))?
+            },
+            worker_id: match $r.try_get::<Option<String>, _>("worker_id")? {
+                Some(v) => Some(WorkerName::parse(&v).map_err(|_| parsed("worker_id", v))?),
+                None => None,
+            },
+            queue: {
+                let v = text("queue")?;
+                Lane::parse(&v).map_err(|_| parsed("queue", v))?
+            },
             status: $status,
             response: $r.try_get("response")?,
             error: $r.try_get("error")?,
-            internal_task: $r.try_get("internal_task")?,
+            internal_task: match $r.try_get::<Option<String>, _>("internal_task")? {
+                Some(v) => {
+                    Some(InternalTask::from_header(&v).ok_or_else(|| parsed("internal_task", v))?)
+                }
+                None => None,
+            },
             web_search: $r.try_get("web_search")?,
             fallback_used: $r.try_get("fallback_used")?,
             fallback_reason: $r.try_get("fallback_reason")?,
@@ -142,6 +171,6 @@ macro_rules! task_record_from_row {
             completion_tokens: $r.try_get("completion_tokens")?,
             remember: $r.try_get("remember")?,
         }
-    };
+    }};
 }
 pub(crate) use task_record_from_row;

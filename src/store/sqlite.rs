@@ -19,7 +19,9 @@ use sqlx::{Row, SqlitePool};
 use self::writer::{Done, Op, Writer};
 use super::record::task_record_from_row;
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
-use crate::domain::{TaskId, TaskStatus, WorkerName};
+use crate::domain::{
+    Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
+};
 
 mod writer;
 
@@ -146,7 +148,7 @@ impl TaskStore for SqliteStore {
         ))
         .bind(f.status.map(TaskStatus::as_str))
         .bind(f.internal_only)
-        .bind(&f.thread_id)
+        .bind(f.thread_id.as_ref().map(ThreadId::as_str))
         .bind(i64::from(f.limit.max(1)))
         .fetch_all(&self.pool)
         .await?;
@@ -218,7 +220,7 @@ fn from_row(r: &SqliteRow) -> Result<TaskRecord, StoreError> {
     let reasons: String = r.try_get("reasons")?;
     let reasons: Vec<String> =
         serde_json::from_str(&reasons).map_err(|e| corrupt(format!("reasons: {e}")))?;
-    Ok(task_record_from_row!(r, task_id, status, reasons))
+    Ok(task_record_from_row!(r, task_id, status, reasons, corrupt))
 }
 
 #[cfg(test)]
@@ -407,7 +409,7 @@ mod tests {
             .unwrap();
         assert_eq!(internal.len(), 1);
         assert_eq!(
-            internal[0].internal_task.as_deref(),
+            internal[0].internal_task.map(InternalTask::as_str),
             Some("title_generation")
         );
         let queued = s

@@ -2,7 +2,7 @@
 
 use crate::backend::BackendRequest;
 use crate::domain::TaskStatus;
-use crate::domain::{Lane, ModelName, TaskId};
+use crate::domain::{Domain, Lane, ModelName, TaskId, ThreadId};
 use crate::queue::Job;
 use crate::store::NewTask;
 
@@ -28,15 +28,16 @@ pub fn sample_job(lane: &Lane) -> Job {
 }
 
 /// A queued task in thread `t1` for model `m`, with `prompt`.
+#[allow(clippy::expect_used)] // every name here is valid.
 pub fn sample_task(prompt: &str) -> NewTask {
     NewTask {
         task_id: TaskId::new(),
         created_at: chrono::Utc::now(),
-        thread_id: "t1".into(),
+        thread_id: ThreadId::parse("t1").expect("a valid thread id"),
         prompt: prompt.into(),
-        domain: "general".into(),
-        model: "m".into(),
-        queue: "tasks:llm:m".into(),
+        domain: Domain::general(),
+        model: ModelName::parse("m").expect("a valid model name"),
+        queue: Lane::parse("tasks:llm:m").expect("a valid lane"),
         status: TaskStatus::Queued,
         response: None,
         worker_id: None,

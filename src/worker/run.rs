@@ -141,7 +141,7 @@ impl Worker {
         let mut outcome = TaskOutcome {
             status: TaskStatus::Done,
             at: finished,
-            worker_id: Some(me.to_string()),
+            worker_id: Some(me.clone()),
             response: got.response(),
             error: None,
             fallback_used: got.fallback.is_some(),

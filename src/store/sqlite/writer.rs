@@ -34,7 +34,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::{Claim, NewTask, StoreError, TaskOutcome};
-use crate::domain::TaskId;
+use crate::domain::{TaskId, WorkerName};
 
 /// The most writes one transaction takes.
 pub(super) const MAX_BATCH: usize = 256;
@@ -252,13 +252,13 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                 t.task_id.to_string(),
                 created,
                 created,
-                t.thread_id,
+                t.thread_id.as_str(),
                 t.prompt,
-                t.domain,
-                t.model,
-                t.worker_id,
+                t.domain.as_str(),
+                t.model.as_str(),
+                t.worker_id.as_ref().map(WorkerName::as_str),
                 t.attempts,
-                t.queue,
+                t.queue.to_string(),
                 t.status.as_str(),
                 t.response,
                 t.internal_task.map(|k| k.as_str()),
@@ -310,7 +310,7 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                 .execute(params![
                     o.status.as_str(),
                     ts(&o.at),
-                    o.worker_id,
+                    o.worker_id.as_ref().map(WorkerName::as_str),
                     o.response,
                     o.error,
                     o.fallback_used,
