@@ -224,6 +224,12 @@ impl Lane {
         Self(format!("{}{}@{}", Self::LLM_PREFIX, model, worker))
     }
 
+    /// Whether the lane is pinned to one worker (`tasks:llm:<model>@<worker>`): only that
+    /// worker takes from it, so its jobs are never placed or failed over elsewhere.
+    pub fn is_pinned(&self) -> bool {
+        self.0.contains('@')
+    }
+
     pub fn web() -> Self {
         Self(Self::WEB.to_owned())
     }

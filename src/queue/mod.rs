@@ -67,6 +67,9 @@ pub struct Delivery {
     /// queue's retry limit without an acknowledgement. The worker must not run it; it
     /// fails the task with this reason (safe to show) and acknowledges the delivery.
     pub dead_letter: Option<String>,
+    /// Whether the task's row was written already claimed by the worker this delivery goes
+    /// to (see [`Delivery::direct`]). A worker claims any other job itself.
+    pub claimed: bool,
 }
 
 impl Delivery {
@@ -78,6 +81,16 @@ impl Delivery {
             job,
             deliveries: 1,
             dead_letter: None,
+            claimed: false,
+        }
+    }
+
+    /// A fresh job the service handed straight to a worker of this process, without
+    /// queueing it: the task's row was written already claimed by that worker.
+    pub fn direct(job: Job) -> Self {
+        Self {
+            claimed: true,
+            ..Self::in_process(job)
         }
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Start, Worker};
+use super::Worker;
 use crate::domain::{Lane, WorkerName};
 use crate::queue::{Delivery, Job};
 
@@ -79,9 +79,8 @@ impl Reservation {
     /// Returns at once.
     pub fn start(self, job: Job) {
         let Self { local, permit } = self;
-        let delivery = Delivery::in_process(job);
         local
             .worker
-            .spawn_job(&local.tracker, delivery, Start::Claimed, permit);
+            .spawn_job(&local.tracker, Delivery::direct(job), permit);
     }
 }

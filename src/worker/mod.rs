@@ -55,29 +55,14 @@ pub struct Worker {
     pub slots: Arc<Semaphore>,
 }
 
-/// How a job reached its worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Start {
-    /// From the queue: the worker claims the task.
-    Queued,
-    /// Straight from the service, the task's row written already claimed by this worker.
-    Claimed,
-}
-
 impl Worker {
     /// Runs one job in a task of its own, holding `permit` (one of the backend's slots)
     /// until it ends; abandoned when shutdown's grace period is over.
-    fn spawn_job(
-        self,
-        tracker: &TaskTracker,
-        delivery: Delivery,
-        start: Start,
-        permit: OwnedSemaphorePermit,
-    ) {
+    fn spawn_job(self, tracker: &TaskTracker, delivery: Delivery, permit: OwnedSemaphorePermit) {
         tracker.spawn(async move {
             let task_id = delivery.job.task_id;
             tokio::select! {
-                () = self.execute(delivery, start) => {}
+                () = self.execute(delivery) => {}
                 () = self.abort.cancelled() => {
                     tracing::warn!(task_id = %task_id, worker = %self.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
                 }
@@ -165,9 +150,7 @@ impl Worker {
                 () = shutdown.cancelled() => break,
             };
             match delivery {
-                Ok(delivery) => self
-                    .clone()
-                    .spawn_job(&tracker, delivery, Start::Queued, permit),
+                Ok(delivery) => self.clone().spawn_job(&tracker, delivery, permit),
                 Err(e) => {
                     tracing::error!(worker = %name, error = %e, "queue failed; worker stops");
                     break;
