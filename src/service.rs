@@ -150,6 +150,7 @@ impl Coordinator {
         };
         let job = Job {
             task_id,
+            thread_id: Some(turn.thread_id.clone()),
             lane: decision.lane.clone(),
             created_at,
             request: compose(&turn, &decision, &self.config, memory_context.as_deref()),

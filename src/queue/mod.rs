@@ -12,12 +12,15 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendRequest;
-use crate::domain::{InternalTask, Lane, TaskId, WorkerName};
+use crate::domain::{InternalTask, Lane, TaskId, ThreadId, WorkerName};
 
 /// What a worker is asked to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub task_id: TaskId,
+    /// The conversation the turn belongs to; absent from jobs queued before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<ThreadId>,
     pub lane: Lane,
     pub created_at: DateTime<Utc>,
     /// The composed request: system + history + memory + the original prompt.

@@ -111,10 +111,10 @@ impl Worker {
     /// Fails the task of a job the queue gave up on, without running it.
     async fn fail_dead_letter(&self, delivery: &Delivery, reason: &str) {
         let task_id = delivery.job.task_id;
-        tracing::warn!(task_id = %task_id, deliveries = delivery.deliveries, reason = %reason, "queue gave up on the task");
+        tracing::warn!(deliveries = delivery.deliveries, reason = %reason, "queue gave up on the task");
         let outcome = TaskOutcome::failed(Utc::now(), reason.to_owned());
         if let Err(e) = self.store.finish(task_id, &outcome).await {
-            tracing::error!(task_id = %task_id, error = %e, "could not record the failed task");
+            tracing::error!(error = %e, "could not record the failed task");
         }
         let message = reason.to_owned();
         self.events
@@ -180,12 +180,12 @@ impl Worker {
         match claim {
             Ok(Claim::Claimed) => true,
             Ok(Claim::AlreadyFinished) => {
-                tracing::info!(task_id = %job.task_id, worker = %me, "task already finished; duplicate delivery skipped");
+                tracing::info!(worker = %me, "task already finished; duplicate delivery skipped");
                 false
             }
             Ok(Claim::Missing) => {
                 // Its insert failed: whoever waits for it hears why from the recording.
-                tracing::warn!(task_id = %job.task_id, worker = %me, "task is not in the store; skipped");
+                tracing::warn!(worker = %me, "task is not in the store; skipped");
                 let message = format!("task {} is not in the task store", job.task_id);
                 self.events
                     .publish(job.task_id, TaskEvent::Failed { message })
@@ -194,7 +194,7 @@ impl Worker {
             }
             Err(e) => {
                 // Run it anyway: the answer matters more than the bookkeeping.
-                tracing::error!(task_id = %job.task_id, error = %e, "could not mark task running");
+                tracing::error!(error = %e, "could not mark task running");
                 true
             }
         }
@@ -215,7 +215,7 @@ impl Worker {
         let terminal = match result {
             Ok(done) => {
                 self.handle.mark_ok();
-                tracing::debug!(task_id = %job.task_id, worker = %me, total_ms = outcome.total_ms, "task done");
+                tracing::debug!(worker = %me, total_ms = outcome.total_ms, "task done");
                 TaskEvent::Chunk { chunk: done }
             }
             Err(e) if got.first_token_at.is_none() && self.try_failover(job, &e).await => {
@@ -225,7 +225,7 @@ impl Worker {
                 if got.first_token_at.is_none() {
                     self.handle.mark_failed(&e.to_string());
                 }
-                tracing::warn!(task_id = %job.task_id, worker = %me, error = %e, "task failed");
+                tracing::warn!(worker = %me, error = %e, "task failed");
                 outcome.status = TaskStatus::Failed;
                 outcome.error = Some(e.to_string());
                 TaskEvent::Failed {
@@ -245,11 +245,11 @@ impl Worker {
             Ok(recording) => {
                 self.events.publish(job.task_id, terminal).await;
                 if let Err(e) = recording.durable().await {
-                    tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
+                    tracing::error!(error = %e, "could not record the task's result");
                 }
             }
             Err(e) => {
-                tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
+                tracing::error!(error = %e, "could not record the task's result");
                 self.events.publish(job.task_id, terminal).await;
             }
         }
@@ -269,7 +269,7 @@ impl Worker {
             ended_at: outcome.at,
         };
         if let Err(e) = memory.remember_exchange(&exchange).await {
-            tracing::warn!(task_id = %job.task_id, error = %e, "could not write the turn to memory");
+            tracing::warn!(error = %e, "could not write the turn to memory");
         }
     }
 
@@ -361,10 +361,10 @@ impl Worker {
             ..job.clone()
         };
         if let Err(e) = self.queue.enqueue(next).await {
-            tracing::warn!(task_id = %job.task_id, error = %e, "could not hand the task on; running it here");
+            tracing::warn!(error = %e, "could not hand the task on; running it here");
             return false;
         }
-        tracing::info!(task_id = %job.task_id, worker = %me, to = %warmer.name, model = %model, "model not loaded here; left for a worker that has it loaded");
+        tracing::info!(worker = %me, to = %warmer.name, model = %model, "model not loaded here; left for a worker that has it loaded");
         true
     }
 
@@ -396,13 +396,13 @@ impl Worker {
             return false;
         };
         if let Err(e) = self.store.requeue(job.task_id, &text, Utc::now()).await {
-            tracing::error!(task_id = %job.task_id, error = %e, "could not record the retry");
+            tracing::error!(error = %e, "could not record the retry");
         }
         if let Err(e) = self.queue.enqueue(next).await {
-            tracing::error!(task_id = %job.task_id, error = %e, "could not queue the retry");
+            tracing::error!(error = %e, "could not queue the retry");
             return false;
         }
-        tracing::warn!(task_id = %job.task_id, worker = %me, error = %error, "backend failed before the first token; handed to another worker");
+        tracing::warn!(worker = %me, error = %error, "backend failed before the first token; handed to another worker");
         self.events
             .publish(
                 job.task_id,
@@ -417,7 +417,7 @@ impl Worker {
 
     async fn ack(&self, delivery: &Delivery) {
         if let Err(e) = self.queue.ack(delivery).await {
-            tracing::error!(task_id = %delivery.job.task_id, error = %e, "could not acknowledge the job");
+            tracing::error!(error = %e, "could not acknowledge the job");
         }
     }
 }
