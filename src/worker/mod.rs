@@ -189,3 +189,6 @@ impl Worker {
         tracing::info!(worker = %name, "worker stopped taking tasks");
     }
 }
+
+#[cfg(test)]
+mod tests;
