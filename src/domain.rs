@@ -292,7 +292,8 @@ impl Lane {
         }
     }
 
-    /// Whether only one worker may take this lane's jobs.
+    /// Whether the lane is pinned to one worker (`tasks:llm:<model>@<worker>`): only that
+    /// worker takes from it, so its jobs are never placed or failed over elsewhere.
     pub fn is_pinned(&self) -> bool {
         matches!(
             self,

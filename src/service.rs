@@ -167,6 +167,7 @@ impl Coordinator {
             });
         let job = Job {
             task_id,
+            thread_id: Some(turn.thread_id.clone()),
             lane,
             created_at,
             request: compose(&turn, &decision, &self.config, memory_context.as_deref()),

@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::domain::{Lane, WorkerName};
 use crate::queue::{Delivery, Job};
-use crate::worker::{Start, Worker};
+use crate::worker::Worker;
 
 /// This process's workers, as the dispatcher sees them. Cheap to clone; empty (and every
 /// job queued) until the workers start, and in a process whose queue is shared.
@@ -79,9 +79,8 @@ impl Reservation {
     /// Returns at once.
     pub fn start(self, job: Job) {
         let Self { local, permit } = self;
-        let delivery = Delivery::in_process(job);
         local
             .worker
-            .spawn_job(&local.tracker, delivery, Start::Claimed, permit);
+            .spawn_job(&local.tracker, Delivery::direct(job), permit);
     }
 }

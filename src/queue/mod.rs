@@ -12,12 +12,15 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendRequest;
-use crate::domain::{InternalTask, Lane, TaskId, WorkerName};
+use crate::domain::{InternalTask, Lane, TaskId, ThreadId, WorkerName};
 
 /// What a worker is asked to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     pub task_id: TaskId,
+    /// The conversation the turn belongs to; absent from jobs queued before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<ThreadId>,
     pub lane: Lane,
     pub created_at: DateTime<Utc>,
     /// The composed request: system + history + memory + the original prompt.
@@ -67,6 +70,9 @@ pub struct Delivery {
     /// queue's retry limit without an acknowledgement. The worker must not run it; it
     /// fails the task with this reason (safe to show) and acknowledges the delivery.
     pub dead_letter: Option<String>,
+    /// Whether the task's row was written already claimed by the worker this delivery goes
+    /// to (see [`Delivery::direct`]). A worker claims any other job itself.
+    pub claimed: bool,
 }
 
 impl Delivery {
@@ -78,6 +84,16 @@ impl Delivery {
             job,
             deliveries: 1,
             dead_letter: None,
+            claimed: false,
+        }
+    }
+
+    /// A fresh job the service handed straight to a worker of this process, without
+    /// queueing it: the task's row was written already claimed by that worker.
+    pub fn direct(job: Job) -> Self {
+        Self {
+            claimed: true,
+            ..Self::in_process(job)
         }
     }
 }

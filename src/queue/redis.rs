@@ -274,6 +274,7 @@ impl Inner {
                 receipt: t.id,
                 deliveries: t.deliveries,
                 dead_letter: Some(reason),
+                claimed: false,
             }));
         }
         if job.avoid.contains(worker) && t.passes < self.options.max_avoid_passes {
@@ -286,6 +287,7 @@ impl Inner {
             receipt: t.id,
             deliveries: t.deliveries.max(1),
             dead_letter: None,
+            claimed: false,
         }))
     }
 

@@ -6,11 +6,12 @@ use crate::domain::{Domain, Lane, ModelName, TaskId, ThreadId};
 use crate::queue::Job;
 use crate::store::NewTask;
 
-/// A fresh job for model `m` on `lane`, with no messages.
-#[allow(clippy::expect_used)] // "m" is a valid model name.
+/// A fresh job for model `m` on `lane` in thread `t1`, with no messages.
+#[allow(clippy::expect_used)] // "m" and "t1" are a valid model name and thread id.
 pub fn sample_job(lane: &Lane) -> Job {
     Job {
         task_id: TaskId::new(),
+        thread_id: Some(ThreadId::parse("t1").expect("a valid thread id")),
         lane: lane.clone(),
         created_at: chrono::Utc::now(),
         request: BackendRequest {

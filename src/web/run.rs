@@ -156,7 +156,8 @@ pub async fn plan_web_answer(ctx: &WebContext, request: &BackendRequest) -> WebP
 /// Errors before the first chunk (connect, HTTP, a first-chunk stall) are returned, so the
 /// worker can treat them like any backend failure before the first token; later ones come
 /// in the stream. Nothing is emitted before the backend has answered, so a failed backend
-/// never leaves a lone disclaimer behind.
+/// never leaves a lone disclaimer behind. It runs within the worker's task span
+/// ([`task_span`](crate::worker::task_span)), so its log lines name no task themselves.
 pub async fn web_stream(
     ctx: &WebContext,
     backend: &Backend,

@@ -13,13 +13,14 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::{Instrument, Span};
 
 pub use directory::Directory;
 
 use crate::backend::BackendHandle;
-use crate::domain::{Lane, ModelName};
+use crate::domain::{Lane, ModelName, ThreadId};
 use crate::events::EventBus;
-use crate::queue::{Delivery, Queue};
+use crate::queue::{Delivery, Job, Queue};
 use crate::store::TaskStore;
 use crate::web::WebContext;
 
@@ -53,35 +54,53 @@ pub struct Worker {
     pub slots: Arc<Semaphore>,
 }
 
-/// How a job reached its worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Start {
-    /// From the queue: the worker claims the task.
-    Queued,
-    /// Straight from the service, the task's row written already claimed by this worker.
-    Claimed,
+/// The span of one task: its id, its conversation's thread and its lane, carried by every
+/// log line written while the task runs (the worker, the web lane, the backend call and
+/// the memory write), so that no line has to name them itself.
+///
+/// A root span, so that a job runs in this one task span however it reached its worker
+/// (from a queue, or handed over directly while its submission runs in a span of its own).
+/// Public so that the front door can open the same span for the task it submits.
+pub fn task_span(job: &Job) -> Span {
+    let span = tracing::info_span!(
+        parent: None,
+        "task",
+        task_id = %job.task_id,
+        thread_id = tracing::field::Empty,
+        lane = %job.lane,
+    );
+    // A job queued before jobs carried their thread has it only when it may be remembered.
+    let thread_id = job
+        .thread_id
+        .as_ref()
+        .map(ThreadId::as_str)
+        .or_else(|| job.memory.as_ref().map(|note| note.thread_id.as_str()));
+    if let Some(thread_id) = thread_id {
+        span.record("thread_id", thread_id);
+    }
+    span
 }
 
 impl Worker {
-    /// Runs one job in a task of its own, holding `permit` (one of the backend's slots)
-    /// until it ends; abandoned when shutdown's grace period is over.
+    /// Runs one job in a task of its own, inside the task's span, holding `permit` (one of
+    /// the backend's slots) until it ends; abandoned when shutdown's grace period is over.
     pub(crate) fn spawn_job(
         self,
         tracker: &TaskTracker,
         delivery: Delivery,
-        start: Start,
         permit: OwnedSemaphorePermit,
     ) {
-        tracker.spawn(async move {
-            let task_id = delivery.job.task_id;
+        let span = task_span(&delivery.job);
+        let job = async move {
             tokio::select! {
-                () = self.execute(delivery, start) => {}
+                () = self.execute(delivery) => {}
                 () = self.abort.cancelled() => {
-                    tracing::warn!(task_id = %task_id, worker = %self.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
+                    tracing::warn!(worker = %self.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
                 }
             }
             drop(permit);
-        });
+        };
+        tracker.spawn(job.instrument(span));
     }
 
     /// The lanes this worker takes from, given the models its backend serves now.
@@ -163,9 +182,7 @@ impl Worker {
                 () = shutdown.cancelled() => break,
             };
             match delivery {
-                Ok(delivery) => self
-                    .clone()
-                    .spawn_job(&tracker, delivery, Start::Queued, permit),
+                Ok(delivery) => self.clone().spawn_job(&tracker, delivery, permit),
                 Err(e) => {
                     tracing::error!(worker = %name, error = %e, "queue failed; worker stops");
                     break;
@@ -175,3 +192,6 @@ impl Worker {
         tracing::info!(worker = %name, "worker stopped taking tasks");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,14 +3,14 @@
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
-use super::{MAX_ATTEMPTS, Start, Worker};
+use super::{MAX_ATTEMPTS, Worker};
 use crate::backend::{BackendError, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
-use crate::domain::TaskStatus;
+use crate::domain::{TaskStatus, WorkerName};
 use crate::events::TaskEvent;
 use crate::memory::Exchange;
 use crate::queue::{Delivery, Job};
-use crate::store::{Claim, TaskOutcome};
+use crate::store::{Claim, StoreError, TaskOutcome};
 use crate::web::{is_web_job, web_stream};
 
 /// An answer that has started: its chunks, and why the web lane fell back to the local
@@ -46,88 +46,54 @@ fn ms_between(a: DateTime<Utc>, b: DateTime<Utc>) -> i64 {
     (b - a).num_milliseconds().max(0)
 }
 
+impl Collected {
+    /// The task's outcome as this answer leaves it: done, until a failure says otherwise.
+    fn outcome(&self, job: &Job, worker: &WorkerName, started: DateTime<Utc>) -> TaskOutcome {
+        let finished = Utc::now();
+        TaskOutcome {
+            status: TaskStatus::Done,
+            at: finished,
+            worker_id: Some(worker.clone()),
+            response: self.response(),
+            error: None,
+            fallback_used: self.fallback.is_some(),
+            fallback_reason: self.fallback.clone(),
+            queue_wait_ms: Some(ms_between(job.created_at, started)),
+            first_token_ms: self.first_token_at.map(|t| ms_between(job.created_at, t)),
+            total_ms: Some(ms_between(job.created_at, finished)),
+            prompt_tokens: self.usage.as_ref().map(|u| i64::from(u.prompt_tokens)),
+            completion_tokens: self.usage.as_ref().map(|u| i64::from(u.completion_tokens)),
+        }
+    }
+}
+
 impl Worker {
-    pub(super) async fn execute(&self, delivery: Delivery, start: Start) {
+    /// Runs one delivered job to its end. It is acknowledged once what it led to is
+    /// settled (recorded and durable, handed on, or skipped), and a finished turn is
+    /// remembered only after that, when its answer was delivered.
+    pub(super) async fn execute(&self, delivery: Delivery) {
+        let outcome = self.settle(&delivery).await;
+        self.ack(&delivery).await;
+        if let Some(outcome) = outcome.filter(|o| o.status == TaskStatus::Done) {
+            self.remember(&delivery.job, &outcome).await;
+        }
+    }
+
+    /// Everything a job leads to before its acknowledgement. Returns the outcome recorded
+    /// when the job ran here; `None` when it did not run or was handed on.
+    async fn settle(&self, delivery: &Delivery) -> Option<TaskOutcome> {
         let job = &delivery.job;
-        let me = self.handle.name().clone();
         if let Some(reason) = &delivery.dead_letter {
-            tracing::warn!(task_id = %job.task_id, deliveries = delivery.deliveries, reason = %reason, "queue gave up on the task");
-            let outcome = TaskOutcome::failed(Utc::now(), reason.clone());
-            if let Err(e) = async { self.store.finish(job.task_id, &outcome).await?.await }.await {
-                tracing::error!(task_id = %job.task_id, error = %e, "could not record the failed task");
-            }
-            self.events
-                .publish(
-                    job.task_id,
-                    TaskEvent::Failed {
-                        message: reason.clone(),
-                    },
-                )
-                .await;
-            self.ack(&delivery).await;
-            return;
+            self.fail_dead_letter(delivery, reason).await;
+            return None;
         }
         // A job handed over directly went to the best worker the service knew of.
-        if start == Start::Queued && self.hand_to_warmer_worker(job).await {
-            self.ack(&delivery).await;
-            return;
+        if !delivery.claimed && self.hand_to_warmer_worker(job).await {
+            return None;
         }
         let started = Utc::now();
         let in_flight = self.handle.start_request();
-        // A fresh job's claim is written while the backend call starts: it almost never
-        // fails, and the row is then durable before the first token is passed on. A
-        // redelivered job (its task may have finished meanwhile) is claimed first; a job
-        // handed over directly was claimed with its row. `Started` goes out as soon as
-        // the claim is made, while the backend call is under way: a client waiting for a
-        // whole answer knows from it that its task runs.
-        let claim = async {
-            let claim = match start {
-                Start::Claimed => Ok(Claim::Claimed),
-                Start::Queued => self.store.claim(job.task_id, &me, started).await,
-            };
-            if matches!(claim, Ok(Claim::Claimed) | Err(_)) {
-                self.events
-                    .publish(job.task_id, TaskEvent::Started { worker: me.clone() })
-                    .await;
-            }
-            claim
-        };
-        let (claim, opened) = if delivery.deliveries <= 1 && job.attempt == 0 {
-            let (claim, opened) = tokio::join!(claim, self.open(job));
-            (claim, Some(opened))
-        } else {
-            (claim.await, None)
-        };
-        match claim {
-            Ok(Claim::Claimed) => {}
-            Ok(Claim::AlreadyFinished) => {
-                tracing::info!(task_id = %job.task_id, worker = %me, "task already finished; duplicate delivery skipped");
-                self.ack(&delivery).await;
-                return;
-            }
-            Ok(Claim::Missing) => {
-                // Its insert failed: whoever waits for it hears why from the recording.
-                tracing::warn!(task_id = %job.task_id, worker = %me, "task is not in the store; skipped");
-                self.events
-                    .publish(
-                        job.task_id,
-                        TaskEvent::Failed {
-                            message: format!("task {} is not in the task store", job.task_id),
-                        },
-                    )
-                    .await;
-                self.ack(&delivery).await;
-                return;
-            }
-            Err(e) => {
-                // Run it anyway: the answer matters more than the bookkeeping.
-                tracing::error!(task_id = %job.task_id, error = %e, "could not mark task running");
-            }
-        }
-        let opened = match opened {
-            Some(opened) => opened,
-            None => self.open(job).await,
-        };
+        let opened = self.claim_and_open(delivery, started).await?;
         let mut got = Collected::default();
         let result = match opened {
             Ok(opened) => {
@@ -137,36 +103,129 @@ impl Worker {
             Err(e) => Err(e),
         };
         drop(in_flight);
-        let finished = Utc::now();
-        let mut outcome = TaskOutcome {
-            status: TaskStatus::Done,
-            at: finished,
-            worker_id: Some(me.clone()),
-            response: got.response(),
-            error: None,
-            fallback_used: got.fallback.is_some(),
-            fallback_reason: got.fallback.clone(),
-            queue_wait_ms: Some(ms_between(job.created_at, started)),
-            first_token_ms: got.first_token_at.map(|t| ms_between(job.created_at, t)),
-            total_ms: Some(ms_between(job.created_at, finished)),
-            prompt_tokens: got.usage.as_ref().map(|u| i64::from(u.prompt_tokens)),
-            completion_tokens: got.usage.as_ref().map(|u| i64::from(u.completion_tokens)),
+        let (outcome, terminal) = self.conclude(job, started, &got, result).await?;
+        self.record(job, &outcome, terminal).await;
+        Some(outcome)
+    }
+
+    /// Fails the task of a job the queue gave up on, without running it.
+    async fn fail_dead_letter(&self, delivery: &Delivery, reason: &str) {
+        let task_id = delivery.job.task_id;
+        tracing::warn!(deliveries = delivery.deliveries, reason = %reason, "queue gave up on the task");
+        let outcome = TaskOutcome::failed(Utc::now(), reason.to_owned());
+        if let Err(e) = async { self.store.finish(task_id, &outcome).await?.await }.await {
+            tracing::error!(error = %e, "could not record the failed task");
+        }
+        let message = reason.to_owned();
+        self.events
+            .publish(task_id, TaskEvent::Failed { message })
+            .await;
+    }
+
+    /// Claims the task and opens the backend's answer; `None` when the job must not run.
+    ///
+    /// A fresh job's claim is written while the backend call starts: it almost never
+    /// fails, and the row is then durable before the first token is passed on. A
+    /// redelivered job (its task may have finished meanwhile) is claimed first; a job
+    /// handed over directly was claimed with its row. `Started` goes out as soon as
+    /// the claim is made, while the backend call is under way: a client waiting for a
+    /// whole answer knows from it that its task runs.
+    async fn claim_and_open(
+        &self,
+        delivery: &Delivery,
+        started: DateTime<Utc>,
+    ) -> Option<Result<Opened, BackendError>> {
+        let job = &delivery.job;
+        let (claim, opened) = if delivery.deliveries <= 1 && job.attempt == 0 {
+            let (claim, opened) = tokio::join!(self.claim(delivery, started), self.open(job));
+            (claim, Some(opened))
+        } else {
+            (self.claim(delivery, started).await, None)
         };
+        if !self.may_run(job, claim).await {
+            return None;
+        }
+        Some(match opened {
+            Some(opened) => opened,
+            None => self.open(job).await,
+        })
+    }
+
+    /// Claims the task for this worker (unless its row was written claimed) and, once
+    /// claimed, tells the client it runs.
+    async fn claim(
+        &self,
+        delivery: &Delivery,
+        started: DateTime<Utc>,
+    ) -> Result<Claim, StoreError> {
+        let (task_id, me) = (delivery.job.task_id, self.handle.name());
+        let claim = if delivery.claimed {
+            Ok(Claim::Claimed)
+        } else {
+            self.store.claim(task_id, me, started).await
+        };
+        if matches!(claim, Ok(Claim::Claimed) | Err(_)) {
+            let worker = me.clone();
+            self.events
+                .publish(task_id, TaskEvent::Started { worker })
+                .await;
+        }
+        claim
+    }
+
+    /// Whether a job runs after its claim: not when its task already finished or is not in
+    /// the store.
+    async fn may_run(&self, job: &Job, claim: Result<Claim, StoreError>) -> bool {
+        let me = self.handle.name();
+        match claim {
+            Ok(Claim::Claimed) => true,
+            Ok(Claim::AlreadyFinished) => {
+                tracing::info!(worker = %me, "task already finished; duplicate delivery skipped");
+                false
+            }
+            Ok(Claim::Missing) => {
+                // Its insert failed: whoever waits for it hears why from the recording.
+                tracing::warn!(worker = %me, "task is not in the store; skipped");
+                let message = format!("task {} is not in the task store", job.task_id);
+                self.events
+                    .publish(job.task_id, TaskEvent::Failed { message })
+                    .await;
+                false
+            }
+            Err(e) => {
+                // Run it anyway: the answer matters more than the bookkeeping.
+                tracing::error!(error = %e, "could not mark task running");
+                true
+            }
+        }
+    }
+
+    /// The task's outcome and the event that ends it for the client, from what the answer
+    /// produced and how it ended; `None` when it failed before its first token and was
+    /// handed to another worker.
+    async fn conclude(
+        &self,
+        job: &Job,
+        started: DateTime<Utc>,
+        got: &Collected,
+        result: Result<Chunk, BackendError>,
+    ) -> Option<(TaskOutcome, TaskEvent)> {
+        let me = self.handle.name();
+        let mut outcome = got.outcome(job, me, started);
         let terminal = match result {
             Ok(done) => {
                 self.handle.mark_ok();
-                tracing::debug!(task_id = %job.task_id, worker = %me, total_ms = outcome.total_ms, "task done");
+                tracing::debug!(worker = %me, total_ms = outcome.total_ms, "task done");
                 TaskEvent::Chunk { chunk: done }
             }
             Err(e) if got.first_token_at.is_none() && self.try_failover(job, &e).await => {
-                self.ack(&delivery).await;
-                return;
+                return None;
             }
             Err(e) => {
                 if got.first_token_at.is_none() {
                     self.handle.mark_failed(&e.to_string());
                 }
-                tracing::warn!(task_id = %job.task_id, worker = %me, error = %e, "task failed");
+                tracing::warn!(worker = %me, error = %e, "task failed");
                 outcome.status = TaskStatus::Failed;
                 outcome.error = Some(e.to_string());
                 TaskEvent::Failed {
@@ -174,23 +233,25 @@ impl Worker {
                 }
             }
         };
-        // The outcome is written before the client hears the end (so whoever reads the
-        // task after the answer sees it), and acknowledged once it is durable.
-        match self.store.finish(job.task_id, &outcome).await {
+        Some((outcome, terminal))
+    }
+
+    /// Records the outcome, then sends the client the `terminal` event. The outcome is
+    /// written before the client hears the end (so whoever reads the task after the
+    /// answer sees it), and this returns once it is durable, so that the job is
+    /// acknowledged only then.
+    async fn record(&self, job: &Job, outcome: &TaskOutcome, terminal: TaskEvent) {
+        match self.store.finish(job.task_id, outcome).await {
             Ok(recording) => {
                 self.events.publish(job.task_id, terminal).await;
                 if let Err(e) = recording.await {
-                    tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
+                    tracing::error!(error = %e, "could not record the task's result");
                 }
             }
             Err(e) => {
-                tracing::error!(task_id = %job.task_id, error = %e, "could not record the task's result");
+                tracing::error!(error = %e, "could not record the task's result");
                 self.events.publish(job.task_id, terminal).await;
             }
-        }
-        self.ack(&delivery).await;
-        if outcome.status == TaskStatus::Done {
-            self.remember(job, &outcome).await;
         }
     }
 
@@ -208,7 +269,7 @@ impl Worker {
             ended_at: outcome.at,
         };
         if let Err(e) = memory.remember_exchange(&exchange).await {
-            tracing::warn!(task_id = %job.task_id, error = %e, "could not write the turn to memory");
+            tracing::warn!(error = %e, "could not write the turn to memory");
         }
     }
 
@@ -300,10 +361,10 @@ impl Worker {
             ..job.clone()
         };
         if let Err(e) = self.queue.enqueue(next).await {
-            tracing::warn!(task_id = %job.task_id, error = %e, "could not hand the task on; running it here");
+            tracing::warn!(error = %e, "could not hand the task on; running it here");
             return false;
         }
-        tracing::info!(task_id = %job.task_id, worker = %me, to = %warmer.name, model = %model, "model not loaded here; left for a worker that has it loaded");
+        tracing::info!(worker = %me, to = %warmer.name, model = %model, "model not loaded here; left for a worker that has it loaded");
         true
     }
 
@@ -335,13 +396,13 @@ impl Worker {
             return false;
         };
         if let Err(e) = self.store.requeue(job.task_id, &text, Utc::now()).await {
-            tracing::error!(task_id = %job.task_id, error = %e, "could not record the retry");
+            tracing::error!(error = %e, "could not record the retry");
         }
         if let Err(e) = self.queue.enqueue(next).await {
-            tracing::error!(task_id = %job.task_id, error = %e, "could not queue the retry");
+            tracing::error!(error = %e, "could not queue the retry");
             return false;
         }
-        tracing::warn!(task_id = %job.task_id, worker = %me, error = %error, "backend failed before the first token; handed to another worker");
+        tracing::warn!(worker = %me, error = %error, "backend failed before the first token; handed to another worker");
         self.events
             .publish(
                 job.task_id,
@@ -356,7 +417,7 @@ impl Worker {
 
     async fn ack(&self, delivery: &Delivery) {
         if let Err(e) = self.queue.ack(delivery).await {
-            tracing::error!(task_id = %delivery.job.task_id, error = %e, "could not acknowledge the job");
+            tracing::error!(error = %e, "could not acknowledge the job");
         }
     }
 }

@@ -1,0 +1,240 @@
+//! The task's span: a job run by a worker loop against the fake LLM, with the log events
+//! it writes captured, each carrying the task's span; and jobs stored before they carried
+//! their thread.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+
+use super::*;
+use crate::backend::{Backend, BackendHandle, Registry};
+use crate::config::{BackendConfig, BackendKind, TimeoutsConfig};
+use crate::events::{InProcessEvents, TaskEvent};
+use crate::queue::in_process::InProcessQueue;
+use crate::store::sqlite::SqliteStore;
+use crate::testkit::fake_llm::FakeLlm;
+use crate::testkit::samples::{sample_job, sample_task};
+use crate::web::config::WebConfig;
+
+/// Field names and values, as they were written.
+#[derive(Debug, Clone, Default)]
+struct Fields(HashMap<String, String>);
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+/// One log event: its own fields (the message among them) and those of its spans.
+#[derive(Debug, Clone)]
+struct Captured {
+    event: Fields,
+    spans: Fields,
+}
+
+impl Captured {
+    fn message(&self) -> &str {
+        self.event.0.get("message").map_or("", String::as_str)
+    }
+}
+
+/// Keeps every span's fields, and every event with the fields of the spans it is in.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Captured>>>);
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id)
+            && let Some(fields) = span.extensions_mut().get_mut::<Fields>()
+        {
+            values.record(fields);
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let mut own = Fields::default();
+        event.record(&mut own);
+        let mut spans = Fields::default();
+        for span in ctx.event_scope(event).into_iter().flatten() {
+            if let Some(fields) = span.extensions().get::<Fields>() {
+                spans.0.extend(fields.0.clone());
+            }
+        }
+        self.0.lock().unwrap().push(Captured { event: own, spans });
+    }
+}
+
+/// A worker `w1` serving model `m` from the fake LLM, and the web lane with search off
+/// (so web jobs are answered from the model alone), over a fresh SQLite store.
+async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
+    let config = BackendConfig {
+        name: "w1".into(),
+        kind: BackendKind::Ollama,
+        url: fake_url,
+        models: Some(vec!["m".into()]),
+        api_key_env: None,
+        max_concurrency: 1,
+    };
+    let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+    let model = ModelName::parse("m").unwrap();
+    let registry = Registry::new(vec![BackendHandle::new(backend, 1, Some(vec![model]))]);
+    let web = WebContext::new(WebConfig {
+        enabled: false,
+        ..WebConfig::default()
+    })
+    .unwrap();
+    Worker {
+        handle: registry.handles()[0].clone(),
+        queue: Arc::new(InProcessQueue::new()),
+        store: Arc::new(
+            SqliteStore::open(&dir.path().join("tasks.db"))
+                .await
+                .unwrap(),
+        ),
+        events: Arc::new(InProcessEvents::new()),
+        directory: Arc::new(registry),
+        utility_model: None,
+        web: Some(Arc::new(web)),
+        web_model: None,
+        memory: None,
+        abort: CancellationToken::new(),
+        slots: Arc::new(Semaphore::new(1)),
+    }
+}
+
+// A current-thread runtime: the worker's tasks run on this thread, under the subscriber
+// set for it alone.
+#[tokio::test]
+async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
+    let capture = Capture::default();
+    let _subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let fake = FakeLlm::builder().model("m").spawn().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let worker = worker(fake.base_url(), &dir).await;
+
+    let job = sample_job(&Lane::Web);
+    let task = crate::store::NewTask {
+        task_id: job.task_id,
+        queue: Lane::Web,
+        ..sample_task("what is new today?")
+    };
+    worker.store.insert(task).await.unwrap().await.unwrap();
+    let mut events = worker.events.subscribe(job.task_id).await;
+    worker.queue.enqueue(job.clone()).await.unwrap();
+    let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
+    tracker.spawn(worker.clone().run(stop.clone(), tracker.clone()));
+    let mut last = None;
+    while let Some(event) = events.next().await {
+        last = Some(event);
+    }
+    assert!(
+        matches!(last, Some(TaskEvent::Chunk { .. })),
+        "the job ends with its answer: {last:?}"
+    );
+    stop.cancel();
+    tracker.close();
+    tracker.wait().await;
+
+    let captured = capture.0.lock().unwrap().clone();
+    let of_the_job: Vec<&Captured> = captured
+        .iter()
+        .filter(|c| c.message().starts_with("web search unavailable") || c.message() == "task done")
+        .collect();
+    assert_eq!(
+        of_the_job.len(),
+        2,
+        "the web lane's and the worker's events: {captured:#?}"
+    );
+    let task_id = job.task_id.to_string();
+    for c in of_the_job {
+        let span = &c.spans.0;
+        assert_eq!(span.get("task_id"), Some(&task_id), "{c:#?}");
+        assert_eq!(
+            span.get("thread_id").map(String::as_str),
+            Some("t1"),
+            "{c:#?}"
+        );
+        assert_eq!(
+            span.get("lane").map(String::as_str),
+            Some("tasks:web"),
+            "{c:#?}"
+        );
+        assert!(
+            !c.event.0.contains_key("task_id"),
+            "the task id comes from the span alone: {c:#?}"
+        );
+    }
+    let outside = captured
+        .iter()
+        .find(|c| c.message() == "worker started")
+        .expect("the worker loop logs its start");
+    assert!(
+        outside.spans.0.is_empty(),
+        "the worker loop runs outside any task's span: {outside:#?}"
+    );
+}
+
+fn job_with_a_memory_note() -> Job {
+    let mut job = sample_job(&Lane::llm(&ModelName::parse("m").unwrap()));
+    job.memory = Some(crate::queue::MemoryNote {
+        thread_id: "t-old".into(),
+        prompt: "hello".into(),
+    });
+    job
+}
+
+#[test]
+fn a_job_stored_before_jobs_carried_their_thread_still_reads_back() {
+    let job = job_with_a_memory_note();
+    let mut old = serde_json::to_value(&job).unwrap();
+    old.as_object_mut().unwrap().remove("thread_id");
+    let read: Job = serde_json::from_value(old).unwrap();
+    assert_eq!(read.thread_id, None);
+    assert_eq!(
+        read,
+        Job {
+            thread_id: None,
+            ..job
+        }
+    );
+}
+
+#[test]
+fn the_span_of_a_job_without_its_thread_takes_it_from_the_memory_note() {
+    let job = Job {
+        thread_id: None,
+        ..job_with_a_memory_note()
+    };
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::registry().with(capture.clone());
+    tracing::subscriber::with_default(subscriber, || {
+        task_span(&job).in_scope(|| tracing::info!("inside"));
+    });
+    let captured = capture.0.lock().unwrap();
+    let span = &captured.first().expect("one event").spans.0;
+    assert_eq!(span.get("thread_id").map(String::as_str), Some("t-old"));
+    assert_eq!(span.get("task_id"), Some(&job.task_id.to_string()));
+}
