@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod events;
+pub mod lang;
 pub mod memory;
 pub mod metrics;
 pub mod queue;

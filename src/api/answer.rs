@@ -50,7 +50,7 @@ pub async fn first_chunk(
     let busy = || ApiError::Busy {
         task_id,
         waited_s: timeout.as_secs(),
-        lang: crate::web::Lang::En,
+        lang: crate::lang::Lang::En,
     };
     let mut worker = None;
     let mut deadline = tokio::time::Instant::now() + timeout;

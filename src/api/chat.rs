@@ -13,11 +13,11 @@ use super::route::{client_identity, header};
 use crate::chat::Chunk;
 use crate::domain::TaskId;
 use crate::events::TaskEvent;
+use crate::lang::{Lang, detect_language};
 use crate::routing::RouteDecision;
 use crate::service::Coordinator;
 use crate::turn::decoration::{Decoration, RouteInfo};
 use crate::turn::{Answer, ClientContext, Turn};
-use crate::web::{Lang, detect_language};
 
 /// What a chat front door needs after submitting: who answers and how to decorate it.
 pub struct ChatStart {

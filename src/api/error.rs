@@ -8,9 +8,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::domain::TaskId;
+use crate::lang::Lang;
 use crate::routing::RouteError;
 use crate::service::SubmitError;
-use crate::web::Lang;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {

@@ -12,10 +12,10 @@ use super::store::postgres::PostgresMemoryStore;
 use super::store::sqlite::SqliteMemoryStore;
 use super::*;
 use crate::domain::{InternalTask, TaskId, TaskStatus, ThreadId};
+use crate::lang::Lang;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{NewTask, TaskRecord, TaskStore};
-use crate::web::Lang;
 
 pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
     TaskRecord {
