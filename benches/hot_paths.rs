@@ -50,7 +50,10 @@ fn turn_extraction(c: &mut Criterion) {
         messages: long_chat(),
         model: Some("qwen2.5:7b".into()),
         stream: true,
-        chat_id_header: Some("7f1c1a52-2d4e-4f7e-9a51-0c1f5e2b9d10".into()),
+        client: ClientContext {
+            chat_id_header: Some("7f1c1a52-2d4e-4f7e-9a51-0c1f5e2b9d10".into()),
+            ..ClientContext::default()
+        },
         ..TurnInput::default()
     };
     assert_eq!(input.messages.len(), 50);

@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::{HeaderName, HeaderValue};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::answer::{Started, Wait, collect, first_chunk};
 use super::error::ApiError;
-use super::route::{client_identity, header};
 use crate::chat::Chunk;
 use crate::domain::TaskId;
 use crate::events::TaskEvent;
@@ -17,7 +16,7 @@ use crate::lang::{Lang, detect_language};
 use crate::routing::RouteDecision;
 use crate::service::Coordinator;
 use crate::turn::decoration::{Decoration, RouteInfo};
-use crate::turn::{Answer, ClientContext, Turn};
+use crate::turn::{Answer, Turn};
 
 /// What a chat front door needs after submitting: who answers and how to decorate it.
 pub struct ChatStart {
@@ -83,28 +82,6 @@ fn failure_message(task_id: TaskId, detail: &str, lang: Lang) -> String {
         Lang::Ja => format!("回答の途中でエラーが発生しました（タスク {task_id}）: {detail}"),
         Lang::En => format!("task {task_id} failed: {detail}"),
     }
-}
-
-/// The client's identity and Open WebUI headers.
-pub fn client_context(headers: &HeaderMap) -> ClientContext {
-    ClientContext {
-        chat_id_header: header(headers, "x-openwebui-chat-id"),
-        task_header: header(headers, "x-openwebui-task"),
-        client_identity: client_identity(headers),
-    }
-}
-
-/// Whether a request lets its turn be remembered: not when it says
-/// `X-Coordinator-Remember: false`, nor for Open WebUI's temporary chats.
-pub fn may_remember(headers: &HeaderMap, thread: &str) -> bool {
-    let refused = header(headers, "x-coordinator-remember").is_some_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "false" | "0" | "no" | "off"
-        )
-    });
-    let temporary = thread.starts_with("temporary:") || thread.starts_with("local:");
-    !refused && !temporary
 }
 
 /// Submits a turn and waits for its first token: within `[timeouts] route_s` for a stream;

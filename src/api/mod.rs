@@ -4,6 +4,7 @@
 
 pub mod answer;
 pub mod chat;
+pub mod client;
 pub mod error;
 pub mod extract;
 mod health;

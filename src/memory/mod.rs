@@ -24,6 +24,7 @@ mod context;
 pub mod embed;
 pub mod eval;
 pub mod index;
+mod policy;
 mod producer;
 mod service;
 pub mod store;
@@ -34,6 +35,7 @@ mod tests;
 use serde::{Deserialize, Serialize};
 
 pub use context::context_block;
+pub use policy::thread_allows_memory;
 pub use producer::{BackfillReport, Exchange, Skip, condense, eligibility, may_remember};
 pub use service::{Memory, MemoryHit, select};
 pub use store::{MemoryItem, MemoryStore};

@@ -144,19 +144,17 @@ pub struct TurnInput {
     pub stream: bool,
     pub params: SamplingParams,
     pub tools: Vec<ToolSpec>,
-    /// `X-OpenWebUI-Chat-Id` header.
-    pub chat_id_header: Option<String>,
+    /// What the front door read from the HTTP request besides the body.
+    pub client: ClientContext,
     /// A `chat_id` / `metadata.chat_id` field in the body.
     pub body_chat_id: Option<String>,
-    /// `X-OpenWebUI-Task` header.
-    pub task_header: Option<String>,
-    /// Who the client is (API key, user header, or peer), for the fallback thread hash.
-    pub client_identity: Option<String>,
+    /// Whether the request lets this turn be remembered (its headers and, for `/route`, its
+    /// body); the thread's own rule is applied to the turn by the front door.
     pub remember: bool,
 }
 
 /// Headers and identity a front door read from the HTTP request, shared by every wire format.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientContext {
     /// `X-OpenWebUI-Chat-Id` header.
     pub chat_id_header: Option<String>,
@@ -164,6 +162,21 @@ pub struct ClientContext {
     pub task_header: Option<String>,
     /// Who the client is (API key, user header, or peer), for the fallback thread hash.
     pub client_identity: Option<String>,
+    /// False when the request says `X-Coordinator-Remember: false` (or `0`, `no`, `off`);
+    /// the front door folds it into [`TurnInput::remember`].
+    pub remember: bool,
+}
+
+/// A client that says nothing: no Open WebUI headers, no identity, memory allowed.
+impl Default for ClientContext {
+    fn default() -> Self {
+        Self {
+            chat_id_header: None,
+            task_header: None,
+            client_identity: None,
+            remember: true,
+        }
+    }
 }
 
 /// Builds a turn from a chat request: current prompt, cleaned and capped history, thread.
@@ -190,7 +203,11 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         .map(|m| m.content.clone())
         .collect();
     let signals = RequestSignals {
-        task_header: input.task_header.clone().filter(|h| !h.trim().is_empty()),
+        task_header: input
+            .client
+            .task_header
+            .clone()
+            .filter(|h| !h.trim().is_empty()),
         message_count: input.messages.len(),
         user_message_count: input
             .messages
@@ -229,6 +246,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
 /// The header, then the body field, then a stable hash of the first user message and the client.
 fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
     if let Some(h) = input
+        .client
         .chat_id_header
         .as_deref()
         .filter(|h| !h.trim().is_empty())
@@ -250,7 +268,14 @@ fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
         .map(|m| m.content.as_str())
         .unwrap_or("");
     let mut h = Sha256::new();
-    h.update(input.client_identity.as_deref().unwrap_or("").as_bytes());
+    h.update(
+        input
+            .client
+            .client_identity
+            .as_deref()
+            .unwrap_or("")
+            .as_bytes(),
+    );
     h.update([0]);
     h.update(first_user.as_bytes());
     let digest = h.finalize();
@@ -260,16 +285,6 @@ fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
         let _ = write!(id, "{b:02x}");
     }
     ThreadId::parse(&id)
-}
-
-impl TurnInput {
-    /// Copies the client's headers and identity into the input.
-    pub fn with_client(mut self, client: ClientContext) -> Self {
-        self.chat_id_header = client.chat_id_header;
-        self.task_header = client.task_header;
-        self.client_identity = client.client_identity;
-        self
-    }
 }
 
 #[cfg(test)]

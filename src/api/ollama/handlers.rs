@@ -11,9 +11,11 @@ use super::{
     ChatRequest, ModelDetails, ModelTag, NdjsonEncoder, PsResponse, RunningModel, TagsResponse,
     Timings, VersionResponse, encode_chat_response, timestamp,
 };
-use crate::api::chat::{self, Piece, body_frames, client_context};
+use crate::api::chat::{self, Piece, body_frames};
+use crate::api::client::client_context;
 use crate::api::error::{ApiError, OllamaError};
 use crate::api::json::{parse_body, write_json};
+use crate::memory::thread_allows_memory;
 use crate::service::Coordinator;
 use crate::turn::build_turn;
 
@@ -95,9 +97,8 @@ pub async fn chat(
     let input = req
         .into_turn_input(client_context(&headers))
         .map_err(ApiError::from)?;
-    let mut turn = build_turn(input, &state.config.history)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    turn.remember &= chat::may_remember(&headers, turn.thread_id.as_str());
+    let mut turn = build_turn(input, &state.config.history).map_err(ApiError::from)?;
+    turn.remember &= thread_allows_memory(&turn.thread_id);
     turn.whole_answer = !stream;
     let started = chat::start(&state, turn).await?;
     let model = started.decision.model.to_string();

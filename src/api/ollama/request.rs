@@ -148,10 +148,10 @@ impl ChatRequest {
             stream,
             params,
             tools,
-            remember: true,
+            remember: client.remember,
+            client,
             ..Default::default()
-        }
-        .with_client(client))
+        })
     }
 }
 

@@ -9,8 +9,10 @@ use super::{
     ChatCompletionRequest, CompletionMeta, ErrorBody, ModelEntry, ModelList, SseEncoder,
     encode_completion, parse_body, write_json,
 };
-use crate::api::chat::{self, Piece, body_frames, client_context};
+use crate::api::chat::{self, Piece, body_frames};
+use crate::api::client::client_context;
 use crate::api::error::ApiError;
+use crate::memory::thread_allows_memory;
 use crate::service::Coordinator;
 use crate::turn::build_turn;
 
@@ -46,9 +48,8 @@ pub async fn chat_completions(
     let req: ChatCompletionRequest = parse_body(&body)?;
     let stream = req.wants_stream();
     let parsed = req.into_turn_input(client_context(&headers))?;
-    let mut turn = build_turn(parsed.input, &state.config.history)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    turn.remember &= chat::may_remember(&headers, turn.thread_id.as_str());
+    let mut turn = build_turn(parsed.input, &state.config.history)?;
+    turn.remember &= thread_allows_memory(&turn.thread_id);
     turn.whole_answer = !stream;
     let started = chat::start(&state, turn).await?;
     let meta = CompletionMeta::new(

@@ -192,7 +192,7 @@ impl ChatCompletionRequest {
     }
 
     /// Converts into the shared turn input; the client's headers come from the handler.
-    pub fn into_turn_input(self, client: ClientContext) -> Result<ParsedChat, BodyError> {
+    pub fn into_turn_input(self, mut client: ClientContext) -> Result<ParsedChat, BodyError> {
         let stream = self.wants_stream();
         let include_usage =
             stream && self.stream_options.as_ref().and_then(|o| o.include_usage) == Some(true);
@@ -239,7 +239,7 @@ impl ChatCompletionRequest {
         let body_chat_id = self
             .chat_id
             .or_else(|| self.metadata.and_then(|m| m.chat_id));
-        let client_identity = client.client_identity.clone().or(user_id);
+        client.client_identity = client.client_identity.or(user_id);
         let input = TurnInput {
             messages,
             model: self.model,
@@ -247,13 +247,9 @@ impl ChatCompletionRequest {
             params,
             tools,
             body_chat_id,
-            remember: true,
-            ..Default::default()
-        }
-        .with_client(ClientContext {
-            client_identity,
-            ..client
-        });
+            remember: client.remember,
+            client,
+        };
         Ok(ParsedChat {
             input,
             include_usage,

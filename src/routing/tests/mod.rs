@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::chat::ChatMessage;
 use crate::config::{HistoryConfig, InternalTasksConfig};
 use crate::domain::{ModelName, WorkerName};
-use crate::turn::{Turn, TurnInput, build_turn};
+use crate::turn::{ClientContext, Turn, TurnInput, build_turn};
 
 use super::{Catalog, CatalogEntry, DomainConfig, Router, RoutingConfig};
 
@@ -44,7 +44,10 @@ pub fn request(
         messages,
         model: Some(model.to_owned()),
         stream,
-        task_header: header.map(str::to_owned),
+        client: ClientContext {
+            task_header: header.map(str::to_owned),
+            ..ClientContext::default()
+        },
         ..TurnInput::default()
     };
     input.params.max_tokens = max_tokens;
