@@ -156,7 +156,7 @@ impl Coordinator {
             internal_task: decision.internal_task,
             attempt: 0,
             avoid: Vec::new(),
-            stream: !turn.whole_answer,
+            response: turn.response,
             memory: self.memory_note(&turn, &decision),
         };
         task.job = serde_json::to_string(&job).ok();

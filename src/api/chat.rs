@@ -9,7 +9,7 @@ use futures::stream::BoxStream;
 
 use super::answer::{Started, Wait, collect, first_chunk};
 use super::error::ApiError;
-use crate::chat::Chunk;
+use crate::chat::{Chunk, ResponseMode};
 use crate::domain::TaskId;
 use crate::events::TaskEvent;
 use crate::lang::{Lang, detect_language};
@@ -91,7 +91,7 @@ fn failure_message(task_id: TaskId, detail: &str, lang: Lang) -> String {
 pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiError> {
     let lang = detect_language(&turn.prompt);
     let timeouts = &state.config.timeouts;
-    let wait = if turn.whole_answer {
+    let wait = if turn.response == ResponseMode::Whole {
         // The backend call is bounded by answer_s; the route timeout on top covers a
         // failover's wait for another worker.
         Wait::Started {

@@ -11,7 +11,7 @@ use super::error::ApiError;
 use super::extract::ApiJson;
 use super::json::parse_body;
 use super::openai::ChatCompletionRequest;
-use crate::chat::{ChatMessage, Role};
+use crate::chat::{ChatMessage, ResponseMode, Role};
 use crate::domain::WorkerName;
 use crate::memory::thread_allows_memory;
 use crate::routing::RouteDecision;
@@ -77,7 +77,8 @@ pub fn turn_from_route(
     let input = TurnInput {
         messages,
         model: req.model,
-        stream: false,
+        // The seed's request never asks for a stream, which is what the router reads…
+        response: ResponseMode::Whole,
         body_chat_id: req.thread_id,
         remember: req.remember.unwrap_or(true) && client.remember,
         client,
@@ -85,6 +86,8 @@ pub fn turn_from_route(
     };
     let cfg = &state.config.history;
     let mut turn = build_turn(input, cfg)?;
+    // …but its task is watched as it runs (`GET /tasks/{id}/events`), so it streams.
+    turn.response = ResponseMode::Streamed;
     if let Some(t) = text_history
         && cfg.enabled
     {

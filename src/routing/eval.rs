@@ -29,7 +29,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::chat::{ChatMessage, Role};
+use crate::chat::{ChatMessage, ResponseMode, Role};
 use crate::config::HistoryConfig;
 use crate::domain::{InternalTask, ModelName, WorkerName};
 use crate::turn::{ClientContext, TurnInput, build_turn};
@@ -265,7 +265,7 @@ fn turn_input(case: &EvalCase) -> TurnInput {
     let mut input = TurnInput {
         messages,
         model: Some("auto".to_owned()),
-        stream: case.stream,
+        response: ResponseMode::from_stream(case.stream),
         client: ClientContext {
             task_header: case.task_header.clone(),
             client_identity: Some("eval".to_owned()),

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::chat::{ChatMessage, Role, SamplingParams, ToolSpec};
+use crate::chat::{ChatMessage, ResponseMode, Role, SamplingParams, ToolSpec};
 use crate::config::HistoryConfig;
 use crate::domain::{ModelName, ParseError, ThreadId, WorkerName};
 
@@ -92,7 +92,7 @@ pub struct RequestSignals {
     /// The first system message's text, if any.
     pub system: Option<String>,
     /// Whether the client asked for a streamed answer.
-    pub stream: bool,
+    pub response: ResponseMode,
     pub max_tokens: Option<u32>,
     pub has_tools: bool,
 }
@@ -117,10 +117,10 @@ pub struct Turn {
     pub signals: RequestSignals,
     /// False when the client asked that this turn not be remembered.
     pub remember: bool,
-    /// The client takes the answer in one piece (a chat request without `stream`), so the
-    /// backend is asked for it in one piece too. False where answers are streamed or
-    /// watched as they come (`POST /route` and its events).
-    pub whole_answer: bool,
+    /// How the client takes the answer: [`ResponseMode::Whole`] (a chat request without
+    /// `stream`) has the backend asked for it in one piece too. Streamed where answers are
+    /// streamed or watched as they come (`POST /route` and its events).
+    pub response: ResponseMode,
 }
 
 /// A request could not become a turn.
@@ -141,7 +141,8 @@ pub enum TurnError {
 pub struct TurnInput {
     pub messages: Vec<ChatMessage>,
     pub model: Option<String>,
-    pub stream: bool,
+    /// How the client asked for the answer; the turn and its job keep it.
+    pub response: ResponseMode,
     pub params: SamplingParams,
     pub tools: Vec<ToolSpec>,
     /// What the front door read from the HTTP request besides the body.
@@ -215,7 +216,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
             .filter(|m| m.role == Role::User)
             .count(),
         system: system.first().cloned(),
-        stream: input.stream,
+        response: input.response,
         max_tokens: input.params.max_tokens,
         has_tools: !input.tools.is_empty(),
     };
@@ -239,7 +240,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         params: input.params,
         signals,
         remember: input.remember,
-        whole_answer: false,
+        response: input.response,
     })
 }
 

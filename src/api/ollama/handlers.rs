@@ -15,6 +15,7 @@ use crate::api::chat::{self, Piece, body_frames};
 use crate::api::client::client_context;
 use crate::api::error::{ApiError, OllamaError};
 use crate::api::json::{parse_body, write_json};
+use crate::chat::ResponseMode;
 use crate::memory::thread_allows_memory;
 use crate::service::Coordinator;
 use crate::turn::build_turn;
@@ -79,7 +80,7 @@ pub async fn chat(
     body: Bytes,
 ) -> Result<Response, OllamaError> {
     let req: ChatRequest = parse_body(&body).map_err(ApiError::from)?;
-    let stream = req.wants_stream();
+    let mode = req.response_mode();
     let requested = req.model.clone().unwrap_or_default();
     if req.messages.is_empty() {
         // Ollama loads the model and answers at once for an empty conversation.
@@ -99,10 +100,9 @@ pub async fn chat(
         .map_err(ApiError::from)?;
     let mut turn = build_turn(input, &state.config.history).map_err(ApiError::from)?;
     turn.remember &= thread_allows_memory(&turn.thread_id);
-    turn.whole_answer = !stream;
     let started = chat::start(&state, turn).await?;
     let model = started.decision.model.to_string();
-    if !stream {
+    if mode == ResponseMode::Whole {
         let (answer, extra) = started.into_answer().await?;
         let mut out = Vec::with_capacity(answer.content.len() + 256);
         let timings = Timings::from_usage(&answer.usage);

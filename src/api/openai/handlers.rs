@@ -12,6 +12,7 @@ use super::{
 use crate::api::chat::{self, Piece, body_frames};
 use crate::api::client::client_context;
 use crate::api::error::ApiError;
+use crate::chat::ResponseMode;
 use crate::memory::thread_allows_memory;
 use crate::service::Coordinator;
 use crate::turn::build_turn;
@@ -46,18 +47,17 @@ pub async fn chat_completions(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let req: ChatCompletionRequest = parse_body(&body)?;
-    let stream = req.wants_stream();
+    let mode = req.response_mode();
     let parsed = req.into_turn_input(client_context(&headers))?;
     let mut turn = build_turn(parsed.input, &state.config.history)?;
     turn.remember &= thread_allows_memory(&turn.thread_id);
-    turn.whole_answer = !stream;
     let started = chat::start(&state, turn).await?;
     let meta = CompletionMeta::new(
         started.task_id,
         chrono::Utc::now().timestamp(),
         started.decision.model.to_string(),
     );
-    if !stream {
+    if mode == ResponseMode::Whole {
         let (answer, extra) = started.into_answer().await?;
         let mut out = Vec::with_capacity(answer.content.len() + 256);
         encode_completion(&mut out, &meta, &answer);

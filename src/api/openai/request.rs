@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use super::BodyError;
 use crate::chat::{
-    AnswerFormat, ChatMessage, Role, SamplingParams, Think, ToolCall, ToolChoice, ToolSpec,
+    AnswerFormat, ChatMessage, ResponseMode, Role, SamplingParams, Think, ToolCall, ToolChoice,
+    ToolSpec,
 };
 use crate::turn::{ClientContext, TurnInput};
 
@@ -178,8 +179,8 @@ pub struct ParsedChat {
 
 impl ChatCompletionRequest {
     /// `stream` defaults to false.
-    pub fn wants_stream(&self) -> bool {
-        self.stream.unwrap_or(false)
+    pub fn response_mode(&self) -> ResponseMode {
+        ResponseMode::from_stream(self.stream.unwrap_or(false))
     }
 
     /// The `user` field as an identity: the string, or the object's `id`.
@@ -193,9 +194,9 @@ impl ChatCompletionRequest {
 
     /// Converts into the shared turn input; the client's headers come from the handler.
     pub fn into_turn_input(self, mut client: ClientContext) -> Result<ParsedChat, BodyError> {
-        let stream = self.wants_stream();
-        let include_usage =
-            stream && self.stream_options.as_ref().and_then(|o| o.include_usage) == Some(true);
+        let response = self.response_mode();
+        let include_usage = response.is_streamed()
+            && self.stream_options.as_ref().and_then(|o| o.include_usage) == Some(true);
         let user_id = self.user_id();
         let messages = self
             .messages
@@ -243,7 +244,7 @@ impl ChatCompletionRequest {
         let input = TurnInput {
             messages,
             model: self.model,
-            stream,
+            response,
             params,
             tools,
             body_chat_id,

@@ -38,7 +38,7 @@ fn open_webui_body_converts() {
     let p = parse(body).unwrap();
     assert!(p.include_usage);
     let i = &p.input;
-    assert!(i.stream);
+    assert_eq!(i.response, ResponseMode::Streamed);
     assert_eq!(i.model.as_deref(), Some("auto"));
     assert_eq!(i.messages.len(), 5);
     assert_eq!(i.messages[1].content, "what is this?");
@@ -67,7 +67,7 @@ fn defaults_and_variants() {
             "tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none","user":"me"}"#,
     )
     .unwrap();
-    assert!(!p.input.stream);
+    assert_eq!(p.input.response, ResponseMode::Whole);
     assert!(!p.include_usage, "usage chunk only for streams");
     assert_eq!(p.input.messages[0].role, Role::System);
     assert_eq!(p.input.params.stop, vec!["a".to_owned(), "b".to_owned()]);

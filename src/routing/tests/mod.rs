@@ -10,7 +10,7 @@ mod templates;
 
 use std::collections::BTreeMap;
 
-use crate::chat::ChatMessage;
+use crate::chat::{ChatMessage, ResponseMode};
 use crate::config::{HistoryConfig, InternalTasksConfig};
 use crate::domain::{ModelName, WorkerName};
 use crate::turn::{ClientContext, Turn, TurnInput, build_turn};
@@ -43,7 +43,7 @@ pub fn request(
     let mut input = TurnInput {
         messages,
         model: Some(model.to_owned()),
-        stream,
+        response: ResponseMode::from_stream(stream),
         client: ClientContext {
             task_header: header.map(str::to_owned),
             ..ClientContext::default()
