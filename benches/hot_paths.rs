@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use coordinator::api::openai::{ChatCompletionRequest, CompletionMeta, SseEncoder, parse_body};
-use coordinator::chat::{ChatMessage, Chunk, FinishReason, Usage};
+use coordinator::chat::{ChatMessage, Chunk, FinishReason, ResponseMode, Usage};
 use coordinator::config::HistoryConfig;
 use coordinator::domain::{TaskId, TaskStatus, WorkerName};
 use coordinator::store::sqlite::SqliteStore;
@@ -49,8 +49,11 @@ fn turn_extraction(c: &mut Criterion) {
     let input = TurnInput {
         messages: long_chat(),
         model: Some("qwen2.5:7b".into()),
-        stream: true,
-        chat_id_header: Some("7f1c1a52-2d4e-4f7e-9a51-0c1f5e2b9d10".into()),
+        response: ResponseMode::Streamed,
+        client: ClientContext {
+            chat_id_header: Some("7f1c1a52-2d4e-4f7e-9a51-0c1f5e2b9d10".into()),
+            ..ClientContext::default()
+        },
         ..TurnInput::default()
     };
     assert_eq!(input.messages.len(), 50);

@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use coordinator::chat::ChatMessage;
+use coordinator::chat::{ChatMessage, ResponseMode};
 use coordinator::config::{HistoryConfig, InternalTasksConfig};
 use coordinator::domain::{ModelName, WorkerName};
 use coordinator::routing::{Catalog, CatalogEntry, Router, RoutingConfig};
@@ -21,7 +21,7 @@ fn turn(prompt: String, stream: bool, max_tokens: Option<u32>) -> Turn {
     let mut input = TurnInput {
         messages: vec![ChatMessage::user(prompt)],
         model: Some("auto".into()),
-        stream,
+        response: ResponseMode::from_stream(stream),
         ..TurnInput::default()
     };
     input.params.max_tokens = max_tokens;

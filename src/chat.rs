@@ -90,6 +90,30 @@ fn empty_object() -> Value {
     Value::Object(Default::default())
 }
 
+/// How the client takes its answer: one value from the request, through the turn, to the
+/// worker's job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseMode {
+    /// As it is generated, piece by piece (`stream: true`).
+    Streamed,
+    /// In one piece once complete (`stream: false`, also what a request that does not say
+    /// gets by default); the backend is asked for it in one piece too.
+    #[default]
+    Whole,
+}
+
+impl ResponseMode {
+    /// A request's `stream` flag: `true` is [`Streamed`](Self::Streamed).
+    pub fn from_stream(stream: bool) -> Self {
+        if stream { Self::Streamed } else { Self::Whole }
+    }
+
+    pub fn is_streamed(self) -> bool {
+        self == Self::Streamed
+    }
+}
+
 /// Sampling parameters common to every backend kind.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SamplingParams {

@@ -12,7 +12,7 @@ use crate::domain::{InternalTask, TaskId, TaskStatus};
 use crate::routing::Router;
 use crate::startup::{build_registry, open_store};
 use crate::store::TaskFilter;
-use crate::turn::{TurnInput, build_turn};
+use crate::turn::{ClientContext, TurnInput, build_turn};
 
 /// The config file used when none is named.
 pub const DEFAULT_CONFIG: &str = "coordinator.toml";
@@ -75,7 +75,10 @@ pub async fn route_preview(
     let input = TurnInput {
         messages: vec![ChatMessage::user(prompt)],
         model,
-        task_header: task,
+        client: ClientContext {
+            task_header: task,
+            ..ClientContext::default()
+        },
         remember: true,
         ..Default::default()
     };

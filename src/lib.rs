@@ -12,6 +12,7 @@ pub mod config;
 pub mod dispatch;
 pub mod domain;
 pub mod events;
+pub mod lang;
 pub mod memory;
 pub mod metrics;
 pub mod queue;

@@ -174,7 +174,7 @@ impl Coordinator {
             internal_task: decision.internal_task,
             attempt: 0,
             avoid: Vec::new(),
-            stream: !turn.whole_answer,
+            response: turn.response,
             memory: memory_note,
         };
         let text =

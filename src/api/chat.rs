@@ -1,31 +1,32 @@
-//! The flow both chat front doors share: turn → submit → first token → a stream of
-//! answer pieces (with the routing decoration when configured) or one whole answer.
+//! A chat reply once its task is submitted, for both chat front doors: the wait for the
+//! first chunk, then a stream of answer pieces (with the routing decoration when
+//! configured) or one whole answer. [`super::wire`] drives it for each wire format.
 
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::{HeaderName, HeaderValue};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use super::answer::{Started, Wait, collect, first_chunk};
 use super::error::ApiError;
-use super::route::{client_identity, header};
-use crate::chat::Chunk;
+use super::wait::{Deadline, FirstChunk, collect, first_chunk};
+use crate::chat::{Chunk, ResponseMode};
 use crate::domain::TaskId;
 use crate::events::TaskEvent;
+use crate::lang::{Lang, detect_language};
 use crate::routing::RouteDecision;
 use crate::service::Coordinator;
 use crate::turn::decoration::{Decoration, RouteInfo};
-use crate::turn::{Answer, ClientContext, Turn};
-use crate::web::{Lang, detect_language};
+use crate::turn::{Answer, Turn};
 
-/// What a chat front door needs after submitting: who answers and how to decorate it.
-pub struct ChatStart {
+/// A submitted chat turn whose first chunk is in: who answers, how to decorate it, and the
+/// answer so far.
+pub struct ChatReply {
     pub task_id: TaskId,
     pub decision: RouteDecision,
     pub worker: String,
     pub decoration: Decoration,
-    pub started: Started,
+    pub first: FirstChunk,
     /// The language of the user's prompt, for messages the chat shows.
     pub lang: Lang,
 }
@@ -85,79 +86,56 @@ fn failure_message(task_id: TaskId, detail: &str, lang: Lang) -> String {
     }
 }
 
-/// The client's identity and Open WebUI headers.
-pub fn client_context(headers: &HeaderMap) -> ClientContext {
-    ClientContext {
-        chat_id_header: header(headers, "x-openwebui-chat-id"),
-        task_header: header(headers, "x-openwebui-task"),
-        client_identity: client_identity(headers),
-    }
-}
-
-/// Whether a request lets its turn be remembered: not when it says
-/// `X-Coordinator-Remember: false`, nor for Open WebUI's temporary chats.
-pub fn may_remember(headers: &HeaderMap, thread: &str) -> bool {
-    let refused = header(headers, "x-coordinator-remember").is_some_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "false" | "0" | "no" | "off"
-        )
-    });
-    let temporary = thread.starts_with("temporary:") || thread.starts_with("local:");
-    !refused && !temporary
-}
-
-/// Submits a turn and waits for its first token: within `[timeouts] route_s` for a stream;
-/// for a whole answer, for a worker to start it within that time, then for the answer as
-/// long as the backend may take (`[timeouts] answer_s`).
-/// Errors a chat shows are in the language of the user's prompt.
-pub async fn start(state: &Coordinator, turn: Turn) -> Result<ChatStart, ApiError> {
-    let lang = detect_language(&turn.prompt);
-    let timeouts = &state.config.timeouts;
-    let wait = if turn.whole_answer {
-        // The backend call is bounded by answer_s; the route timeout on top covers a
-        // failover's wait for another worker.
-        Wait::Started {
-            answer: Duration::from_secs(timeouts.answer_s + timeouts.route_s),
-        }
-    } else {
-        Wait::FirstChunk
-    };
-    // Structured output (JSON) is returned as the backend wrote it: no routing info.
-    let structured = turn.params.format.is_some();
-    let sub = state.submit_for_answer(turn).await?;
-    let timeout = Duration::from_secs(state.config.timeouts.route_s);
-    let started = first_chunk(sub.task_id, sub.events, timeout, wait)
-        .await
-        .map_err(|e| e.in_language(lang))?;
-    let worker = started
-        .worker
-        .as_ref()
-        .or(sub.worker_hint.as_ref())
-        .map(ToString::to_string)
-        .unwrap_or_default();
-    let decoration = if sub.decision.internal_task.is_some() || structured {
-        Decoration::default()
-    } else {
-        let info = RouteInfo {
-            domain: sub.decision.domain.to_string(),
-            model: sub.decision.model.to_string(),
-            worker: worker.clone(),
-            queue: sub.decision.lane().to_string(),
+impl ChatReply {
+    /// Submits a turn and waits for its first token: within `[timeouts] route_s` for a stream;
+    /// for a whole answer, for a worker to start it within that time, then for the answer as
+    /// long as the backend may take (`[timeouts] answer_s`).
+    /// Errors a chat shows are in the language of the user's prompt.
+    pub async fn start(state: &Coordinator, turn: Turn) -> Result<Self, ApiError> {
+        let lang = detect_language(&turn.prompt);
+        let timeouts = &state.config.timeouts;
+        let deadline = match turn.response {
+            // The backend call is bounded by answer_s; the route timeout on top covers a
+            // failover's wait for another worker.
+            ResponseMode::Whole => Deadline::AfterStart {
+                answer: Duration::from_secs(timeouts.answer_s + timeouts.route_s),
+            },
+            ResponseMode::Streamed => Deadline::RouteTimeout,
         };
-        Decoration::new(&info, state.config.server.routing_info)
-    };
-    Ok(ChatStart {
-        task_id: sub.task_id,
-        decision: sub.decision,
-        worker,
-        decoration,
-        started,
-        lang,
-    })
-}
+        // Structured output (JSON) is returned as the backend wrote it: no routing info.
+        let structured = turn.params.format.is_some();
+        let sub = state.submit_for_answer(turn).await?;
+        let timeout = Duration::from_secs(state.config.timeouts.route_s);
+        let first = first_chunk(sub.task_id, sub.events, timeout, deadline)
+            .await
+            .map_err(|e| e.in_language(lang))?;
+        let worker = first
+            .worker
+            .as_ref()
+            .or(sub.worker_hint.as_ref())
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let decoration = if sub.decision.internal_task.is_some() || structured {
+            Decoration::default()
+        } else {
+            let info = RouteInfo {
+                domain: sub.decision.domain.to_string(),
+                model: sub.decision.model.to_string(),
+                worker: worker.clone(),
+                queue: sub.decision.lane().to_string(),
+            };
+            Decoration::new(&info, state.config.server.routing_info)
+        };
+        Ok(Self {
+            task_id: sub.task_id,
+            decision: sub.decision,
+            worker,
+            decoration,
+            first,
+            lang,
+        })
+    }
 
-impl ChatStart {
     /// The decision as HTTP headers, on every response whatever `routing_info` says.
     pub fn headers(&self) -> Vec<(HeaderName, HeaderValue)> {
         decision_headers(self.task_id, &self.decision, &self.worker)
@@ -168,7 +146,7 @@ impl ChatStart {
         let headers = self.headers();
         let decoration = self.decoration.clone();
         let lang = self.lang;
-        let mut answer = collect(self.task_id, self.started)
+        let mut answer = collect(self.task_id, self.first)
             .await
             .map_err(|e| e.in_language(lang))?;
         if answer.tool_calls.is_empty() && !decoration.is_empty() {
@@ -183,13 +161,15 @@ impl ChatStart {
         let Self {
             task_id,
             decoration,
-            started,
+            first,
             lang,
             ..
         } = self;
-        let Started {
-            first, mut rest, ..
-        } = started;
+        let FirstChunk {
+            chunk: first,
+            mut rest,
+            ..
+        } = first;
         let header = decoration.header().to_owned();
         let footer = decoration.footer().to_owned();
         Box::pin(async_stream::stream! {

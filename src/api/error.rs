@@ -8,9 +8,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::domain::TaskId;
+use crate::lang::Lang;
 use crate::routing::RouteError;
 use crate::service::SubmitError;
-use crate::web::Lang;
+use crate::turn::TurnError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -186,6 +187,13 @@ impl From<super::json::BodyError> for ApiError {
             message: e.to_string(),
             param: (e.path != "body").then(|| e.path.clone()),
         }
+    }
+}
+
+/// A request that cannot become a turn is the client's mistake; the message names the field.
+impl From<TurnError> for ApiError {
+    fn from(e: TurnError) -> Self {
+        Self::bad_request(e.to_string())
     }
 }
 

@@ -2,8 +2,8 @@
 //! modules) the OpenAI- and Ollama-compatible front doors. Every route maps its request
 //! to one `Turn` and hands it to the service layer.
 
-pub mod answer;
 pub mod chat;
+pub mod client;
 pub mod error;
 pub mod extract;
 mod health;
@@ -13,6 +13,8 @@ pub mod ollama;
 pub mod openai;
 mod route;
 mod tasks;
+pub mod wait;
+pub mod wire;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -43,12 +45,15 @@ pub fn router(state: Coordinator) -> Router {
         .route("/v1/models", get(openai::handlers::list_models))
         .route(
             "/v1/chat/completions",
-            post(openai::handlers::chat_completions),
+            post(wire::chat::<openai::handlers::OpenAiChat>),
         )
         .route("/api/tags", get(ollama::handlers::tags))
         .route("/api/ps", get(ollama::handlers::ps))
         .route("/api/version", get(ollama::handlers::version))
-        .route("/api/chat", post(ollama::handlers::chat))
+        .route(
+            "/api/chat",
+            post(wire::chat::<ollama::handlers::OllamaChat>),
+        )
         .route("/memory", get(memory::list).delete(memory::forget_thread))
         .route("/memory/{id}", delete(memory::forget_one))
         .route_layer(middleware::from_fn_with_state(

@@ -6,12 +6,14 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
+use super::client::client_context;
 use super::error::ApiError;
 use super::extract::ApiJson;
 use super::json::parse_body;
 use super::openai::ChatCompletionRequest;
-use crate::chat::{ChatMessage, Role};
+use crate::chat::{ChatMessage, ResponseMode, Role};
 use crate::domain::WorkerName;
+use crate::memory::thread_allows_memory;
 use crate::routing::RouteDecision;
 use crate::service::Coordinator;
 use crate::turn::{History, Turn, TurnInput, build_turn};
@@ -71,26 +73,27 @@ pub fn turn_from_route(
         _ => {}
     }
     messages.push(ChatMessage::user(req.prompt));
-    let remember = req.remember.unwrap_or(true);
+    let client = client_context(headers);
     let input = TurnInput {
         messages,
         model: req.model,
-        stream: false,
-        chat_id_header: header(headers, "x-openwebui-chat-id"),
+        // The seed's request never asks for a stream, which is what the router reads…
+        response: ResponseMode::Whole,
         body_chat_id: req.thread_id,
-        task_header: header(headers, "x-openwebui-task"),
-        client_identity: client_identity(headers),
-        remember,
+        remember: req.remember.unwrap_or(true) && client.remember,
+        client,
         ..Default::default()
     };
     let cfg = &state.config.history;
-    let mut turn = build_turn(input, cfg).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let mut turn = build_turn(input, cfg)?;
+    // …but its task is watched as it runs (`GET /tasks/{id}/events`), so it streams.
+    turn.response = ResponseMode::Streamed;
     if let Some(t) = text_history
         && cfg.enabled
     {
         turn.history = History::Text(keep_tail(&t, cfg.max_chars));
     }
-    turn.remember &= super::chat::may_remember(headers, turn.thread_id.as_str());
+    turn.remember &= thread_allows_memory(&turn.thread_id);
     Ok(turn)
 }
 
@@ -98,25 +101,6 @@ pub fn turn_from_route(
 fn keep_tail(text: &str, max_chars: usize) -> String {
     let n = text.chars().count();
     text.chars().skip(n.saturating_sub(max_chars)).collect()
-}
-
-pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .filter(|v| !v.trim().is_empty())
-}
-
-/// Who the client is, for the fallback thread id: the user header, else the API key's hash.
-pub fn client_identity(headers: &HeaderMap) -> Option<String> {
-    header(headers, "x-openwebui-user-id").or_else(|| {
-        header(headers, "authorization").map(|a| {
-            use sha2::{Digest, Sha256};
-            let d = Sha256::digest(a.as_bytes());
-            d[..8].iter().map(|b| format!("{b:02x}")).collect()
-        })
-    })
 }
 
 pub async fn route(
@@ -184,9 +168,8 @@ pub async fn preview_post(
     let probe: serde_json::Value = parse_body(&body)?;
     let turn = if probe.get("messages").is_some() {
         let req: ChatCompletionRequest = parse_body(&body)?;
-        let parsed = req.into_turn_input(super::chat::client_context(&headers))?;
-        build_turn(parsed.input, &state.config.history)
-            .map_err(|e| ApiError::bad_request(e.to_string()))?
+        let parsed = req.into_turn_input(client_context(&headers))?;
+        build_turn(parsed.input, &state.config.history)?
     } else {
         let req: RouteRequest = parse_body(&body)?;
         turn_from_route(&state, req, &headers)?

@@ -3,7 +3,7 @@
 //! user's original prompt, and only into what the worker receives.
 
 use super::MemoryHit;
-use crate::web::Lang;
+use crate::lang::Lang;
 
 /// The header before the memories.
 fn header(lang: Lang) -> &'static str {

@@ -35,6 +35,7 @@ mod tests;
 use serde::{Deserialize, Serialize};
 
 pub use context::context_block;
+pub use policy::thread_allows_memory;
 pub use producer::{BackfillReport, Exchange, Skip, condense, eligibility};
 pub use service::{Memory, MemoryHit, select};
 pub use store::{MemoryItem, MemoryStore};

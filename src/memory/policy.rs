@@ -20,7 +20,7 @@ pub struct Facts<'a> {
     /// The turn carries documents Open WebUI retrieved (its RAG template). Not recorded
     /// apart: a row's `remember` is false for such a turn.
     pub retrieved_context: bool,
-    /// What the request allowed (see [`requested`]); a row's `remember`.
+    /// What the request allowed (see [`thread_allows_memory`]); a row's `remember`.
     pub remember: bool,
 }
 
@@ -51,83 +51,25 @@ pub fn may_remember(f: &Facts<'_>) -> Result<(), Skip> {
     Ok(())
 }
 
-/// What a request allows memory to keep: not when the client said no (`X-Coordinator-Remember:
-/// false`, `/route`'s `"remember": false`), nor for Open WebUI's temporary chats, which it
-/// never saves either.
-pub fn requested(thread: &ThreadId, client_allows: bool) -> bool {
-    let temporary =
-        thread.as_str().starts_with("temporary:") || thread.as_str().starts_with("local:");
-    client_allows && !temporary
+/// Whether a turn in `thread` may be remembered at all: not in Open WebUI's temporary
+/// chats (`temporary:…`, the older `local:…`), which it never saves either. The front doors
+/// ask it for every turn they build, beside what the client asked
+/// (`X-Coordinator-Remember: false`, `/route`'s `"remember": false`).
+pub fn thread_allows_memory(thread: &ThreadId) -> bool {
+    let thread = thread.as_str();
+    !(thread.starts_with("temporary:") || thread.starts_with("local:"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::ModelName;
-
-    fn facts(lane: &Lane) -> Facts<'_> {
-        Facts {
-            lane,
-            internal_task: false,
-            web_search: false,
-            retrieved_context: false,
-            remember: true,
-        }
-    }
 
     #[test]
-    fn only_a_plain_turn_on_a_model_lane_is_remembered() {
-        let llm = Lane::llm(&ModelName::parse("m").unwrap());
-        assert_eq!(may_remember(&facts(&llm)), Ok(()));
-        assert!(may_recall(&facts(&llm)));
-        for lane in [Lane::Web, Lane::Rag, Lane::Utility] {
-            assert_eq!(may_remember(&facts(&lane)), Err(Skip::Lane), "{lane}");
-            assert!(!may_recall(&facts(&lane)), "{lane}");
-        }
-        let cases = [
-            (
-                Facts {
-                    internal_task: true,
-                    ..facts(&llm)
-                },
-                Skip::Internal,
-            ),
-            (
-                Facts {
-                    web_search: true,
-                    ..facts(&llm)
-                },
-                Skip::WebSearch,
-            ),
-            (
-                Facts {
-                    retrieved_context: true,
-                    ..facts(&llm)
-                },
-                Skip::RetrievedContext,
-            ),
-        ];
-        for (f, why) in cases {
-            assert_eq!(may_remember(&f), Err(why));
-            assert!(!may_recall(&f), "{why}");
-        }
-        let opted_out = Facts {
-            remember: false,
-            ..facts(&llm)
-        };
-        assert_eq!(may_remember(&opted_out), Err(Skip::OptedOut));
-        assert!(
-            may_recall(&opted_out),
-            "opting out of memory does not stop recall"
-        );
-    }
-
-    #[test]
-    fn temporary_chats_and_refusals_are_not_kept() {
-        let t = |s: &str| ThreadId::parse(s).unwrap();
-        assert!(requested(&t("chat-1"), true));
-        assert!(!requested(&t("chat-1"), false));
-        assert!(!requested(&t("temporary:abc"), true));
-        assert!(!requested(&t("local:abc"), true));
+    fn temporary_and_local_chats_are_not_remembered() {
+        let allows = |t: &str| thread_allows_memory(&ThreadId::parse(t).unwrap());
+        assert!(!allows("temporary:abc"));
+        assert!(!allows("local:abc"));
+        assert!(allows("chat-1"));
+        assert!(allows("h-0123"));
     }
 }

@@ -17,7 +17,7 @@ use crate::backend::Backend;
 use crate::chat::ChatMessage;
 use crate::config::Config;
 use crate::domain::ThreadId;
-use crate::web::Lang;
+use crate::lang::{Lang, detect_language};
 
 /// How many items one task can have at most (see `producer::condense`).
 pub(super) const MAX_ITEMS_PER_TASK: usize = 4;
@@ -147,7 +147,7 @@ impl Memory {
     /// memory context for a prompt, in its language, or `None`.
     pub async fn context_for(&self, prompt: &str, thread_id: &ThreadId) -> Option<String> {
         let hits = self.recall(prompt, thread_id).await;
-        self.context_block(&hits, crate::web::detect_language(prompt))
+        self.context_block(&hits, detect_language(prompt))
     }
 
     /// Re-reads every item from the store (in cluster mode, to pick up what other

@@ -14,10 +14,10 @@ use super::*;
 use crate::domain::{
     Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
 };
+use crate::lang::Lang;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{NewTask, TaskRecord, TaskStore};
-use crate::web::Lang;
 
 pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
     TaskRecord {

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendRequest;
+use crate::chat::ResponseMode;
 use crate::domain::{InternalTask, Lane, TaskId, ThreadId, WorkerName};
 
 /// What a worker is asked to do.
@@ -34,9 +35,10 @@ pub struct Job {
     #[serde(default)]
     pub avoid: Vec<WorkerName>,
     /// Whether the client reads the answer as it is generated. A job for a client that
-    /// does not stream asks the backend for the whole answer in one piece.
-    #[serde(default = "streamed")]
-    pub stream: bool,
+    /// does not stream asks the backend for the whole answer in one piece. Written as
+    /// `"stream": true|false`, as before the mode had a type.
+    #[serde(rename = "stream", with = "stream_flag", default = "streamed")]
+    pub response: ResponseMode,
     /// Set when the turn may become conversation memory once answered: what the worker
     /// needs to remember it without reading the task back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,8 +46,23 @@ pub struct Job {
 }
 
 /// Jobs queued before `stream` existed were all streamed.
-fn streamed() -> bool {
-    true
+fn streamed() -> ResponseMode {
+    ResponseMode::Streamed
+}
+
+/// [`Job::response`] as the `stream` flag jobs in Redis and in task rows carry.
+mod stream_flag {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::chat::ResponseMode;
+
+    pub fn serialize<S: Serializer>(mode: &ResponseMode, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bool(mode.is_streamed())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ResponseMode, D::Error> {
+        bool::deserialize(d).map(ResponseMode::from_stream)
+    }
 }
 
 /// The part of a turn that memory keeps (see [`Job::memory`]).
@@ -126,4 +143,36 @@ pub trait Queue: Send + Sync + 'static {
 
     /// The tasks the queue holds, waiting or handed out and not yet acknowledged.
     async fn task_ids(&self) -> Result<std::collections::HashSet<TaskId>, QueueError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::samples;
+
+    fn sample_job() -> Job {
+        samples::sample_job(&Lane::Utility)
+    }
+
+    #[test]
+    fn the_response_mode_is_the_stream_flag_on_the_wire() {
+        for (mode, flag) in [(ResponseMode::Streamed, true), (ResponseMode::Whole, false)] {
+            let job = Job {
+                response: mode,
+                ..sample_job()
+            };
+            let json: serde_json::Value = serde_json::to_value(&job).unwrap();
+            assert_eq!(json["stream"], flag);
+            assert!(json.get("response").is_none(), "{json}");
+            assert_eq!(serde_json::from_value::<Job>(json).unwrap(), job);
+        }
+    }
+
+    #[test]
+    fn a_job_written_before_the_stream_flag_is_streamed() {
+        let mut json = serde_json::to_value(sample_job()).unwrap();
+        json.as_object_mut().unwrap().remove("stream");
+        let job: Job = serde_json::from_value(json).unwrap();
+        assert_eq!(job.response, ResponseMode::Streamed);
+    }
 }

@@ -29,10 +29,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::chat::{ChatMessage, Role};
+use crate::chat::{ChatMessage, ResponseMode, Role};
 use crate::config::HistoryConfig;
 use crate::domain::{InternalTask, ModelName, WorkerName};
-use crate::turn::{TurnInput, build_turn};
+use crate::turn::{ClientContext, TurnInput, build_turn};
 
 use super::text::clip_chars;
 use super::{Catalog, CatalogEntry, RouteDecision, Router};
@@ -265,9 +265,12 @@ fn turn_input(case: &EvalCase) -> TurnInput {
     let mut input = TurnInput {
         messages,
         model: Some("auto".to_owned()),
-        stream: case.stream,
-        task_header: case.task_header.clone(),
-        client_identity: Some("eval".to_owned()),
+        response: ResponseMode::from_stream(case.stream),
+        client: ClientContext {
+            task_header: case.task_header.clone(),
+            client_identity: Some("eval".to_owned()),
+            ..ClientContext::default()
+        },
         ..TurnInput::default()
     };
     input.params.max_tokens = case.max_tokens;

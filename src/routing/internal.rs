@@ -117,7 +117,7 @@ fn by_template(
     task_marker: bool,
 ) -> Option<TurnKind> {
     let s = &turn.signals;
-    if s.stream {
+    if s.response.is_streamed() {
         return None;
     }
     let has_history_tag = prompt.contains("<chat_history>");

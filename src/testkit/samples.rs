@@ -23,7 +23,7 @@ pub fn sample_job(lane: &Lane) -> Job {
         internal_task: None,
         attempt: 0,
         avoid: vec![],
-        stream: true,
+        response: crate::chat::ResponseMode::Streamed,
         memory: None,
     }
 }

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::chat::{ChatMessage, Role, SamplingParams, ToolSpec};
+use crate::chat::{ChatMessage, ResponseMode, Role, SamplingParams, ToolSpec};
 use crate::config::HistoryConfig;
 use crate::domain::{ModelName, ParseError, ThreadId, WorkerName};
 
@@ -92,7 +92,7 @@ pub struct RequestSignals {
     /// The first system message's text, if any.
     pub system: Option<String>,
     /// Whether the client asked for a streamed answer.
-    pub stream: bool,
+    pub response: ResponseMode,
     pub max_tokens: Option<u32>,
     pub has_tools: bool,
 }
@@ -117,10 +117,10 @@ pub struct Turn {
     pub signals: RequestSignals,
     /// False when the client asked that this turn not be remembered.
     pub remember: bool,
-    /// The client takes the answer in one piece (a chat request without `stream`), so the
-    /// backend is asked for it in one piece too. False where answers are streamed or
-    /// watched as they come (`POST /route` and its events).
-    pub whole_answer: bool,
+    /// How the client takes the answer: [`ResponseMode::Whole`] (a chat request without
+    /// `stream`) has the backend asked for it in one piece too. Streamed where answers are
+    /// streamed or watched as they come (`POST /route` and its events).
+    pub response: ResponseMode,
 }
 
 /// A request could not become a turn.
@@ -141,22 +141,21 @@ pub enum TurnError {
 pub struct TurnInput {
     pub messages: Vec<ChatMessage>,
     pub model: Option<String>,
-    pub stream: bool,
+    /// How the client asked for the answer; the turn and its job keep it.
+    pub response: ResponseMode,
     pub params: SamplingParams,
     pub tools: Vec<ToolSpec>,
-    /// `X-OpenWebUI-Chat-Id` header.
-    pub chat_id_header: Option<String>,
+    /// What the front door read from the HTTP request besides the body.
+    pub client: ClientContext,
     /// A `chat_id` / `metadata.chat_id` field in the body.
     pub body_chat_id: Option<String>,
-    /// `X-OpenWebUI-Task` header.
-    pub task_header: Option<String>,
-    /// Who the client is (API key, user header, or peer), for the fallback thread hash.
-    pub client_identity: Option<String>,
+    /// Whether the request lets this turn be remembered (its headers and, for `/route`, its
+    /// body); the thread's own rule is applied to the turn by the front door.
     pub remember: bool,
 }
 
 /// Headers and identity a front door read from the HTTP request, shared by every wire format.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientContext {
     /// `X-OpenWebUI-Chat-Id` header.
     pub chat_id_header: Option<String>,
@@ -164,6 +163,21 @@ pub struct ClientContext {
     pub task_header: Option<String>,
     /// Who the client is (API key, user header, or peer), for the fallback thread hash.
     pub client_identity: Option<String>,
+    /// False when the request says `X-Coordinator-Remember: false` (or `0`, `no`, `off`);
+    /// the front door folds it into [`TurnInput::remember`].
+    pub remember: bool,
+}
+
+/// A client that says nothing: no Open WebUI headers, no identity, memory allowed.
+impl Default for ClientContext {
+    fn default() -> Self {
+        Self {
+            chat_id_header: None,
+            task_header: None,
+            client_identity: None,
+            remember: true,
+        }
+    }
 }
 
 /// Builds a turn from a chat request: current prompt, cleaned and capped history, thread.
@@ -190,7 +204,11 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         .map(|m| m.content.clone())
         .collect();
     let signals = RequestSignals {
-        task_header: input.task_header.clone().filter(|h| !h.trim().is_empty()),
+        task_header: input
+            .client
+            .task_header
+            .clone()
+            .filter(|h| !h.trim().is_empty()),
         message_count: input.messages.len(),
         user_message_count: input
             .messages
@@ -198,7 +216,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
             .filter(|m| m.role == Role::User)
             .count(),
         system: system.first().cloned(),
-        stream: input.stream,
+        response: input.response,
         max_tokens: input.params.max_tokens,
         has_tools: !input.tools.is_empty(),
     };
@@ -222,13 +240,14 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         params: input.params,
         signals,
         remember: input.remember,
-        whole_answer: false,
+        response: input.response,
     })
 }
 
 /// The header, then the body field, then a stable hash of the first user message and the client.
 fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
     if let Some(h) = input
+        .client
         .chat_id_header
         .as_deref()
         .filter(|h| !h.trim().is_empty())
@@ -250,7 +269,14 @@ fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
         .map(|m| m.content.as_str())
         .unwrap_or("");
     let mut h = Sha256::new();
-    h.update(input.client_identity.as_deref().unwrap_or("").as_bytes());
+    h.update(
+        input
+            .client
+            .client_identity
+            .as_deref()
+            .unwrap_or("")
+            .as_bytes(),
+    );
     h.update([0]);
     h.update(first_user.as_bytes());
     let digest = h.finalize();
@@ -260,16 +286,6 @@ fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
         let _ = write!(id, "{b:02x}");
     }
     ThreadId::parse(&id)
-}
-
-impl TurnInput {
-    /// Copies the client's headers and identity into the input.
-    pub fn with_client(mut self, client: ClientContext) -> Self {
-        self.chat_id_header = client.chat_id_header;
-        self.task_header = client.task_header;
-        self.client_identity = client.client_identity;
-        self
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,10 @@ const Q2: &str = "この市の特産物をおしえて";
 fn input(messages: Vec<ChatMessage>) -> TurnInput {
     TurnInput {
         messages,
-        client_identity: Some("key-1".into()),
+        client: ClientContext {
+            client_identity: Some("key-1".into()),
+            ..ClientContext::default()
+        },
         remember: true,
         ..Default::default()
     }
@@ -80,16 +83,16 @@ fn thread_id_prefers_header_then_body_then_hash() {
         build_turn(i.clone(), &cfg).unwrap().thread_id.as_str(),
         "body-id"
     );
-    i.chat_id_header = Some("header-id".into());
+    i.client.chat_id_header = Some("header-id".into());
     assert_eq!(
         build_turn(i.clone(), &cfg).unwrap().thread_id.as_str(),
         "header-id"
     );
-    i.chat_id_header = Some("bad\u{7}".into());
+    i.client.chat_id_header = Some("bad\u{7}".into());
     assert!(matches!(build_turn(i, &cfg), Err(TurnError::Thread(_))));
     // Another client with the same first message is another thread.
     let mut other = input(vec![ChatMessage::user(Q1)]);
-    other.client_identity = Some("key-2".into());
+    other.client.client_identity = Some("key-2".into());
     assert_ne!(
         build_turn(other, &cfg).unwrap().thread_id,
         build_turn(input(vec![ChatMessage::user(Q1)]), &cfg)
@@ -100,11 +103,15 @@ fn thread_id_prefers_header_then_body_then_hash() {
 
 #[test]
 fn client_context_fills_the_input() {
-    let i = input(vec![ChatMessage::user(Q1)]).with_client(ClientContext {
-        chat_id_header: Some("c1".into()),
-        task_header: Some("title_generation".into()),
-        client_identity: None,
-    });
+    let i = TurnInput {
+        client: ClientContext {
+            chat_id_header: Some("c1".into()),
+            task_header: Some("title_generation".into()),
+            client_identity: None,
+            remember: true,
+        },
+        ..input(vec![ChatMessage::user(Q1)])
+    };
     let t = build_turn(i, &HistoryConfig::default()).unwrap();
     assert_eq!(t.thread_id.as_str(), "c1");
     assert_eq!(t.signals.task_header.as_deref(), Some("title_generation"));

@@ -11,33 +11,7 @@ use super::searxng::SearchResult;
 use crate::backend::BackendRequest;
 use crate::chat::{ChatMessage, Role};
 use crate::domain::ModelName;
-
-/// The language answers and Coordinator's own texts are written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Lang {
-    Ja,
-    En,
-}
-
-impl Lang {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Ja => "Japanese",
-            Self::En => "English",
-        }
-    }
-}
-
-/// Japanese when the text holds any kana or kanji, English otherwise.
-pub fn detect_language(text: &str) -> Lang {
-    let japanese = text.chars().any(|c| {
-        matches!(c,
-            '\u{3040}'..='\u{30FF}' | '\u{31F0}'..='\u{31FF}' | '\u{3400}'..='\u{4DBF}'
-            | '\u{4E00}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}' | '\u{FF66}'..='\u{FF9F}')
-    });
-    if japanese { Lang::Ja } else { Lang::En }
-}
+use crate::lang::Lang;
 
 /// The note put before a fallback answer: no web search was used; it may be out of date.
 pub fn disclaimer(lang: Lang) -> &'static str {
@@ -208,6 +182,7 @@ pub fn fallback_request(base: &BackendRequest, lang: Lang) -> BackendRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lang::detect_language;
 
     fn result(title: &str, content: &str) -> SearchResult {
         SearchResult {
@@ -231,15 +206,6 @@ mod tests {
             params: Default::default(),
             tools: Vec::new(),
         }
-    }
-
-    #[test]
-    fn language_follows_kana_and_kanji() {
-        assert_eq!(detect_language("この市の特産物をおしえて"), Lang::Ja);
-        assert_eq!(detect_language("柏市"), Lang::Ja);
-        assert_eq!(detect_language("カシワ"), Lang::Ja);
-        assert_eq!(detect_language("What about its population?"), Lang::En);
-        assert_eq!(detect_language("Ça coûte combien ?"), Lang::En);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod rewrite;
 pub mod run;
 pub mod searxng;
 
-pub use answer::{Lang, Source, detect_language, disclaimer};
+pub use answer::{Source, disclaimer};
 pub use config::WebConfig;
 pub use query::{DerivedQuery, QuerySource};
 pub use rewrite::{BackendQueryRewriter, QueryRewriter, RewriteError};

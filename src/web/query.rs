@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::answer::{Lang, detect_language};
 use super::clean::{clean_text, collapse};
 use super::followup;
 use super::rewrite::{QueryRewriter, sanitize_model_query};
 use crate::chat::ChatMessage;
+use crate::lang::{Lang, detect_language};
 
 /// The longest query ever sent to SearXNG, in characters.
 pub const MAX_QUERY_CHARS: usize = 200;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde::Serialize;
 
-use super::answer::{self, Lang, Source, detect_language};
+use super::answer::{self, Source};
 use super::clean::clean_text;
 use super::config::WebConfig;
 use super::query::{QuerySource, derive_query};
@@ -23,6 +23,7 @@ use super::rewrite::QueryRewriter;
 use super::searxng::{SearchError, SearxngClient};
 use crate::backend::{Backend, BackendError, BackendRequest, ChunkStream};
 use crate::chat::{ChatMessage, Chunk, Role};
+use crate::lang::{Lang, detect_language};
 
 /// What the web lane needs, built once per worker.
 #[derive(Clone)]

@@ -294,7 +294,7 @@ impl Worker {
                     fallback,
                 })
             }
-            _ if job.stream => Ok(Opened {
+            _ if job.response.is_streamed() => Ok(Opened {
                 chunks: self.handle.backend.chat(&job.request).await?,
                 fallback: None,
             }),

@@ -1,9 +1,9 @@
 //! Ollama-compatible routes: `GET /api/tags`, `GET /api/ps`, `GET /api/version`,
-//! `POST /api/chat`, so Open WebUI can add Coordinator as an Ollama connection.
+//! `POST /api/chat` (a [`ChatWire`] for the shared chat handler), so Open WebUI can add
+//! Coordinator as an Ollama connection.
 
-use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 
@@ -11,11 +11,13 @@ use super::{
     ChatRequest, ModelDetails, ModelTag, NdjsonEncoder, PsResponse, RunningModel, TagsResponse,
     Timings, VersionResponse, encode_chat_response, timestamp,
 };
-use crate::api::chat::{self, Piece, body_frames, client_context};
+use crate::api::chat::{ChatReply, Piece};
 use crate::api::error::{ApiError, OllamaError};
-use crate::api::json::{parse_body, write_json};
+use crate::api::json::write_json;
+use crate::api::wire::ChatWire;
+use crate::chat::Chunk;
 use crate::service::Coordinator;
-use crate::turn::build_turn;
+use crate::turn::{Answer, ClientContext, TurnInput};
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
@@ -71,18 +73,30 @@ pub async fn version() -> Response {
     })
 }
 
-pub async fn chat(
-    State(state): State<Coordinator>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, OllamaError> {
-    let req: ChatRequest = parse_body(&body).map_err(ApiError::from)?;
-    let stream = req.wants_stream();
-    let requested = req.model.clone().unwrap_or_default();
-    if req.messages.is_empty() {
-        // Ollama loads the model and answers at once for an empty conversation.
+/// `POST /api/chat`, served by [`crate::api::wire::chat`].
+pub struct OllamaChat;
+
+/// One answer's encoder: the model it names, and the state of its stream.
+pub struct ChatEncoder {
+    model: String,
+    stream: NdjsonEncoder,
+}
+
+impl ChatWire for OllamaChat {
+    type Request = ChatRequest;
+    type Options = ();
+    type Encoder = ChatEncoder;
+    type Error = OllamaError;
+
+    const STREAM_CONTENT_TYPE: &'static str = "application/x-ndjson";
+
+    /// Ollama loads the model and answers at once for an empty conversation.
+    fn answer_at_once(req: &ChatRequest) -> Option<Response> {
+        if !req.messages.is_empty() {
+            return None;
+        }
         let line = serde_json::json!({
-            "model": requested,
+            "model": req.model.clone().unwrap_or_default(),
             "created_at": timestamp(Utc::now()),
             "message": {"role": "assistant", "content": ""},
             "done_reason": "load",
@@ -90,46 +104,39 @@ pub async fn chat(
         });
         let mut out = Vec::new();
         write_json(&mut out, &line);
-        return Ok(json_response(StatusCode::OK, out));
+        Some(json_response(StatusCode::OK, out))
     }
-    let input = req
-        .into_turn_input(client_context(&headers))
-        .map_err(ApiError::from)?;
-    let mut turn = build_turn(input, &state.config.history)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    turn.remember &= chat::may_remember(&headers, turn.thread_id.as_str());
-    turn.whole_answer = !stream;
-    let started = chat::start(&state, turn).await?;
-    let model = started.decision.model.to_string();
-    if !stream {
-        let (answer, extra) = started.into_answer().await?;
-        let mut out = Vec::with_capacity(answer.content.len() + 256);
+
+    fn into_turn_input(
+        req: ChatRequest,
+        client: ClientContext,
+    ) -> Result<(TurnInput, ()), ApiError> {
+        Ok((req.into_turn_input(client)?, ()))
+    }
+
+    fn encoder((): (), reply: &ChatReply) -> ChatEncoder {
+        let model = reply.decision.model.to_string();
+        ChatEncoder {
+            stream: NdjsonEncoder::new(model.clone()),
+            model,
+        }
+    }
+
+    fn encode_whole(encoder: ChatEncoder, answer: &Answer, out: &mut Vec<u8>) {
         let timings = Timings::from_usage(&answer.usage);
-        encode_chat_response(&mut out, &model, &timestamp(Utc::now()), &answer, timings);
-        let mut res = json_response(StatusCode::OK, out);
-        res.headers_mut().extend(extra);
-        return Ok(res);
+        encode_chat_response(out, &encoder.model, &timestamp(Utc::now()), answer, timings);
     }
-    let extra = started.headers();
-    let mut encoder = NdjsonEncoder::new(model);
-    let body = body_frames(started.into_pieces(), move |piece, buf| {
+
+    fn encode_piece(encoder: &mut ChatEncoder, piece: Piece, out: &mut Vec<u8>) {
         let now = timestamp(Utc::now());
         match piece {
             Piece::Chunk(c) => {
-                if let crate::chat::Chunk::Done { usage, .. } = &c {
-                    encoder.set_timings(Timings::from_usage(usage));
+                if let Chunk::Done { usage, .. } = &c {
+                    encoder.stream.set_timings(Timings::from_usage(usage));
                 }
-                encoder.push(&c, &now, buf);
+                encoder.stream.push(&c, &now, out);
             }
-            Piece::Failed(message) => encoder.push_error(&message, buf),
+            Piece::Failed(message) => encoder.stream.push_error(&message, out),
         }
-    });
-    let mut res = Response::new(Body::from_stream(body));
-    let h = res.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-ndjson"),
-    );
-    h.extend(extra);
-    Ok(res)
+    }
 }

@@ -13,7 +13,7 @@ use crate::api::openai::BodyError;
 use crate::api::openai::request::{
     RequestTool, Stop, arguments_text, convert_tools, data_uri_payload,
 };
-use crate::chat::{AnswerFormat, ChatMessage, Role, SamplingParams, Think, ToolCall};
+use crate::chat::{AnswerFormat, ChatMessage, ResponseMode, Role, SamplingParams, Think, ToolCall};
 use crate::turn::{ClientContext, TurnInput};
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -100,13 +100,14 @@ fn answer_format(v: Option<&Value>) -> Result<Option<AnswerFormat>, BodyError> {
 }
 
 impl ChatRequest {
-    pub fn wants_stream(&self) -> bool {
-        self.stream.unwrap_or(true)
+    /// `stream` defaults to true.
+    pub fn response_mode(&self) -> ResponseMode {
+        ResponseMode::from_stream(self.stream.unwrap_or(true))
     }
 
     /// Converts into the shared turn input; the client's headers come from the handler.
     pub fn into_turn_input(self, client: ClientContext) -> Result<TurnInput, BodyError> {
-        let stream = self.wants_stream();
+        let response = self.response_mode();
         let options = self.options.unwrap_or_default();
         let params = SamplingParams {
             temperature: options.temperature,
@@ -145,13 +146,13 @@ impl ChatRequest {
         Ok(TurnInput {
             messages,
             model: self.model,
-            stream,
+            response,
             params,
             tools,
-            remember: true,
+            remember: client.remember,
+            client,
             ..Default::default()
-        }
-        .with_client(client))
+        })
     }
 }
 
@@ -258,7 +259,11 @@ mod tests {
               "tools":[{"type":"function","function":{"name":"a","parameters":{}}}]}"#,
         )
         .unwrap();
-        assert!(i.stream, "Ollama streams by default");
+        assert_eq!(
+            i.response,
+            ResponseMode::Streamed,
+            "Ollama streams by default"
+        );
         assert_eq!(
             i.messages[0].images,
             vec!["aGk=".to_owned(), "eW8=".to_owned()]
@@ -326,7 +331,7 @@ mod tests {
     fn defaults_and_errors() {
         let i = parse(r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":false,"options":{"num_predict":-1}}"#)
             .unwrap();
-        assert!(!i.stream);
+        assert_eq!(i.response, ResponseMode::Whole);
         assert_eq!(i.params.max_tokens, None);
         let e = parse(r#"{"messages":[{"role":"user","content":"x","images":[1]}]}"#).unwrap_err();
         assert_eq!(e.path, "messages[0].images[0]");

@@ -1,18 +1,19 @@
-//! OpenAI-compatible routes: `GET /v1/models`, `POST /v1/chat/completions`.
+//! OpenAI-compatible routes: `GET /v1/models`, and `POST /v1/chat/completions` as a
+//! [`ChatWire`] for the shared chat handler.
 
-use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::{
     ChatCompletionRequest, CompletionMeta, ErrorBody, ModelEntry, ModelList, SseEncoder,
-    encode_completion, parse_body, write_json,
+    encode_completion, write_json,
 };
-use crate::api::chat::{self, Piece, body_frames, client_context};
+use crate::api::chat::{ChatReply, Piece};
 use crate::api::error::ApiError;
+use crate::api::wire::ChatWire;
 use crate::service::Coordinator;
-use crate::turn::build_turn;
+use crate::turn::{Answer, ClientContext, TurnInput};
 
 /// `auto`, every model, and every `model@worker`.
 pub async fn list_models(State(state): State<Coordinator>) -> Response {
@@ -38,48 +39,60 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-pub async fn chat_completions(
-    State(state): State<Coordinator>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let req: ChatCompletionRequest = parse_body(&body)?;
-    let stream = req.wants_stream();
-    let parsed = req.into_turn_input(client_context(&headers))?;
-    let mut turn = build_turn(parsed.input, &state.config.history)
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    turn.remember &= chat::may_remember(&headers, turn.thread_id.as_str());
-    turn.whole_answer = !stream;
-    let started = chat::start(&state, turn).await?;
-    let meta = CompletionMeta::new(
-        started.task_id,
-        chrono::Utc::now().timestamp(),
-        started.decision.model.to_string(),
-    );
-    if !stream {
-        let (answer, extra) = started.into_answer().await?;
-        let mut out = Vec::with_capacity(answer.content.len() + 256);
-        encode_completion(&mut out, &meta, &answer);
-        let mut res = json_response(StatusCode::OK, out);
-        res.headers_mut().extend(extra);
-        return Ok(res);
+/// `POST /v1/chat/completions`, served by [`crate::api::wire::chat`].
+pub struct OpenAiChat;
+
+/// One completion's encoder: its id, time and model, and the state of its stream.
+pub struct CompletionEncoder {
+    meta: CompletionMeta,
+    stream: SseEncoder,
+}
+
+impl ChatWire for OpenAiChat {
+    type Request = ChatCompletionRequest;
+    /// `stream_options.include_usage` on a streamed request: send the usage chunk.
+    type Options = bool;
+    type Encoder = CompletionEncoder;
+    type Error = ApiError;
+
+    const STREAM_CONTENT_TYPE: &'static str = "text/event-stream";
+
+    fn into_turn_input(
+        req: ChatCompletionRequest,
+        client: ClientContext,
+    ) -> Result<(TurnInput, bool), ApiError> {
+        let parsed = req.into_turn_input(client)?;
+        Ok((parsed.input, parsed.include_usage))
     }
-    let extra = started.headers();
-    let mut encoder = SseEncoder::new(meta, parsed.include_usage);
-    let body = body_frames(started.into_pieces(), move |piece, buf| match piece {
-        Piece::Chunk(c) => encoder.push(&c, buf),
-        Piece::Failed(message) => encoder.push_error(
-            &ErrorBody::new(message, "server_error", Some("backend_error")),
-            buf,
-        ),
-    });
-    let mut res = Response::new(Body::from_stream(body));
-    let h = res.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.extend(extra);
-    Ok(res)
+
+    /// `created` is the moment the first chunk is in.
+    fn encoder(include_usage: bool, reply: &ChatReply) -> CompletionEncoder {
+        let meta = CompletionMeta::new(
+            reply.task_id,
+            chrono::Utc::now().timestamp(),
+            reply.decision.model.to_string(),
+        );
+        CompletionEncoder {
+            stream: SseEncoder::new(meta.clone(), include_usage),
+            meta,
+        }
+    }
+
+    fn encode_whole(encoder: CompletionEncoder, answer: &Answer, out: &mut Vec<u8>) {
+        encode_completion(out, &encoder.meta, answer);
+    }
+
+    fn encode_piece(encoder: &mut CompletionEncoder, piece: Piece, out: &mut Vec<u8>) {
+        match piece {
+            Piece::Chunk(c) => encoder.stream.push(&c, out),
+            Piece::Failed(message) => encoder.stream.push_error(
+                &ErrorBody::new(message, "server_error", Some("backend_error")),
+                out,
+            ),
+        }
+    }
+
+    fn stream_headers(headers: &mut HeaderMap) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
 }

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use super::BodyError;
 use crate::chat::{
-    AnswerFormat, ChatMessage, Role, SamplingParams, Think, ToolCall, ToolChoice, ToolSpec,
+    AnswerFormat, ChatMessage, ResponseMode, Role, SamplingParams, Think, ToolCall, ToolChoice,
+    ToolSpec,
 };
 use crate::turn::{ClientContext, TurnInput};
 
@@ -178,8 +179,8 @@ pub struct ParsedChat {
 
 impl ChatCompletionRequest {
     /// `stream` defaults to false.
-    pub fn wants_stream(&self) -> bool {
-        self.stream.unwrap_or(false)
+    pub fn response_mode(&self) -> ResponseMode {
+        ResponseMode::from_stream(self.stream.unwrap_or(false))
     }
 
     /// The `user` field as an identity: the string, or the object's `id`.
@@ -192,10 +193,10 @@ impl ChatCompletionRequest {
     }
 
     /// Converts into the shared turn input; the client's headers come from the handler.
-    pub fn into_turn_input(self, client: ClientContext) -> Result<ParsedChat, BodyError> {
-        let stream = self.wants_stream();
-        let include_usage =
-            stream && self.stream_options.as_ref().and_then(|o| o.include_usage) == Some(true);
+    pub fn into_turn_input(self, mut client: ClientContext) -> Result<ParsedChat, BodyError> {
+        let response = self.response_mode();
+        let include_usage = response.is_streamed()
+            && self.stream_options.as_ref().and_then(|o| o.include_usage) == Some(true);
         let user_id = self.user_id();
         let messages = self
             .messages
@@ -239,21 +240,17 @@ impl ChatCompletionRequest {
         let body_chat_id = self
             .chat_id
             .or_else(|| self.metadata.and_then(|m| m.chat_id));
-        let client_identity = client.client_identity.clone().or(user_id);
+        client.client_identity = client.client_identity.or(user_id);
         let input = TurnInput {
             messages,
             model: self.model,
-            stream,
+            response,
             params,
             tools,
             body_chat_id,
-            remember: true,
-            ..Default::default()
-        }
-        .with_client(ClientContext {
-            client_identity,
-            ..client
-        });
+            remember: client.remember,
+            client,
+        };
         Ok(ParsedChat {
             input,
             include_usage,

@@ -38,7 +38,7 @@ fn open_webui_body_converts() {
     let p = parse(body).unwrap();
     assert!(p.include_usage);
     let i = &p.input;
-    assert!(i.stream);
+    assert_eq!(i.response, ResponseMode::Streamed);
     assert_eq!(i.model.as_deref(), Some("auto"));
     assert_eq!(i.messages.len(), 5);
     assert_eq!(i.messages[1].content, "what is this?");
@@ -52,7 +52,7 @@ fn open_webui_body_converts() {
     assert_eq!(i.params.temperature, Some(0.5));
     assert_eq!(i.tools.len(), 1);
     assert_eq!(i.body_chat_id.as_deref(), Some("meta-chat"));
-    assert_eq!(i.client_identity.as_deref(), Some("u-1"));
+    assert_eq!(i.client.client_identity.as_deref(), Some("u-1"));
     assert!(i.remember);
     let turn = build_turn(p.input, &HistoryConfig::default()).unwrap();
     assert_eq!(turn.prompt, "thanks");
@@ -67,13 +67,13 @@ fn defaults_and_variants() {
             "tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none","user":"me"}"#,
     )
     .unwrap();
-    assert!(!p.input.stream);
+    assert_eq!(p.input.response, ResponseMode::Whole);
     assert!(!p.include_usage, "usage chunk only for streams");
     assert_eq!(p.input.messages[0].role, Role::System);
     assert_eq!(p.input.params.stop, vec!["a".to_owned(), "b".to_owned()]);
     assert_eq!(p.input.body_chat_id.as_deref(), Some("top"));
     assert!(p.input.tools.is_empty(), "tool_choice none drops tools");
-    assert_eq!(p.input.client_identity.as_deref(), Some("me"));
+    assert_eq!(p.input.client.client_identity.as_deref(), Some("me"));
     assert_eq!(p.input.model, None);
 }
 

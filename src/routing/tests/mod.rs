@@ -10,10 +10,10 @@ mod templates;
 
 use std::collections::BTreeMap;
 
-use crate::chat::ChatMessage;
+use crate::chat::{ChatMessage, ResponseMode};
 use crate::config::{HistoryConfig, InternalTasksConfig};
 use crate::domain::{ModelName, WorkerName};
-use crate::turn::{Turn, TurnInput, build_turn};
+use crate::turn::{ClientContext, Turn, TurnInput, build_turn};
 
 use super::{Catalog, CatalogEntry, DomainConfig, Router, RoutingConfig};
 
@@ -43,8 +43,11 @@ pub fn request(
     let mut input = TurnInput {
         messages,
         model: Some(model.to_owned()),
-        stream,
-        task_header: header.map(str::to_owned),
+        response: ResponseMode::from_stream(stream),
+        client: ClientContext {
+            task_header: header.map(str::to_owned),
+            ..ClientContext::default()
+        },
         ..TurnInput::default()
     };
     input.params.max_tokens = max_tokens;

@@ -1,4 +1,5 @@
-//! Waiting for a task's answer: the first token within the route timeout, then the rest.
+//! Waiting for a submitted task's answer: its first chunk (within the route timeout, or the
+//! answer limit once a worker runs a whole answer), then the rest.
 //!
 //! Front doors answer 200 only once the backend has produced its first chunk, so a
 //! backend that is down becomes a proper HTTP error rather than a broken stream.
@@ -14,8 +15,8 @@ use crate::events::{EventStream, TaskEvent};
 use crate::turn::Answer;
 
 /// The first chunk of an answer and the stream of what follows.
-pub struct Started {
-    pub first: Chunk,
+pub struct FirstChunk {
+    pub chunk: Chunk,
     pub worker: Option<WorkerName>,
     pub rest: EventStream,
 }
@@ -27,17 +28,17 @@ fn failed(task_id: TaskId, message: &str) -> ApiError {
     }
 }
 
-/// What the client waits for within the route timeout.
+/// How long the first chunk may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
-    /// The first chunk of a streamed answer.
-    FirstChunk,
-    /// A worker starting the task; then, for at most `answer`, the whole answer, which
-    /// arrives in one piece as late as the backend takes to generate it.
-    Started { answer: Duration },
+pub enum Deadline {
+    /// The route timeout, for the first chunk of a streamed answer.
+    RouteTimeout,
+    /// The route timeout for a worker to start the task; then, for at most `answer`, the
+    /// whole answer, which arrives in one piece as late as the backend takes to generate it.
+    AfterStart { answer: Duration },
 }
 
-/// Waits up to `timeout` for the first chunk (or, with [`Wait::Started`], for a worker to
+/// Waits up to `timeout` for the first chunk (or, with [`Deadline::AfterStart`], for a worker to
 /// start the task, then up to its `answer` limit for the first chunk). A failure before
 /// it is an error response; a timeout before a worker started says the cluster is busy
 /// and names the task, which stays queued.
@@ -45,19 +46,19 @@ pub async fn first_chunk(
     task_id: TaskId,
     mut events: EventStream,
     timeout: Duration,
-    wait: Wait,
-) -> Result<Started, ApiError> {
+    deadline: Deadline,
+) -> Result<FirstChunk, ApiError> {
     let busy = || ApiError::Busy {
         task_id,
         waited_s: timeout.as_secs(),
-        lang: crate::web::Lang::En,
+        lang: crate::lang::Lang::En,
     };
     let mut worker = None;
-    let mut deadline = tokio::time::Instant::now() + timeout;
+    let mut until = tokio::time::Instant::now() + timeout;
     // Set once a worker runs a whole answer: then the wait is for the answer itself.
     let mut answering: Option<Duration> = None;
     loop {
-        let next = match tokio::time::timeout_at(deadline, events.next()).await {
+        let next = match tokio::time::timeout_at(until, events.next()).await {
             Ok(next) => next,
             Err(_) => {
                 return Err(match answering {
@@ -75,21 +76,21 @@ pub async fn first_chunk(
         match next {
             Some(TaskEvent::Started { worker: w }) => {
                 worker = Some(w);
-                if let Wait::Started { answer } = wait {
+                if let Deadline::AfterStart { answer } = deadline {
                     answering = Some(answer);
-                    deadline = tokio::time::Instant::now() + answer;
+                    until = tokio::time::Instant::now() + answer;
                 }
             }
             Some(TaskEvent::Retrying { .. }) => {
                 worker = None;
                 // Back in a queue: the wait for a worker starts again.
                 if answering.take().is_some() {
-                    deadline = tokio::time::Instant::now() + timeout;
+                    until = tokio::time::Instant::now() + timeout;
                 }
             }
             Some(TaskEvent::Chunk { chunk }) => {
-                return Ok(Started {
-                    first: chunk,
+                return Ok(FirstChunk {
+                    chunk,
                     worker,
                     rest: events,
                 });
@@ -106,10 +107,10 @@ pub async fn first_chunk(
 
 /// Reads an answer to its end. A failure after the first token is an error response too:
 /// a non-streaming client has nothing else to show.
-pub async fn collect(task_id: TaskId, started: Started) -> Result<Answer, ApiError> {
+pub async fn collect(task_id: TaskId, first: FirstChunk) -> Result<Answer, ApiError> {
     let mut out = Answer::default();
-    out.push(&started.first);
-    let mut rest = started.rest;
+    out.push(&first.chunk);
+    let mut rest = first.rest;
     while out.finish_reason.is_none() {
         match rest.next().await {
             Some(TaskEvent::Chunk { chunk }) => out.push(&chunk),
@@ -149,11 +150,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_whole_answer_is_awaited_up_to_its_limit_after_the_start() {
         let id = TaskId::new();
-        let wait = Wait::Started {
+        let deadline = Deadline::AfterStart {
             answer: Duration::from_secs(600),
         };
         let begun = tokio::time::Instant::now();
-        let err = first_chunk(id, events(vec![started()]), ROUTE, wait)
+        let err = first_chunk(id, events(vec![started()]), ROUTE, deadline)
             .await
             .err()
             .unwrap();
@@ -164,14 +165,14 @@ mod tests {
         assert_eq!(begun.elapsed(), Duration::from_secs(600));
 
         // Without a start, the route timeout says busy.
-        let err = first_chunk(id, events(vec![]), ROUTE, wait)
+        let err = first_chunk(id, events(vec![]), ROUTE, deadline)
             .await
             .err()
             .unwrap();
         assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
 
         // A stream is not allowed past the route timeout after its start.
-        let err = first_chunk(id, events(vec![started()]), ROUTE, Wait::FirstChunk)
+        let err = first_chunk(id, events(vec![started()]), ROUTE, Deadline::RouteTimeout)
             .await
             .err()
             .unwrap();
@@ -195,12 +196,12 @@ mod tests {
                 .chain(futures::stream::pending()),
             ),
         );
-        let wait = Wait::Started {
+        let deadline = Deadline::AfterStart {
             answer: Duration::from_secs(600),
         };
-        let got = first_chunk(id, late, ROUTE, wait).await.unwrap();
+        let got = first_chunk(id, late, ROUTE, deadline).await.unwrap();
         assert_eq!(
-            got.first,
+            got.chunk,
             Chunk::Content {
                 text: "late but whole".into()
             }
