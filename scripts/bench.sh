@@ -73,7 +73,10 @@ trap cleanup EXIT
 ensure_tools
 if [[ -z "${BENCH_BIN:-}" ]]; then
   log "building release binaries"
-  (cd "$ROOT" && cargo build --release --quiet --bin coordinator --bin fake-llm --bin bench-client --bin bench-proxy)
+  # Two builds: fake-llm needs the `testkit` feature, and coordinator is benched as a
+  # user builds it, without the fakes.
+  (cd "$ROOT" && cargo build --release --quiet --bin coordinator --bin bench-client --bin bench-proxy \
+    && cargo build --release --quiet --features testkit --bin fake-llm)
 fi
 
 WORK="$(mktemp -d -t coordinator-bench.XXXXXX)"

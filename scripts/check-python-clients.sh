@@ -15,7 +15,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cargo build --quiet --bin coordinator --bin fake-llm
+# fake-llm needs the `testkit` feature; one build with it for both binaries reuses what
+# `cargo test` built.
+cargo build --quiet --features testkit --bin coordinator --bin fake-llm
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv

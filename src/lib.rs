@@ -21,6 +21,7 @@ pub mod service;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod turn;
 pub mod web;

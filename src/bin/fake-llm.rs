@@ -2,6 +2,9 @@
 //! and benchmarks, until Ctrl-C or SIGTERM.
 //!
 //! `fake-llm --listen 127.0.0.1:11434 --model qwen2.5:7b --model llama3.1:8b+tools`
+//!
+//! The fakes are behind the `testkit` feature, so this binary needs it:
+//! `cargo run --release --features testkit --bin fake-llm -- --help`.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,5 +1,9 @@
-//! Test and benchmark helpers shipped in the library: fake servers that speak real wire
-//! protocols, started on port 0, and helpers for reading backend streams.
+//! Test and benchmark helpers: fake servers that speak real wire protocols, started on
+//! port 0, a Redis server for tests, sample data and helpers for reading backend streams.
+//!
+//! Not part of the shipped library: compiled for this crate's unit tests and, behind the
+//! `testkit` feature, for the integration tests and benches (a dev-dependency turns it on)
+//! and the `fake-llm` binary (`cargo run --release --features testkit --bin fake-llm`).
 
 pub mod chunks;
 pub mod fake_llm;
