@@ -13,7 +13,7 @@ use std::time::Instant;
 use coordinator::chat::{ChatMessage, ResponseMode};
 use coordinator::config::{HistoryConfig, InternalTasksConfig};
 use coordinator::domain::{ModelName, WorkerName};
-use coordinator::routing::{Catalog, CatalogEntry, Router, RoutingConfig};
+use coordinator::routing::{Catalog, CatalogEntry, Decider, RoutingConfig};
 use coordinator::turn::{Turn, TurnInput, build_turn};
 use criterion::{Criterion, criterion_group};
 
@@ -68,8 +68,8 @@ fn inputs() -> Vec<(&'static str, Turn)> {
     ]
 }
 
-fn setup() -> (Router, Catalog, tokio::runtime::Runtime) {
-    let router = Router::new(RoutingConfig::default(), InternalTasksConfig::default());
+fn setup() -> (Decider, Catalog, tokio::runtime::Runtime) {
+    let decider = Decider::new(RoutingConfig::default(), InternalTasksConfig::default());
     let entry = |m: &str| CatalogEntry {
         worker: WorkerName::parse("moon").expect("worker"),
         model: ModelName::parse(m).expect("model"),
@@ -80,16 +80,16 @@ fn setup() -> (Router, Catalog, tokio::runtime::Runtime) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    (router, catalog, rt)
+    (decider, catalog, rt)
 }
 
 fn percentiles() {
-    let (router, catalog, rt) = setup();
+    let (decider, catalog, rt) = setup();
     for (name, turn) in inputs() {
         let mut samples: Vec<u128> = (0..20_000)
             .map(|_| {
                 let start = Instant::now();
-                let d = rt.block_on(router.decide(black_box(&turn), &catalog));
+                let d = rt.block_on(decider.decide(black_box(&turn), &catalog));
                 black_box(d.expect("decision"));
                 start.elapsed().as_nanos()
             })
@@ -107,11 +107,11 @@ fn percentiles() {
 }
 
 fn decide(c: &mut Criterion) {
-    let (router, catalog, rt) = setup();
+    let (decider, catalog, rt) = setup();
     let mut group = c.benchmark_group("route_decide");
     for (name, turn) in inputs() {
         group.bench_function(name, |b| {
-            b.iter(|| rt.block_on(router.decide(black_box(&turn), &catalog)))
+            b.iter(|| rt.block_on(decider.decide(black_box(&turn), &catalog)))
         });
     }
     group.finish();

@@ -9,7 +9,7 @@ use anyhow::Context;
 use crate::chat::ChatMessage;
 use crate::config::{self, BackendConfig, BackendKind, Config, QueueConfig, StoreConfig};
 use crate::domain::{InternalTask, TaskId, TaskStatus};
-use crate::routing::Router;
+use crate::routing::Decider;
 use crate::startup::{build_registry, open_store};
 use crate::store::TaskFilter;
 use crate::turn::{ClientContext, TurnInput, build_turn};
@@ -71,7 +71,7 @@ pub async fn route_preview(
 ) -> anyhow::Result<()> {
     let registry = build_registry(cfg, None)?;
     registry.refresh_all().await;
-    let router = Router::new(cfg.routing.clone(), cfg.internal_tasks.clone());
+    let decider = Decider::new(cfg.routing.clone(), cfg.internal_tasks.clone());
     let input = TurnInput {
         messages: vec![ChatMessage::user(prompt)],
         model,
@@ -86,17 +86,17 @@ pub async fn route_preview(
     let mut catalog = registry.catalog();
     if catalog.entries.is_empty() {
         eprintln!("note: no backend answered; the model below is a placeholder");
-        catalog = crate::routing::eval::eval_catalog(&router);
+        catalog = crate::routing::eval::eval_catalog(&decider);
     }
-    let decision = router.decide(&turn, &catalog).await?;
+    let decision = decider.decide(&turn, &catalog).await?;
     println!("{}", serde_json::to_string_pretty(&decision)?);
     Ok(())
 }
 
 /// `eval routing FILE`: accuracy per field and the misses.
 pub async fn eval_routing(cfg: &Config, file: &Path) -> anyhow::Result<()> {
-    let router = Router::new(cfg.routing.clone(), cfg.internal_tasks.clone());
-    let report = crate::routing::eval::run_file(file, &router).await?;
+    let decider = Decider::new(cfg.routing.clone(), cfg.internal_tasks.clone());
+    let report = crate::routing::eval::run_file(file, &decider).await?;
     println!("{report}");
     Ok(())
 }

@@ -29,7 +29,7 @@ impl Metrics {
         {
             self.internal[i].fetch_add(1, Ordering::Relaxed);
         }
-        if decision.rules_answer().is_some() {
+        if decision.rules_reply().is_some() {
             self.rules_answered.fetch_add(1, Ordering::Relaxed);
         }
         if decision.web_search() {

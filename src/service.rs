@@ -1,6 +1,6 @@
 //! The service layer: one turn in, one recorded and queued task out.
 //!
-//! Every front door calls [`Coordinator::submit`]: it routes the turn, composes what the
+//! Every front door calls [`AppState::submit`]: it routes the turn, composes what the
 //! worker receives (history + memory + original prompt) and hands the task (with the
 //! user's original prompt only) and its job to the [`Dispatcher`], which records and
 //! starts it. Ids and timestamps are made here; the store only persists them.
@@ -17,10 +17,12 @@ use crate::domain::{TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::memory::policy;
 use crate::queue::{Job, MemoryNote, QueueError};
-use crate::routing::{RouteDecision, RouteError, Router, Target};
+use crate::routing::{Decider, RouteDecision, RouteError, Target};
 use crate::store::{NewTask, StoreError, TaskStore};
+use crate::telemetry::InSpan;
 use crate::turn::{History, Turn};
 use crate::worker::Directory;
+use tracing::Instrument;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -48,17 +50,18 @@ impl From<DispatchError> for SubmitError {
 }
 
 /// A submitted task: its id, the decision, and its events from the first.
-pub struct Submission {
+pub struct Submitted {
     pub task_id: TaskId,
     pub decision: RouteDecision,
     /// The worker expected to run the task (the pinned one, or the best candidate now).
     pub worker_hint: Option<WorkerName>,
+    /// Read inside the task's span (see [`crate::telemetry::task_span`]).
     pub events: EventStream,
 }
 
 /// Cheap to clone: every field is a handle.
 #[derive(Clone)]
-pub struct Coordinator {
+pub struct AppState {
     pub config: Arc<Config>,
     /// Records and starts tasks (embedded or cluster mode).
     pub dispatch: Dispatcher,
@@ -66,7 +69,7 @@ pub struct Coordinator {
     pub store: Arc<dyn TaskStore>,
     /// For following a task's events; a submitted task's come with its submission.
     pub events: Arc<dyn EventBus>,
-    pub router: Router,
+    pub decider: Decider,
     pub directory: Arc<dyn Directory>,
     /// When this process started (shown as model creation times).
     pub started_at: chrono::DateTime<Utc>,
@@ -75,38 +78,55 @@ pub struct Coordinator {
     pub memory: Option<crate::memory::Memory>,
 }
 
-impl Coordinator {
+impl AppState {
     /// The routing decision for a turn, without running anything.
     pub async fn preview(&self, turn: &Turn) -> Result<RouteDecision, RouteError> {
-        self.router.decide(turn, &self.directory.catalog()).await
+        self.decider.decide(turn, &self.directory.catalog()).await
     }
 
     /// Routes, records, composes and queues one turn; returns once its row is durable.
-    pub async fn submit(&self, turn: Turn) -> Result<Submission, SubmitError> {
+    pub async fn submit(&self, turn: Turn) -> Result<Submitted, SubmitError> {
         self.submit_until(turn, Until::Recorded).await
     }
 
     /// Like [`submit`](Self::submit), for a client that waits for the answer: returns as
     /// soon as the task is started or queued (see [`Until::Started`]).
-    pub async fn submit_for_answer(&self, turn: Turn) -> Result<Submission, SubmitError> {
+    pub async fn submit_for_answer(&self, turn: Turn) -> Result<Submitted, SubmitError> {
         self.submit_until(turn, Until::Started).await
     }
 
-    async fn submit_until(&self, turn: Turn, until: Until) -> Result<Submission, SubmitError> {
-        let decision = self.router.decide(&turn, &self.directory.catalog()).await?;
+    async fn submit_until(&self, turn: Turn, until: Until) -> Result<Submitted, SubmitError> {
+        let decision = self
+            .decider
+            .decide(&turn, &self.directory.catalog())
+            .await?;
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();
+        let span = crate::telemetry::task_span(task_id, Some(&turn.thread_id), decision.lane());
+        let mut submitted = self
+            .record_and_start(turn, decision, task_id, until)
+            .instrument(span.clone())
+            .await?;
+        submitted.events = Box::pin(InSpan::new(submitted.events, span));
+        Ok(submitted)
+    }
+
+    /// Records the routed turn's task and starts it (or records its rules answer).
+    async fn record_and_start(
+        &self,
+        turn: Turn,
+        decision: RouteDecision,
+        task_id: TaskId,
+        until: Until,
+    ) -> Result<Submitted, SubmitError> {
         let created_at = Utc::now();
         tracing::info!(
-            task_id = %task_id,
-            thread_id = %turn.thread_id,
             domain = %decision.domain,
             model = %decision.model,
-            queue = %decision.lane(),
             internal_task = decision.internal_task.map(|k| k.as_str()),
             web_search = decision.web_search(),
             named = decision.named,
-            rules_answer = decision.rules_answer().is_some(),
+            rules_answer = decision.rules_reply().is_some(),
             reasons = ?decision.reasons,
             "turn routed"
         );
@@ -138,13 +158,13 @@ impl Coordinator {
 
         let lane = match &decision.target {
             Target::Lane(lane) => lane.clone(),
-            Target::Rules { answer } => {
+            Target::Rules { reply } => {
                 task.status = TaskStatus::Done;
-                task.response = Some(answer.clone());
+                task.response = Some(reply.clone());
                 task.worker_id = WorkerName::parse(RULES_WORKER).ok();
                 self.dispatch.record_finished(task).await?;
-                let events = rules_answer_events(answer);
-                return Ok(Submission {
+                let events = rules_reply_events(reply);
+                return Ok(Submitted {
                     task_id,
                     decision,
                     worker_hint: WorkerName::parse(RULES_WORKER).ok(),
@@ -184,7 +204,7 @@ impl Coordinator {
             .dispatch
             .dispatch(task, job, worker_hint.as_ref(), until)
             .await?;
-        Ok(Submission {
+        Ok(Submitted {
             task_id,
             decision,
             worker_hint,
@@ -196,11 +216,11 @@ impl Coordinator {
 /// The worker name recorded for internal tasks answered by rules.
 pub const RULES_WORKER: &str = "rules";
 
-fn rules_answer_events(answer: &str) -> EventStream {
+fn rules_reply_events(reply: &str) -> EventStream {
     let events = vec![
         TaskEvent::Chunk {
             chunk: Chunk::Content {
-                text: answer.to_owned(),
+                text: reply.to_owned(),
             },
         },
         TaskEvent::Chunk {
@@ -253,3 +273,6 @@ pub fn compose(
         tools: turn.tools.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -15,7 +15,7 @@ use crate::domain::TaskId;
 use crate::events::TaskEvent;
 use crate::lang::{Lang, detect_language};
 use crate::routing::RouteDecision;
-use crate::service::Coordinator;
+use crate::service::AppState;
 use crate::turn::decoration::{Decoration, RouteInfo};
 use crate::turn::{Answer, Turn};
 
@@ -91,7 +91,7 @@ impl ChatReply {
     /// for a whole answer, for a worker to start it within that time, then for the answer as
     /// long as the backend may take (`[timeouts] answer_s`).
     /// Errors a chat shows are in the language of the user's prompt.
-    pub async fn start(state: &Coordinator, turn: Turn) -> Result<Self, ApiError> {
+    pub async fn start(state: &AppState, turn: Turn) -> Result<Self, ApiError> {
         let lang = detect_language(&turn.prompt);
         let timeouts = &state.config.timeouts;
         let deadline = match turn.response {

@@ -6,13 +6,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::service::Coordinator;
+use crate::service::AppState;
 
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-pub async fn readyz(State(state): State<Coordinator>) -> (StatusCode, Json<Value>) {
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let store = state.store.ping().await;
     let queue = state.dispatch.queue().ping().await;
     let backends = state.directory.any_healthy();
@@ -41,7 +41,7 @@ pub async fn readyz(State(state): State<Coordinator>) -> (StatusCode, Json<Value
     (status, Json(body))
 }
 
-pub async fn workers(State(state): State<Coordinator>) -> Json<Value> {
+pub async fn workers(State(state): State<AppState>) -> Json<Value> {
     let depths: Vec<Value> = state
         .dispatch
         .queue()
@@ -54,7 +54,7 @@ pub async fn workers(State(state): State<Coordinator>) -> Json<Value> {
     Json(json!({"workers": state.directory.statuses(), "queues": depths}))
 }
 
-pub async fn metrics(State(state): State<Coordinator>) -> impl axum::response::IntoResponse {
+pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
     (
         [(
             axum::http::header::CONTENT_TYPE,

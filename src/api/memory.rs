@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::error::ApiError;
 use crate::domain::ThreadId;
 use crate::memory::{Memory, MemoryHit, MemoryItem};
-use crate::service::Coordinator;
+use crate::service::AppState;
 
 const DEFAULT_LIMIT: u32 = 50;
 const MAX_LIMIT: u32 = 1000;
@@ -35,7 +35,7 @@ pub struct Listed {
     score: Option<f32>,
 }
 
-fn memory(state: &Coordinator) -> Result<&Memory, ApiError> {
+fn memory(state: &AppState) -> Result<&Memory, ApiError> {
     state
         .memory
         .as_ref()
@@ -57,7 +57,7 @@ fn thread(raw: Option<&str>) -> Result<Option<ThreadId>, ApiError> {
 }
 
 pub async fn list(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     q: Result<Query<MemoryQuery>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let memory = memory(&state)?;
@@ -86,7 +86,7 @@ pub async fn list(
 }
 
 pub async fn forget_one(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let memory = memory(&state)?;
@@ -102,7 +102,7 @@ pub async fn forget_one(
 }
 
 pub async fn forget_thread(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     q: Result<Query<MemoryQuery>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let memory = memory(&state)?;

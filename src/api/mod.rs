@@ -25,10 +25,10 @@ use axum::routing::{delete, get, post};
 
 pub use error::{ApiError, OllamaError};
 
-use crate::service::Coordinator;
+use crate::service::AppState;
 
 /// All routes, with the shared state.
-pub fn router(state: Coordinator) -> Router {
+pub fn router(state: AppState) -> Router {
     let open = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -65,7 +65,7 @@ pub fn router(state: Coordinator) -> Router {
 
 /// Checks `Authorization: Bearer <key>` when `[server] api_keys` is set.
 async fn require_api_key(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {

@@ -15,7 +15,7 @@ use crate::chat::{ChatMessage, ResponseMode, Role};
 use crate::domain::WorkerName;
 use crate::memory::thread_allows_memory;
 use crate::routing::RouteDecision;
-use crate::service::Coordinator;
+use crate::service::AppState;
 use crate::turn::{History, Turn, TurnInput, build_turn};
 
 /// `history` as the seed sent it (one text), or as chat messages.
@@ -59,7 +59,7 @@ pub struct RouteResponse {
 
 /// Turns the seed's request shape into a turn, with the same history rules as chat APIs.
 pub fn turn_from_route(
-    state: &Coordinator,
+    state: &AppState,
     req: RouteRequest,
     headers: &HeaderMap,
 ) -> Result<Turn, ApiError> {
@@ -104,7 +104,7 @@ fn keep_tail(text: &str, max_chars: usize) -> String {
 }
 
 pub async fn route(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     headers: HeaderMap,
     ApiJson(req): ApiJson<RouteRequest>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
@@ -143,7 +143,7 @@ pub struct PreviewQuery {
 }
 
 pub async fn preview_get(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     headers: HeaderMap,
     Query(q): Query<PreviewQuery>,
 ) -> Result<Json<RouteDecision>, ApiError> {
@@ -161,7 +161,7 @@ pub async fn preview_get(
 /// Accepts the seed's `{"prompt": ...}` or a whole OpenAI chat request (headers included),
 /// so the decision for an Open WebUI request can be checked without running it.
 pub async fn preview_post(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<RouteDecision>, ApiError> {

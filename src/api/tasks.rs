@@ -11,7 +11,7 @@ use super::error::ApiError;
 use crate::chat::Chunk;
 use crate::domain::{TaskId, TaskStatus};
 use crate::events::{EventStream, TaskEvent};
-use crate::service::Coordinator;
+use crate::service::AppState;
 use crate::store::TaskRecord;
 
 fn parse_id(id: &str) -> Result<TaskId, ApiError> {
@@ -21,7 +21,7 @@ fn parse_id(id: &str) -> Result<TaskId, ApiError> {
     })
 }
 
-async fn load(state: &Coordinator, id: TaskId) -> Result<TaskRecord, ApiError> {
+async fn load(state: &AppState, id: TaskId) -> Result<TaskRecord, ApiError> {
     state
         .store
         .get(id)
@@ -31,7 +31,7 @@ async fn load(state: &Coordinator, id: TaskId) -> Result<TaskRecord, ApiError> {
 }
 
 pub async fn get_task(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<TaskRecord>, ApiError> {
     let id = parse_id(&id)?;
@@ -41,7 +41,7 @@ pub async fn get_task(
 /// Streams a task's events. Subscribes first, then reads the store: a task that already
 /// ended is answered from the store, one still running from its live events.
 pub async fn task_events(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = parse_id(&id)?;

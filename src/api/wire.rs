@@ -16,7 +16,7 @@ use super::error::ApiError;
 use super::json::parse_body;
 use crate::chat::ResponseMode;
 use crate::memory::thread_allows_memory;
-use crate::service::Coordinator;
+use crate::service::AppState;
 use crate::turn::{Answer, ClientContext, TurnInput, build_turn};
 
 /// A chat API's wire format. Whether the client streams is the [`TurnInput::response`] it
@@ -60,7 +60,7 @@ pub trait ChatWire: Send + 'static {
 
 /// A chat request in wire format `W`.
 pub async fn chat<W: ChatWire>(
-    State(state): State<Coordinator>,
+    State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, W::Error> {
@@ -70,7 +70,7 @@ pub async fn chat<W: ChatWire>(
 }
 
 async fn reply<W: ChatWire>(
-    state: &Coordinator,
+    state: &AppState,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, ApiError> {

@@ -78,7 +78,7 @@ impl Stream for HeldUntilRecorded {
                 Poll::Ready(event)
             }
             Poll::Ready(Err(e)) => {
-                tracing::error!(task_id = %this.task_id, error = %e, "could not record the task");
+                tracing::error!(error = %e, "could not record the task");
                 this.state = State::Ended;
                 Poll::Ready(Some(TaskEvent::Failed {
                     message: format!("task {} could not be recorded: {e}", this.task_id),

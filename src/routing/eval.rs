@@ -35,7 +35,7 @@ use crate::domain::{InternalTask, ModelName, WorkerName};
 use crate::turn::{ClientContext, TurnInput, build_turn};
 
 use super::text::clip_chars;
-use super::{Catalog, CatalogEntry, RouteDecision, Router};
+use super::{Catalog, CatalogEntry, Decider, RouteDecision};
 
 /// One labelled prompt.
 #[derive(Debug, Clone, Deserialize)]
@@ -148,18 +148,18 @@ pub fn parse_cases(text: &str) -> Result<Vec<(usize, EvalCase)>, EvalError> {
 
 /// Runs the router over the JSONL file at `path`, with a catalog that serves every model
 /// the routing config names (see [`eval_catalog`]).
-pub async fn run_file(path: &Path, router: &Router) -> Result<EvalReport, EvalError> {
+pub async fn run_file(path: &Path, decider: &Decider) -> Result<EvalReport, EvalError> {
     let text = std::fs::read_to_string(path).map_err(|source| EvalError::Read {
         path: path.display().to_string(),
         source,
     })?;
     let cases = parse_cases(&text)?;
-    run_cases(router, &eval_catalog(router), &cases).await
+    run_cases(decider, &eval_catalog(decider), &cases).await
 }
 
 /// A catalog that serves `eval-model` and every model the router's config names.
-pub fn eval_catalog(router: &Router) -> Catalog {
-    let c = router.config();
+pub fn eval_catalog(decider: &Decider) -> Catalog {
+    let c = decider.config();
     let named = c
         .domains
         .values()
@@ -181,7 +181,7 @@ pub fn eval_catalog(router: &Router) -> Catalog {
 
 /// Runs the router over parsed cases.
 pub async fn run_cases(
-    router: &Router,
+    decider: &Decider,
     catalog: &Catalog,
     cases: &[(usize, EvalCase)],
 ) -> Result<EvalReport, EvalError> {
@@ -205,7 +205,7 @@ pub async fn run_cases(
             got,
             reasons: reasons.to_vec(),
         };
-        let d: RouteDecision = match router.decide(&turn, catalog).await {
+        let d: RouteDecision = match decider.decide(&turn, catalog).await {
             Ok(d) => d,
             Err(e) => {
                 report.web.add(false);

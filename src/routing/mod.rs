@@ -14,13 +14,13 @@
 //! Every decision is logged at INFO with its reasons. [`eval`] measures the rules against
 //! a labelled JSONL set.
 
-mod answers;
 mod catalog;
 mod classifier;
 mod config;
 mod domain;
 pub mod eval;
 mod internal;
+mod rules_reply;
 mod select;
 mod text;
 mod web;
@@ -73,7 +73,7 @@ pub struct RouteDecision {
 pub enum Target {
     /// An internal task answered by rules: the exact text to return, no model needed. The
     /// task is recorded under the utility lane, where a model would have answered it.
-    Rules { answer: String },
+    Rules { reply: String },
     /// The lane whose workers answer it.
     Lane(Lane),
 }
@@ -104,9 +104,9 @@ impl RouteDecision {
     }
 
     /// An internal task's answer by rules, if it got one.
-    pub fn rules_answer(&self) -> Option<&str> {
+    pub fn rules_reply(&self) -> Option<&str> {
         match &self.target {
-            Target::Rules { answer } => Some(answer),
+            Target::Rules { reply } => Some(reply),
             Target::Lane(_) => None,
         }
     }
@@ -153,7 +153,7 @@ impl Serialize for RouteDecision {
             named: self.named,
             auto_web_search: self.web_search(),
             internal_task: self.internal_task,
-            rules_answer: self.rules_answer(),
+            rules_answer: self.rules_reply(),
             memory: self.may_recall(),
             reasons: &self.reasons,
         }
@@ -201,7 +201,7 @@ pub enum RouteError {
 
 /// The routing brain. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Router {
+pub struct Decider {
     config: Arc<RoutingConfig>,
     internal: InternalTasksConfig,
     rules: Arc<Rules>,
@@ -214,7 +214,7 @@ struct Rules {
     domains: DomainRules,
 }
 
-impl Router {
+impl Decider {
     /// A router without an LLM classifier: rules only.
     pub fn new(config: RoutingConfig, internal: InternalTasksConfig) -> Self {
         let rules = Rules {
@@ -230,7 +230,7 @@ impl Router {
     }
 
     /// A router that asks `backend` when the rules are unsure, if
-    /// `[routing.classifier] model` is set (otherwise the same as [`Router::new`]).
+    /// `[routing.classifier] model` is set (otherwise the same as [`Decider::new`]).
     pub fn with_classifier(
         config: RoutingConfig,
         internal: InternalTasksConfig,
@@ -289,7 +289,7 @@ impl Router {
                 web_search = d.web_search(),
                 internal_task = d.internal_task.map(InternalTask::as_str),
                 named = d.named,
-                rules_answer = d.rules_answer().is_some(),
+                rules_answer = d.rules_reply().is_some(),
                 reasons = %d.reasons.join("; "),
                 "route decided"
             ),
@@ -378,7 +378,7 @@ impl Router {
         ];
         let named = !matches!(turn.model, crate::turn::ModelRequest::Auto);
         if self.internal.mode == InternalTasksMode::Rules
-            && let Some(answer) = answers::rules_answer(task, turn)
+            && let Some(reply) = rules_reply::rules_reply(task, turn)
         {
             reasons.push("internal: answered by rules (no model)".to_owned());
             return Ok(RouteDecision {
@@ -387,7 +387,7 @@ impl Router {
                 named,
                 internal_task: Some(task),
                 retrieved_context: false,
-                target: Target::Rules { answer },
+                target: Target::Rules { reply },
                 reasons,
             });
         }

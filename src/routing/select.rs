@@ -5,9 +5,9 @@
 use crate::domain::{ModelName, WorkerName};
 use crate::turn::{ModelRequest, Turn};
 
-use super::{Catalog, RouteError, Router};
+use super::{Catalog, Decider, RouteError};
 
-impl Router {
+impl Decider {
     /// The model, pinned worker and whether the client named it.
     pub(super) fn choose_model(
         &self,

@@ -25,8 +25,8 @@ use crate::backend::classify::RegistryClassifier;
 use crate::backend::{Backend, Registry};
 use crate::config::{Config, QueueConfig};
 use crate::memory::Memory;
-use crate::routing::Router;
-use crate::service::Coordinator;
+use crate::routing::Decider;
+use crate::service::AppState;
 
 /// How often cluster mode compares the store with the queue.
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
@@ -53,7 +53,7 @@ async fn open_memory(config: &Config, registry: &Registry) -> Option<Memory> {
 pub struct Application {
     listener: TcpListener,
     addr: SocketAddr,
-    coordinator: Coordinator,
+    coordinator: AppState,
     registry: Registry,
     cluster: Option<ClusterLink>,
 }
@@ -69,19 +69,19 @@ impl Application {
         let registry = build_registry(&config, None)?;
         registry.refresh_all().await;
         let transport = open_transport(&config, &registry, store.clone()).await?;
-        let router = Router::with_classifier(
+        let decider = Decider::with_classifier(
             config.routing.clone(),
             config.internal_tasks.clone(),
             Arc::new(RegistryClassifier {
                 registry: registry.clone(),
             }),
         );
-        let coordinator = Coordinator {
+        let coordinator = AppState {
             config: config.clone(),
             store,
             events: transport.dispatch.events().clone(),
             dispatch: transport.dispatch,
-            router,
+            decider,
             directory: transport.directory,
             started_at: Utc::now(),
             metrics: Arc::default(),
@@ -108,7 +108,7 @@ impl Application {
         self.addr
     }
 
-    pub fn coordinator(&self) -> &Coordinator {
+    pub fn coordinator(&self) -> &AppState {
         &self.coordinator
     }
 

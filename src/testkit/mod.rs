@@ -8,5 +8,6 @@
 pub mod chunks;
 pub mod fake_llm;
 pub mod fake_searxng;
+pub mod log_capture;
 pub mod redis_server;
 pub mod samples;

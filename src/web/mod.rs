@@ -18,20 +18,20 @@
 //!
 //! Web jobs are never written to conversation memory: see [`is_web_job`].
 
-pub mod answer;
 pub mod clean;
 pub mod config;
 pub mod followup;
+pub mod prompts;
 pub mod query;
 pub mod rewrite;
 pub mod run;
 pub mod searxng;
 
-pub use answer::{Source, disclaimer};
 pub use config::WebConfig;
+pub use prompts::{Source, disclaimer};
 pub use query::{DerivedQuery, QuerySource};
 pub use rewrite::{BackendQueryRewriter, QueryRewriter, RewriteError};
-pub use run::{WebAnswer, WebContext, WebOutcome, WebPlan, plan_web_answer, web_stream};
+pub use run::{WebContext, WebOutcome, WebPlan, WebReply, plan_web_reply, web_stream};
 pub use searxng::{SearchError, SearchResult, SearxngClient};
 
 use crate::domain::Lane;

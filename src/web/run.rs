@@ -15,9 +15,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde::Serialize;
 
-use super::answer::{self, Source};
 use super::clean::clean_text;
 use super::config::WebConfig;
+use super::prompts::{self, Source};
 use super::query::{QuerySource, derive_query};
 use super::rewrite::QueryRewriter;
 use super::searxng::{SearchError, SearxngClient};
@@ -79,7 +79,7 @@ pub struct WebPlan {
 }
 
 /// The decorated answer stream and how the job was answered.
-pub struct WebAnswer {
+pub struct WebReply {
     pub outcome: WebOutcome,
     pub chunks: ChunkStream,
 }
@@ -87,7 +87,7 @@ pub struct WebAnswer {
 /// Query, search and the request to send. `request.messages` holds the history and the
 /// user's original prompt as the last user message. Never fails: every search problem
 /// becomes a fallback plan with its reason.
-pub async fn plan_web_answer(ctx: &WebContext, request: &BackendRequest) -> WebPlan {
+pub async fn plan_web_reply(ctx: &WebContext, request: &BackendRequest) -> WebPlan {
     let last_user = request.messages.iter().rposition(|m| m.role == Role::User);
     let prompt = last_user.map_or("", |i| request.messages[i].content.as_str());
     let history: Vec<ChatMessage> = last_user
@@ -130,11 +130,11 @@ pub async fn plan_web_answer(ctx: &WebContext, request: &BackendRequest) -> WebP
                 .unwrap_or_else(|| request.model.clone());
             let query = outcome.query.clone().unwrap_or_default();
             tracing::info!(query = %query, results = results.len(), model = %model, "web search answered; summarising");
-            outcome.sources = answer::sources(&results);
+            outcome.sources = prompts::sources(&results);
             WebPlan {
-                request: answer::summary_request(request, model, &query, &results, lang),
+                request: prompts::summary_request(request, model, &query, &results, lang),
                 prefix: None,
-                suffix: Some(answer::sources_block(lang, &outcome.sources)),
+                suffix: Some(prompts::sources_block(lang, &outcome.sources)),
                 outcome,
             }
         }
@@ -143,8 +143,8 @@ pub async fn plan_web_answer(ctx: &WebContext, request: &BackendRequest) -> WebP
             outcome.fallback_used = true;
             outcome.fallback_reason = Some(reason);
             WebPlan {
-                request: answer::fallback_request(request, lang),
-                prefix: Some(format!("{}\n\n", answer::disclaimer(lang))),
+                request: prompts::fallback_request(request, lang),
+                prefix: Some(format!("{}\n\n", prompts::disclaimer(lang))),
                 suffix: None,
                 outcome,
             }
@@ -163,8 +163,8 @@ pub async fn web_stream(
     ctx: &WebContext,
     backend: &Backend,
     request: &BackendRequest,
-) -> Result<WebAnswer, BackendError> {
-    let plan = plan_web_answer(ctx, request).await;
+) -> Result<WebReply, BackendError> {
+    let plan = plan_web_reply(ctx, request).await;
     let mut chunks = backend.chat(&plan.request).await?;
     let first = match chunks.next().await {
         Some(Ok(chunk)) => chunk,
@@ -176,7 +176,7 @@ pub async fn web_stream(
             });
         }
     };
-    Ok(WebAnswer {
+    Ok(WebReply {
         outcome: plan.outcome,
         chunks: decorate(first, chunks, plan.prefix, plan.suffix),
     })

@@ -53,7 +53,7 @@ pub(super) const JA_DISCLAIMER_START: &str = "※ Web検索が利用できなか
 async fn results_give_a_summary_plan_with_sources_and_no_disclaimer() {
     let fake = FakeSearxng::start().await.unwrap();
     fake.set_mode(FakeMode::Results(kashiwa_results()));
-    let plan = plan_web_answer(&ctx(&fake), &seed_request()).await;
+    let plan = plan_web_reply(&ctx(&fake), &seed_request()).await;
     assert_eq!(fake.queries(), ["千葉県柏市 特産物"]);
     let o = &plan.outcome;
     assert!(!o.fallback_used && o.fallback_reason.is_none());
@@ -79,14 +79,14 @@ async fn the_summariser_model_can_be_configured() {
     fake.set_mode(FakeMode::Results(kashiwa_results()));
     let mut c = ctx(&fake);
     c.config.model = Some("summariser:3b".into());
-    let plan = plan_web_answer(&c, &seed_request()).await;
+    let plan = plan_web_reply(&c, &seed_request()).await;
     assert_eq!(plan.request.model.as_str(), "summariser:3b");
 }
 
 async fn fallback_plan(mode: FakeMode) -> WebPlan {
     let fake = FakeSearxng::start().await.unwrap();
     fake.set_mode(mode);
-    let plan = plan_web_answer(&ctx(&fake), &seed_request()).await;
+    let plan = plan_web_reply(&ctx(&fake), &seed_request()).await;
     assert_eq!(fake.queries().len(), 1, "searched once");
     plan
 }
@@ -149,7 +149,7 @@ async fn searxng_down_falls_back() {
     let mut fake = FakeSearxng::start().await.unwrap();
     let c = ctx(&fake);
     fake.stop().await;
-    let plan = plan_web_answer(&c, &seed_request()).await;
+    let plan = plan_web_reply(&c, &seed_request()).await;
     assert_japanese_fallback(&plan);
     assert!(
         plan.outcome
@@ -165,7 +165,7 @@ async fn english_prompts_get_the_english_disclaimer() {
     let req = request(vec![ChatMessage::user(
         "What is the weather in Kyoto today?",
     )]);
-    let plan = plan_web_answer(&ctx(&fake), &req).await;
+    let plan = plan_web_reply(&ctx(&fake), &req).await;
     assert_eq!(plan.outcome.language, Lang::En);
     let prefix = plan.prefix.unwrap();
     assert!(
@@ -181,7 +181,7 @@ async fn disabled_web_search_answers_locally_without_searching() {
     let fake = FakeSearxng::start().await.unwrap();
     let mut c = ctx(&fake);
     c.config.enabled = false;
-    let plan = plan_web_answer(&c, &seed_request()).await;
+    let plan = plan_web_reply(&c, &seed_request()).await;
     assert!(fake.queries().is_empty());
     assert_japanese_fallback(&plan);
     assert!(plan.outcome.fallback_reason.unwrap().contains("disabled"));
@@ -190,7 +190,7 @@ async fn disabled_web_search_answers_locally_without_searching() {
 #[tokio::test]
 async fn a_prompt_with_no_words_left_answers_locally() {
     let fake = FakeSearxng::start().await.unwrap();
-    let plan = plan_web_answer(
+    let plan = plan_web_reply(
         &ctx(&fake),
         &request(vec![ChatMessage::user("```\nls -la\n```")]),
     )
@@ -222,7 +222,7 @@ impl QueryRewriter for Rewriter {
 #[tokio::test]
 async fn the_context_rewriter_is_used_for_the_search() {
     let fake = FakeSearxng::start().await.unwrap();
-    let plan = plan_web_answer(
+    let plan = plan_web_reply(
         &ctx(&fake).with_rewriter(Arc::new(Rewriter)),
         &seed_request(),
     )

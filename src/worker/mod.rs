@@ -54,31 +54,15 @@ pub struct Worker {
     pub slots: Arc<Semaphore>,
 }
 
-/// The span of one task: its id, its conversation's thread and its lane, carried by every
-/// log line written while the task runs (the worker, the web lane, the backend call and
-/// the memory write), so that no line has to name them itself.
-///
-/// A root span, so that a job runs in this one task span however it reached its worker
-/// (from a queue, or handed over directly while its submission runs in a span of its own).
-/// Public so that the front door can open the same span for the task it submits.
+/// The worker's span of a job's task (see [`crate::telemetry::task_span`]).
 pub fn task_span(job: &Job) -> Span {
-    let span = tracing::info_span!(
-        parent: None,
-        "task",
-        task_id = %job.task_id,
-        thread_id = tracing::field::Empty,
-        lane = %job.lane,
-    );
     // A job queued before jobs carried their thread has it only when it may be remembered.
-    let thread_id = job
-        .thread_id
+    let from_note = job
+        .memory
         .as_ref()
-        .map(ThreadId::as_str)
-        .or_else(|| job.memory.as_ref().map(|note| note.thread_id.as_str()));
-    if let Some(thread_id) = thread_id {
-        span.record("thread_id", thread_id);
-    }
-    span
+        .and_then(|note| ThreadId::parse(&note.thread_id).ok());
+    let thread_id = job.thread_id.as_ref().or(from_note.as_ref());
+    crate::telemetry::task_span(job.task_id, thread_id, &job.lane)
 }
 
 impl Worker {

@@ -2,18 +2,13 @@
 //! it writes captured, each carrying the task's span; and jobs stored before they carried
 //! their thread.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::layer::SubscriberExt;
 
 use super::*;
 use crate::backend::{Backend, BackendHandle, Registry};
@@ -22,69 +17,9 @@ use crate::events::{InProcessEvents, TaskEvent};
 use crate::queue::in_process::InProcessQueue;
 use crate::store::sqlite::SqliteStore;
 use crate::testkit::fake_llm::FakeLlm;
+use crate::testkit::log_capture::{Capture, Captured};
 use crate::testkit::samples::{sample_job, sample_task};
 use crate::web::config::WebConfig;
-
-/// Field names and values, as they were written.
-#[derive(Debug, Clone, Default)]
-struct Fields(HashMap<String, String>);
-
-impl Visit for Fields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), value.to_owned());
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.insert(field.name().to_owned(), format!("{value:?}"));
-    }
-}
-
-/// One log event: its own fields (the message among them) and those of its spans.
-#[derive(Debug, Clone)]
-struct Captured {
-    event: Fields,
-    spans: Fields,
-}
-
-impl Captured {
-    fn message(&self) -> &str {
-        self.event.0.get("message").map_or("", String::as_str)
-    }
-}
-
-/// Keeps every span's fields, and every event with the fields of the spans it is in.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<Captured>>>);
-
-impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let mut fields = Fields::default();
-        attrs.record(&mut fields);
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(fields);
-        }
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id)
-            && let Some(fields) = span.extensions_mut().get_mut::<Fields>()
-        {
-            values.record(fields);
-        }
-    }
-
-    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        let mut own = Fields::default();
-        event.record(&mut own);
-        let mut spans = Fields::default();
-        for span in ctx.event_scope(event).into_iter().flatten() {
-            if let Some(fields) = span.extensions().get::<Fields>() {
-                spans.0.extend(fields.0.clone());
-            }
-        }
-        self.0.lock().unwrap().push(Captured { event: own, spans });
-    }
-}
 
 /// A worker `w1` serving model `m` from the fake LLM, and the web lane with search off
 /// (so web jobs are answered from the model alone), over a fresh SQLite store.
@@ -158,7 +93,7 @@ async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
     tracker.close();
     tracker.wait().await;
 
-    let captured = capture.0.lock().unwrap().clone();
+    let captured = capture.events();
     let of_the_job: Vec<&Captured> = captured
         .iter()
         .filter(|c| c.message().starts_with("web search unavailable") || c.message() == "task done")
@@ -170,7 +105,7 @@ async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
     );
     let task_id = job.task_id.to_string();
     for c in of_the_job {
-        let span = &c.spans.0;
+        let span = &c.spans;
         assert_eq!(span.get("task_id"), Some(&task_id), "{c:#?}");
         assert_eq!(
             span.get("thread_id").map(String::as_str),
@@ -183,7 +118,7 @@ async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
             "{c:#?}"
         );
         assert!(
-            !c.event.0.contains_key("task_id"),
+            !c.event.contains_key("task_id"),
             "the task id comes from the span alone: {c:#?}"
         );
     }
@@ -192,7 +127,7 @@ async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
         .find(|c| c.message() == "worker started")
         .expect("the worker loop logs its start");
     assert!(
-        outside.spans.0.is_empty(),
+        outside.spans.is_empty(),
         "the worker loop runs outside any task's span: {outside:#?}"
     );
 }
@@ -233,8 +168,8 @@ fn the_span_of_a_job_without_its_thread_takes_it_from_the_memory_note() {
     tracing::subscriber::with_default(subscriber, || {
         task_span(&job).in_scope(|| tracing::info!("inside"));
     });
-    let captured = capture.0.lock().unwrap();
-    let span = &captured.first().expect("one event").spans.0;
+    let captured = capture.events();
+    let span = &captured.first().expect("one event").spans;
     assert_eq!(span.get("thread_id").map(String::as_str), Some("t-old"));
     assert_eq!(span.get("task_id"), Some(&job.task_id.to_string()));
 }

@@ -9,8 +9,8 @@ use coordinator::dispatch::Dispatcher;
 use coordinator::domain::{Lane, TaskId, WorkerName};
 use coordinator::events::InProcessEvents;
 use coordinator::queue::{Delivery, Job, Queue, QueueError};
-use coordinator::routing::Router;
-use coordinator::service::Coordinator;
+use coordinator::routing::Decider;
+use coordinator::service::AppState;
 use coordinator::startup::{build_registry, open_store};
 use coordinator::turn::{TurnInput, build_turn};
 use serde_json::{Value, json};
@@ -428,8 +428,8 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         enqueued: tokio::sync::Notify::new(),
     });
     let events: Arc<dyn coordinator::events::EventBus> = Arc::new(InProcessEvents::new());
-    let service = Coordinator {
-        router: Router::new(config.routing.clone(), config.internal_tasks.clone()),
+    let service = AppState {
+        decider: Decider::new(config.routing.clone(), config.internal_tasks.clone()),
         config: Arc::new(config),
         dispatch: Dispatcher::cluster(store.clone(), queue.clone(), events.clone()),
         store,

@@ -16,7 +16,7 @@ use crate::api::error::{ApiError, OllamaError};
 use crate::api::json::write_json;
 use crate::api::wire::ChatWire;
 use crate::chat::Chunk;
-use crate::service::Coordinator;
+use crate::service::AppState;
 use crate::turn::{Answer, ClientContext, TurnInput};
 
 fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
@@ -30,7 +30,7 @@ fn json<T: serde::Serialize>(value: &T) -> Response {
 }
 
 /// `auto`, every model, and every `model@worker`, with both `name` and `model` set.
-pub async fn tags(State(state): State<Coordinator>) -> Response {
+pub async fn tags(State(state): State<AppState>) -> Response {
     let modified = timestamp(state.started_at);
     let catalog = state.directory.catalog();
     let mut models = vec![ModelTag::new("auto", modified.clone())];
@@ -47,7 +47,7 @@ pub async fn tags(State(state): State<Coordinator>) -> Response {
 }
 
 /// Models loaded right now on any worker.
-pub async fn ps(State(state): State<Coordinator>) -> Response {
+pub async fn ps(State(state): State<AppState>) -> Response {
     let expires = timestamp(Utc::now() + chrono::Duration::minutes(5));
     let mut models = Vec::new();
     for w in state.directory.statuses() {

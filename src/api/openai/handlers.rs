@@ -12,11 +12,11 @@ use super::{
 use crate::api::chat::{ChatReply, Piece};
 use crate::api::error::ApiError;
 use crate::api::wire::ChatWire;
-use crate::service::Coordinator;
+use crate::service::AppState;
 use crate::turn::{Answer, ClientContext, TurnInput};
 
 /// `auto`, every model, and every `model@worker`.
-pub async fn list_models(State(state): State<Coordinator>) -> Response {
+pub async fn list_models(State(state): State<AppState>) -> Response {
     let created = state.started_at.timestamp();
     let catalog = state.directory.catalog();
     let mut data = vec![ModelEntry::new("auto", created, "coordinator")];

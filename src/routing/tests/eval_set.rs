@@ -4,15 +4,15 @@ use std::path::Path;
 
 use crate::config::InternalTasksConfig;
 use crate::routing::eval::{parse_cases, run_file};
-use crate::routing::{Router, RoutingConfig};
+use crate::routing::{Decider, RoutingConfig};
 
 #[tokio::test]
 async fn shipped_eval_meets_its_targets() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/routing.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(parse_cases(&text).unwrap().len() >= 150);
-    let router = Router::new(RoutingConfig::default(), InternalTasksConfig::default());
-    let report = run_file(&path, &router).await.unwrap();
+    let decider = Decider::new(RoutingConfig::default(), InternalTasksConfig::default());
+    let report = run_file(&path, &decider).await.unwrap();
     println!("{report}");
     assert!(report.web.accuracy() >= 0.97, "{report}");
     assert!(report.domain.accuracy() >= 0.95, "{report}");
@@ -24,9 +24,9 @@ async fn shipped_eval_meets_its_targets() {
 async fn the_report_names_each_miss_with_its_reasons() {
     let text = r#"{"id":"wrong","prompt":"今日の柏市の天気は？","web":false,"domain":"code"}"#;
     let cases = parse_cases(text).unwrap();
-    let router = Router::new(RoutingConfig::default(), InternalTasksConfig::default());
-    let cat = crate::routing::eval::eval_catalog(&router);
-    let report = crate::routing::eval::run_cases(&router, &cat, &cases)
+    let decider = Decider::new(RoutingConfig::default(), InternalTasksConfig::default());
+    let cat = crate::routing::eval::eval_catalog(&decider);
+    let report = crate::routing::eval::run_cases(&decider, &cat, &cases)
         .await
         .unwrap();
     assert_eq!(report.web.correct, 0);

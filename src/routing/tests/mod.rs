@@ -1,11 +1,11 @@
-//! Router tests: whole decisions (internal tasks, web, domain, named, tools, classifier),
+//! Decider tests: whole decisions (internal tasks, web, domain, named, tools, classifier),
 //! rule answers, property tests and the shipped eval with its thresholds.
 
-mod answers;
+mod decider;
 mod eval_set;
 mod internal;
 mod props;
-mod router;
+mod rules_reply;
 mod templates;
 
 use std::collections::BTreeMap;
@@ -15,7 +15,7 @@ use crate::config::{HistoryConfig, InternalTasksConfig};
 use crate::domain::{ModelName, WorkerName};
 use crate::turn::{ClientContext, Turn, TurnInput, build_turn};
 
-use super::{Catalog, CatalogEntry, DomainConfig, Router, RoutingConfig};
+use super::{Catalog, CatalogEntry, Decider, DomainConfig, RoutingConfig};
 
 /// A chat turn as Open WebUI's UI sends it: streamed, one user message.
 pub fn user_turn(prompt: &str) -> Turn {
@@ -85,8 +85,8 @@ pub fn config() -> RoutingConfig {
     }
 }
 
-pub fn router() -> Router {
-    Router::new(config(), InternalTasksConfig::default())
+pub fn decider() -> Decider {
+    Decider::new(config(), InternalTasksConfig::default())
 }
 
 pub fn two_models() -> Catalog {

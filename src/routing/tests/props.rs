@@ -13,7 +13,7 @@ fn decide_blocking(
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(router().decide(turn, &two_models()))
+    rt.block_on(decider().decide(turn, &two_models()))
 }
 
 proptest! {

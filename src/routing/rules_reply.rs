@@ -20,7 +20,7 @@ pub(crate) const MAX_QUERY_CHARS: usize = 200;
 const MAX_SCAN_BYTES: usize = 32 * 1024;
 
 /// The rule answer for `task`, or `None` when the task needs a model.
-pub(crate) fn rules_answer(task: InternalTask, turn: &Turn) -> Option<String> {
+pub(crate) fn rules_reply(task: InternalTask, turn: &Turn) -> Option<String> {
     let prompt = clip(&turn.prompt, MAX_SCAN_BYTES);
     let value = match task {
         InternalTask::TitleGeneration => json!({ "title": title(prompt) }),

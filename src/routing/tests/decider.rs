@@ -1,4 +1,4 @@
-//! Whole decisions through `Router::decide`.
+//! Whole decisions through `Decider::decide`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use crate::routing::{ClassifierBackend, RouteError};
 
 #[tokio::test]
 async fn seed_incidents_route_as_intended() {
-    let r = router();
+    let r = decider();
     let cat = two_models();
     let ping = "Ubuntuでpingコマンドが見つかりません。何をインストールすればいいですか？";
     let d = r.decide(&user_turn(ping), &cat).await.unwrap();
@@ -47,14 +47,14 @@ async fn seed_incidents_route_as_intended() {
     assert!(!d.web_search());
     assert_eq!(d.domain.as_str(), "general");
     assert_eq!(
-        d.rules_answer().as_deref(),
+        d.rules_reply().as_deref(),
         Some(&*format!("{{\"queries\":[\"{ping}\"]}}"))
     );
 }
 
 #[tokio::test]
 async fn decisions_serialise_for_the_preview() {
-    let d = router()
+    let d = decider()
         .decide(&user_turn("最新ニュースを教えて"), &two_models())
         .await
         .unwrap();
@@ -83,13 +83,13 @@ async fn internal_tasks_in_rules_mode_need_no_model() {
         ("ASSISTANT", "いくつかあります"),
     ]);
     let empty = Catalog::default();
-    let d = router()
+    let d = decider()
         .decide(&task_turn(&t::title(&chat), None, Some(1000)), &empty)
         .await
         .unwrap();
     assert_eq!(d.internal_task, Some(InternalTask::TitleGeneration));
     assert_eq!(
-        d.rules_answer().as_deref(),
+        d.rules_reply().as_deref(),
         Some(r#"{"title":"東京でおすすめのラーメン屋は"}"#)
     );
     assert_eq!(
@@ -106,7 +106,7 @@ async fn model_mode_and_model_tasks_use_the_utility_lane() {
         model: Some("tiny".into()),
         max_tokens: 64,
     };
-    let r = Router::new(config(), internal);
+    let r = Decider::new(config(), internal);
     let cat = catalog(&[("chat", "moon", None), ("tiny", "moon", None)]);
     let d = r
         .decide(&task_turn("anything", Some("tags_generation"), None), &cat)
@@ -116,10 +116,10 @@ async fn model_mode_and_model_tasks_use_the_utility_lane() {
         (d.lane().to_string().as_str(), d.model.as_str()),
         ("tasks:utility", "tiny")
     );
-    assert_eq!(d.rules_answer(), None);
+    assert_eq!(d.rules_reply(), None);
 
     // Rules mode: MoA still needs a model; without internal_tasks.model the request's route.
-    let d = router()
+    let d = decider()
         .decide(&task_turn(&t::moa("Rustとは？"), None, None), &two_models())
         .await
         .unwrap();
@@ -128,7 +128,7 @@ async fn model_mode_and_model_tasks_use_the_utility_lane() {
         (d.lane().to_string().as_str(), d.model.as_str()),
         ("tasks:utility", "chat")
     );
-    assert_eq!(d.rules_answer(), None);
+    assert_eq!(d.rules_reply(), None);
 }
 
 #[tokio::test]
@@ -140,7 +140,7 @@ async fn named_requests_keep_their_model_and_record_the_domain() {
         None,
         "chat@moon",
     );
-    let d = router().decide(&turn, &two_models()).await.unwrap();
+    let d = decider().decide(&turn, &two_models()).await.unwrap();
     assert!(d.named);
     assert_eq!(d.domain.as_str(), "code");
     assert_eq!(d.lane().to_string().as_str(), "tasks:llm:chat@moon");
@@ -164,7 +164,7 @@ fn with_tools(model: &str) -> Turn {
 
 #[tokio::test]
 async fn tools_go_to_a_model_that_takes_them() {
-    let r = router();
+    let r = decider();
     let cat = catalog(&[("chat", "moon", Some(false)), ("coder", "gpu", Some(true))]);
     let d = r.decide(&with_tools("auto"), &cat).await.unwrap();
     assert_eq!(d.model.as_str(), "coder");
@@ -198,7 +198,7 @@ async fn tools_go_to_a_model_that_takes_them() {
 
 #[tokio::test]
 async fn a_domain_model_that_is_not_served_falls_back_to_the_default() {
-    let d = router()
+    let d = decider()
         .decide(
             &user_turn("Pythonでファイルを読むコードは？"),
             &catalog(&[("chat", "m", None)]),
@@ -223,14 +223,14 @@ impl ClassifierBackend for SlowFake {
     }
 }
 
-fn classifier_router(delay_ms: u64) -> (Arc<SlowFake>, Router) {
+fn classifier_router(delay_ms: u64) -> (Arc<SlowFake>, Decider) {
     let fake = Arc::new(SlowFake {
         delay: Duration::from_millis(delay_ms),
         calls: Default::default(),
     });
     let mut cfg = config();
     cfg.classifier.model = Some("tiny".into());
-    let r = Router::with_classifier(cfg, InternalTasksConfig::default(), fake.clone());
+    let r = Decider::with_classifier(cfg, InternalTasksConfig::default(), fake.clone());
     (fake, r)
 }
 
@@ -280,7 +280,7 @@ async fn a_slow_classifier_cannot_delay_routing_past_its_deadline() {
 /// disclaimer or sources list would not be the JSON asked for).
 #[tokio::test]
 async fn structured_output_is_never_sent_to_web_search() {
-    let r = router();
+    let r = decider();
     let mut turn = user_turn("今日の柏市の天気は？");
     turn.params.format = Some(crate::chat::AnswerFormat::Json);
     let d = r.decide(&turn, &two_models()).await.unwrap();

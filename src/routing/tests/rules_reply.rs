@@ -7,10 +7,10 @@ use serde_json::Value;
 use super::templates as t;
 use super::*;
 use crate::domain::InternalTask;
-use crate::routing::answers::{MAX_QUERY_CHARS, rules_answer};
+use crate::routing::rules_reply::{MAX_QUERY_CHARS, rules_reply};
 
 fn answer(task: InternalTask, prompt: &str) -> Value {
-    let text = rules_answer(task, &task_turn(prompt, None, None)).unwrap();
+    let text = rules_reply(task, &task_turn(prompt, None, None)).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -99,14 +99,14 @@ fn fixed_answers_for_the_other_tasks() {
     );
     let turn = task_turn(&t::emoji("ありがとう！"), None, Some(4));
     assert_eq!(
-        rules_answer(InternalTask::EmojiGeneration, &turn).as_deref(),
+        rules_reply(InternalTask::EmojiGeneration, &turn).as_deref(),
         Some("😊")
     );
     for needs_model in [
         InternalTask::MoaResponseGeneration,
         InternalTask::ContextCompaction,
     ] {
-        assert_eq!(rules_answer(needs_model, &turn), None);
+        assert_eq!(rules_reply(needs_model, &turn), None);
     }
 }
 
@@ -117,10 +117,10 @@ fn rule_answers_take_well_under_a_millisecond() {
         ("ASSISTANT", "ok"),
     ]);
     let turn = task_turn(&t::title(&chat), None, Some(1000));
-    let _ = rules_answer(InternalTask::TagsGeneration, &turn);
+    let _ = rules_reply(InternalTask::TagsGeneration, &turn);
     let start = Instant::now();
     for task in InternalTask::ALL {
-        let _ = rules_answer(task, &turn);
+        let _ = rules_reply(task, &turn);
     }
     // Eleven answers on a 5,000-character template. Unoptimised test builds get 10x the
     // budget; `cargo bench --bench routing` measures the release numbers.
