@@ -1,6 +1,7 @@
 //! The service layer: one turn in, one recorded and queued task out.
 //!
-//! Every front door calls [`AppState::submit`]: it routes the turn, composes what the
+//! Every front door calls [`AppState::submit`] (`POST /route`) or
+//! [`AppState::submit_for_answer`] (the chat APIs): it routes the turn, composes what the
 //! worker receives (history + memory + original prompt) and hands the task (with the
 //! user's original prompt only) and its job to the [`Dispatcher`], which records and
 //! starts it. Ids and timestamps are made here; the store only persists them.

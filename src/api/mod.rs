@@ -42,6 +42,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/tasks/{id}", get(tasks::get_task))
         .route("/tasks/{id}/events", get(tasks::task_events))
+        .route("/tasks/{id}/cancel", post(tasks::cancel_task))
         .route("/v1/models", get(openai::handlers::list_models))
         .route(
             "/v1/chat/completions",

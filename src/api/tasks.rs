@@ -1,4 +1,5 @@
-//! Reading tasks: `GET /tasks/{id}` and its token stream `GET /tasks/{id}/events` (SSE).
+//! Tasks by id: `GET /tasks/{id}`, its token stream `GET /tasks/{id}/events` (SSE), and
+//! `POST /tasks/{id}/cancel`.
 
 use std::convert::Infallible;
 
@@ -9,6 +10,7 @@ use futures::{Stream, StreamExt};
 
 use super::error::ApiError;
 use crate::chat::Chunk;
+use crate::dispatch::Cancelled;
 use crate::domain::{TaskId, TaskStatus};
 use crate::events::{EventStream, TaskEvent};
 use crate::service::AppState;
@@ -36,6 +38,27 @@ pub async fn get_task(
 ) -> Result<Json<TaskRecord>, ApiError> {
     let id = parse_id(&id)?;
     Ok(Json(load(&state, id).await?))
+}
+
+/// Cancels a queued or running task: `{"task_id", "status": "cancelled"}`, or
+/// `"already_ended"` for a task that had ended; 404 for an unknown one.
+pub async fn cancel_task(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let id = parse_id(&id)?;
+    let status = match state.dispatch.cancel(id, "asked by the client").await {
+        Ok(Cancelled::Cancelled) => "cancelled",
+        Ok(Cancelled::AlreadyEnded) => "already_ended",
+        Ok(Cancelled::Unknown) => return Err(ApiError::NotFound(format!("no task {id}"))),
+        Err(e) => {
+            tracing::error!(task_id = %id, error = %e, "could not cancel the task");
+            return Err(ApiError::Unavailable(
+                "the task store is unavailable; nothing was cancelled".to_owned(),
+            ));
+        }
+    };
+    Ok(Json(serde_json::json!({ "task_id": id, "status": status })))
 }
 
 /// Streams a task's events. Subscribes first, then reads the store: a task that already

@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
+use super::cancel::{self, Cancels};
 use super::{DispatchError, spawn_to_completion};
+use crate::domain::TaskId;
 use crate::events::{EventBus, EventStream};
+use crate::queue::redis::connection::Redis;
 use crate::queue::{Job, Queue};
 use crate::store::{NewTask, TaskStore};
 
@@ -13,6 +16,27 @@ pub struct Cluster {
     store: Arc<dyn TaskStore>,
     queue: Arc<dyn Queue>,
     events: Arc<dyn EventBus>,
+    cancels: Cancels,
+    cancel: Option<CancelChannel>,
+}
+
+/// Where cancellations are published for every process's workers: the Redis of the queue,
+/// under its key prefix.
+#[derive(Clone)]
+pub struct CancelChannel {
+    pub(super) redis: Arc<Redis>,
+    pub(super) url: String,
+    pub(super) prefix: String,
+}
+
+impl CancelChannel {
+    pub async fn connect(url: &str, prefix: &str) -> Result<Self, redis::RedisError> {
+        Ok(Self {
+            redis: Arc::new(Redis::connect(url).await?),
+            url: url.to_owned(),
+            prefix: prefix.to_owned(),
+        })
+    }
 }
 
 impl Cluster {
@@ -20,12 +44,48 @@ impl Cluster {
         store: Arc<dyn TaskStore>,
         queue: Arc<dyn Queue>,
         events: Arc<dyn EventBus>,
+        cancel: Option<CancelChannel>,
     ) -> Self {
         Self {
             store,
             queue,
             events,
+            cancels: Cancels::default(),
+            cancel,
         }
+    }
+
+    /// Tells every process's workers that task `id` was cancelled (this one's directly).
+    pub(super) async fn cancel(&self, id: TaskId) {
+        self.cancels.cancel(id);
+        let Some(channel) = &self.cancel else { return };
+        let published: Result<i64, _> = redis::cmd("PUBLISH")
+            .arg(cancel::channel(&channel.prefix))
+            .arg(id.to_string())
+            .query_async(&mut channel.redis.commands())
+            .await;
+        if let Err(e) = published {
+            // The row has ended: a worker elsewhere that still runs it has its result refused.
+            tracing::warn!(task_id = %id, error = %e, "could not tell other processes of a cancellation");
+        }
+    }
+
+    /// Hears the cancellations other processes publish, until `stop` (see [`cancel::listen`]).
+    pub(super) fn listener(
+        &self,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Option<impl Future<Output = ()> + Send + 'static> {
+        let channel = self.cancel.clone()?;
+        Some(cancel::listen(
+            channel.url,
+            channel.prefix,
+            self.cancels.clone(),
+            stop,
+        ))
+    }
+
+    pub(super) fn cancels(&self) -> &Cancels {
+        &self.cancels
     }
 
     /// Inserts the row, waits until it is durable, subscribes to the task's events and

@@ -12,6 +12,7 @@ use std::task::Poll;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::cancel::Cancels;
 use super::held::HeldUntilRecorded;
 use super::local::{LocalWorkers, Reservation};
 use super::{DispatchError, Until, spawn_to_completion};
@@ -28,6 +29,7 @@ pub struct Embedded {
     queue: Arc<InProcessQueue>,
     events: Arc<dyn EventBus>,
     local: LocalWorkers,
+    cancels: Cancels,
 }
 
 /// A job ready to start: on the worker holding a slot for it, or into its lane.
@@ -57,6 +59,7 @@ impl Embedded {
             queue,
             events,
             local: LocalWorkers::default(),
+            cancels: Cancels::default(),
         }
     }
 
@@ -120,6 +123,10 @@ impl Embedded {
 
     pub(super) fn adopt(&self, worker: Worker, tracker: TaskTracker, stop: CancellationToken) {
         self.local.add(worker, tracker, stop);
+    }
+
+    pub(super) fn cancels(&self) -> &Cancels {
+        &self.cancels
     }
 
     pub(super) fn store(&self) -> &Arc<dyn TaskStore> {

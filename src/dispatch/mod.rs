@@ -11,8 +11,9 @@
 //!   durable before the job is queued.
 //!
 //! Nothing outside this module knows which: the service calls [`Dispatcher::dispatch`]
-//! and gets the task's events back.
+//! and gets the task's events back, and [`Dispatcher::cancel`] stops a task wherever it is.
 
+pub mod cancel;
 mod cluster;
 mod embedded;
 mod held;
@@ -23,14 +24,17 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use cluster::Cluster;
+pub use cancel::Cancels;
+pub use cluster::{CancelChannel, Cluster};
 pub use embedded::Embedded;
 
+use chrono::Utc;
+
 use crate::domain::{TaskId, WorkerName};
-use crate::events::{EventBus, EventStream};
+use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::queue::in_process::InProcessQueue;
 use crate::queue::{Job, Queue, QueueError};
-use crate::store::{NewTask, StoreError, TaskStore};
+use crate::store::{NewTask, StoreError, TaskOutcome, TaskStore};
 use crate::worker::Worker;
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +59,17 @@ pub enum Until {
     Started,
 }
 
+/// What [`Dispatcher::cancel`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// It was queued or running, and is now cancelled.
+    Cancelled,
+    /// It had already ended (done, failed or cancelled before).
+    AlreadyEnded,
+    /// No such task.
+    Unknown,
+}
+
 /// How tasks are recorded and started in this process: one of the two modes.
 #[derive(Clone)]
 pub enum Dispatcher {
@@ -72,13 +87,15 @@ impl Dispatcher {
         Self::Embedded(Embedded::new(store, queue, events))
     }
 
-    /// Cluster mode: a queue that other processes consume.
+    /// Cluster mode: a queue that other processes consume, and the channel that tells
+    /// their workers of cancellations (`None`: this process's workers alone hear them).
     pub fn cluster(
         store: Arc<dyn TaskStore>,
         queue: Arc<dyn Queue>,
         events: Arc<dyn EventBus>,
+        cancel: Option<CancelChannel>,
     ) -> Self {
-        Self::Cluster(Cluster::new(store, queue, events))
+        Self::Cluster(Cluster::new(store, queue, events, cancel))
     }
 
     /// Records `task` and starts `job`, expected to run on `expected` (the pinned worker,
@@ -103,6 +120,51 @@ impl Dispatcher {
     pub async fn record_finished(&self, task: NewTask) -> Result<(), DispatchError> {
         self.store().insert(task).await?.await?;
         Ok(())
+    }
+
+    /// Cancels task `id` for `reason` (safe to show): a queued job of it never starts, a
+    /// running one stops and its backend call is dropped, and whoever waits for the answer
+    /// hears that it was cancelled. The row ends failed with the reason. A task that
+    /// already ended is left as it is.
+    pub async fn cancel(&self, id: TaskId, reason: &str) -> Result<Cancelled, DispatchError> {
+        let message = format!("task {id} was cancelled: {reason}");
+        let outcome = TaskOutcome::failed(Utc::now(), message.clone());
+        if !self.store().finish(id, &outcome).await?.await? {
+            return Ok(match self.store().get(id).await? {
+                Some(_) => Cancelled::AlreadyEnded,
+                None => Cancelled::Unknown,
+            });
+        }
+        // The worker first, so that it stops adding to an answer that has ended.
+        match self {
+            Self::Embedded(e) => e.cancels().cancel(id),
+            Self::Cluster(c) => c.cancel(id).await,
+        }
+        self.events()
+            .publish(id, TaskEvent::Failed { message })
+            .await;
+        tracing::info!(task_id = %id, reason, "task cancelled");
+        Ok(Cancelled::Cancelled)
+    }
+
+    /// Cluster mode: what hears the cancellations other processes publish, to run until
+    /// `stop` beside this process's workers.
+    pub fn cancel_listener(
+        &self,
+        stop: CancellationToken,
+    ) -> Option<impl Future<Output = ()> + Send + 'static> {
+        match self {
+            Self::Embedded(_) => None,
+            Self::Cluster(c) => c.listener(stop),
+        }
+    }
+
+    /// This process's cancellations, which its workers watch.
+    pub fn cancels(&self) -> &Cancels {
+        match self {
+            Self::Embedded(e) => e.cancels(),
+            Self::Cluster(c) => c.cancels(),
+        }
     }
 
     /// Makes `worker` (of this process) available for direct hand-off until `stop`; its

@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 use crate::backend::{Backend, BackendHandle, Registry};
 use crate::cluster::RedisDirectory;
 use crate::config::{BackendConfig, Config, InternalTasksMode, QueueConfig, StoreConfig};
-use crate::dispatch::Dispatcher;
+use crate::dispatch::{CancelChannel, Dispatcher};
 use crate::domain::ModelName;
 use crate::events::InProcessEvents;
 use crate::events::redis::RedisEvents;
@@ -124,7 +124,16 @@ pub async fn open_transport(
                 .context("reading worker heartbeats from Redis")?
                 .with_local(registry.clone());
             Transport {
-                dispatch: Dispatcher::cluster(store, Arc::new(queue), Arc::new(events)),
+                dispatch: Dispatcher::cluster(
+                    store,
+                    Arc::new(queue),
+                    Arc::new(events),
+                    Some(
+                        CancelChannel::connect(url, prefix)
+                            .await
+                            .context("connecting to Redis for cancellations")?,
+                    ),
+                ),
                 directory: Arc::new(directory.clone()),
                 cluster: Some(ClusterLink {
                     url: url.clone(),
@@ -211,12 +220,16 @@ pub fn spawn_workers(
             web_model: web_model.clone(),
             memory: parts.memory.clone(),
             abort: abort.clone(),
+            cancels: parts.dispatch.cancels().clone(),
             slots: Arc::new(Semaphore::new(handle.max_concurrency)),
         };
         parts
             .dispatch
             .adopt(worker.clone(), tracker.clone(), stop.clone());
         tracker.spawn(worker.run(stop.clone(), tracker.clone()));
+    }
+    if let Some(listener) = parts.dispatch.cancel_listener(stop.clone()) {
+        tracker.spawn(listener);
     }
     if !registry.handles().is_empty() {
         tracker.spawn(discovery_loop(

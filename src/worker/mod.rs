@@ -18,6 +18,7 @@ use tracing::{Instrument, Span};
 pub use directory::Directory;
 
 use crate::backend::BackendHandle;
+use crate::dispatch::Cancels;
 use crate::domain::{Lane, ModelName, ThreadId};
 use crate::events::EventBus;
 use crate::queue::{Delivery, Job, Queue};
@@ -50,6 +51,8 @@ pub struct Worker {
     /// writing anything, so the store still has them as running and the next start
     /// queues them again.
     pub abort: CancellationToken,
+    /// This process's cancellations: a job whose task is cancelled stops, or never starts.
+    pub cancels: Cancels,
     /// The backend's slots (`max_concurrency`): a job runs only while it holds one.
     pub slots: Arc<Semaphore>,
 }

@@ -72,7 +72,20 @@ impl Worker {
     /// settled (recorded and durable, handed on, or skipped), and a finished turn is
     /// remembered only after that, when its answer was delivered.
     pub(super) async fn execute(&self, delivery: Delivery) {
-        let outcome = self.settle(&delivery).await;
+        let outcome = match self.cancels.watch(delivery.job.task_id) {
+            Some(watch) => tokio::select! {
+                outcome = self.settle(&delivery) => outcome,
+                () = watch.cancelled() => {
+                    // Its row and its client were told by whoever cancelled it.
+                    tracing::info!(worker = %self.handle.name(), "task cancelled; its backend call was dropped");
+                    None
+                }
+            },
+            None => {
+                tracing::info!(worker = %self.handle.name(), "task cancelled before it started; skipped");
+                None
+            }
+        };
         self.ack(&delivery).await;
         if let Some(outcome) = outcome.filter(|o| o.status == TaskStatus::Done) {
             self.remember(&delivery.job, &outcome).await;

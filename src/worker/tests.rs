@@ -55,6 +55,7 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
         web_model: None,
         memory: None,
         abort: CancellationToken::new(),
+        cancels: Default::default(),
         slots: Arc::new(Semaphore::new(1)),
     }
 }

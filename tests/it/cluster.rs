@@ -504,3 +504,93 @@ async fn a_redis_restart_under_load_loses_no_accepted_task() {
     serve.await.unwrap().unwrap();
     cleanup(&env).await;
 }
+
+/// A task cancelled at `serve` stops on the worker process running it: the cancellation
+/// crosses Redis, the client hears why and the worker's only slot is free again.
+#[tokio::test]
+async fn a_cancel_reaches_the_worker_process_running_the_task() {
+    let Some(env) = env() else { return };
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.stall_after = Some(1));
+    let mut wcfg = cluster_config(&env, &env.redis);
+    let mut one_slot = backend("ollama", &fake);
+    one_slot.max_concurrency = 1;
+    wcfg.backends = vec![one_slot];
+    let worker = WorkerProcess::build(wcfg, Some("laptop")).await.unwrap();
+    let (wstop, wrx) = oneshot::channel::<()>();
+    let wtask = tokio::spawn(worker.run_until_stopped(async move {
+        let _ = wrx.await;
+    }));
+    let (base, stop, serve) = serve_in_process(cluster_config(&env, &env.redis)).await;
+    let http = reqwest::Client::new();
+    eventually(Duration::from_secs(10), "the worker shows up", || async {
+        worker_names(&http, &base)
+            .await
+            .contains(&"laptop".to_owned())
+    })
+    .await;
+
+    let res = http
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "a long story please"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut body = res.bytes_stream();
+    use futures::StreamExt;
+    assert!(
+        !body.next().await.unwrap().unwrap().is_empty(),
+        "the answer started"
+    );
+
+    fake.update_knobs(|k| k.stall_after = None);
+    let said: Value = http
+        .post(format!("{base}/tasks/{id}/cancel"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(said["status"], "cancelled", "{said}");
+    let mut rest = String::new();
+    while let Some(chunk) = body.next().await {
+        rest.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(rest.contains("cancelled"), "{rest}");
+
+    // The worker's one slot is free: the next task runs there to its end.
+    let routed: Value = http
+        .post(format!("{base}/route"))
+        .json(&json!({"prompt": "a short one"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let next = routed["task_id"].as_str().unwrap().to_owned();
+    let pool = pg(&env).await;
+    eventually(Duration::from_secs(20), "the next task is done", || async {
+        statuses(&pool, &env.schema)
+            .await
+            .iter()
+            .any(|(t, s, _, _)| t == &next && s == "done")
+    })
+    .await;
+    let rows = statuses(&pool, &env.schema).await;
+    assert!(
+        rows.iter().any(|(t, s, _, _)| t == &id && s == "failed"),
+        "the cancelled task stays cancelled: {rows:?}"
+    );
+    wstop.send(()).unwrap();
+    wtask.await.unwrap().unwrap();
+    stop.send(()).unwrap();
+    serve.await.unwrap().unwrap();
+    cleanup(&env).await;
+}

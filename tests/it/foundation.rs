@@ -431,7 +431,7 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
     let service = AppState {
         decider: Decider::new(config.routing.clone(), config.internal_tasks.clone()),
         config: Arc::new(config),
-        dispatch: Dispatcher::cluster(store.clone(), queue.clone(), events.clone()),
+        dispatch: Dispatcher::cluster(store.clone(), queue.clone(), events.clone(), None),
         store,
         events,
         directory: Arc::new(registry),
@@ -528,4 +528,125 @@ async fn a_task_goes_straight_to_a_free_worker_and_waits_in_the_queue_when_none_
     assert_eq!(third["attempts"], 0);
     assert_eq!(app.fake.requests_to("/api/chat").len(), 2);
     app.stop().await;
+}
+
+/// `POST /tasks/{id}/cancel`: a queued task never reaches the backend; a running one stops,
+/// its client hears why and its backend slot is free again; a finished or unknown task is
+/// left as it is.
+#[tokio::test]
+async fn a_cancelled_task_stops_where_it_is() {
+    let fake = spawn_fake().await;
+    // Every answer stalls after its first token; one slot, which the running task holds.
+    fake.update_knobs(|k| k.stall_after = Some(1));
+    let app = spawn_app_with(fake, |c| c.backends[0].max_concurrency = 1).await;
+
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "tell me a long story"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let running = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut body = res.bytes_stream();
+    use futures::StreamExt;
+    let first = body.next().await.unwrap().unwrap();
+    assert!(!first.is_empty(), "the answer started");
+
+    let queued = app.route(json!({ "prompt": "and another one" })).await;
+    let queued = queued["task_id"].as_str().unwrap().to_owned();
+    let row: Value = app
+        .get(&format!("/tasks/{queued}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(row["status"], "queued", "{row}");
+
+    let cancel = |id: String| {
+        let app = &app;
+        async move {
+            let res = app.post(&format!("/tasks/{id}/cancel"), json!({})).await;
+            let status = res.status();
+            (status, res.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, said) = cancel(queued.clone()).await;
+    assert_eq!(status, 200, "{said}");
+    assert_eq!(said["status"], "cancelled");
+    let row: Value = app
+        .get(&format!("/tasks/{queued}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(row["status"], "failed", "{row}");
+    assert!(
+        row["error"].as_str().unwrap().contains("cancelled"),
+        "{row}"
+    );
+
+    app.fake.update_knobs(|k| k.stall_after = None);
+    let (status, said) = cancel(running.clone()).await;
+    assert_eq!(
+        (status.as_u16(), said["status"].as_str()),
+        (200, Some("cancelled"))
+    );
+    let mut rest = String::new();
+    while let Some(chunk) = body.next().await {
+        rest.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(rest.contains("cancelled"), "the client hears why: {rest}");
+    let row: Value = app
+        .get(&format!("/tasks/{running}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(row["status"], "failed", "{row}");
+
+    // The slot is free again: a new task runs to its end, and the cancelled queued task
+    // never reached the backend.
+    let next = app.route(json!({ "prompt": "a short one" })).await;
+    let next = next["task_id"].as_str().unwrap().to_owned();
+    let done = once_done(&app, &next).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(
+        app.fake.requests_to("/api/chat").len(),
+        2,
+        "the queued task never ran"
+    );
+    let row: Value = app
+        .get(&format!("/tasks/{queued}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        row["status"], "failed",
+        "a cancelled task stays cancelled: {row}"
+    );
+
+    let (status, said) = cancel(next).await;
+    assert_eq!(
+        (status.as_u16(), said["status"].as_str()),
+        (200, Some("already_ended"))
+    );
+    let (status, _) = cancel(TaskId::new().to_string()).await;
+    assert_eq!(status, 404);
+    app.stop().await;
+}
+
+/// Waits for task `id`'s events to end, then returns its row.
+async fn once_done(app: &TestApp, id: &str) -> Value {
+    use futures::StreamExt;
+    let res = app.get(&format!("/tasks/{id}/events")).await;
+    let mut body = res.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        chunk.unwrap();
+    }
+    app.get(&format!("/tasks/{id}")).await.json().await.unwrap()
 }

@@ -14,7 +14,7 @@
 //! Writes are applied in the order they were handed over: a claim sent after an insert
 //! (even before the insert is committed) sees the inserted row. [`Writer::send`] returns
 //! as soon as a write is in that order, which lets the service queue a task while its row
-//! is being committed (see `TaskStore::insert_ordered`).
+//! is being committed (see `TaskStore::insert` and `crate::dispatch`).
 //!
 //! With WAL and `synchronous = NORMAL` a commit does not wait for the disk; SQLite's own
 //! automatic checkpoint (every 1,000 pages, with an fsync) runs here, on this thread, where

@@ -1,0 +1,168 @@
+//! Cancelling tasks: which of this process's tasks were cancelled, and a signal to the
+//! worker running one.
+//!
+//! [`Dispatcher::cancel`](super::Dispatcher::cancel) ends the task's row first (so a queued
+//! job's claim finds it finished and skips it, in any process), then tells the workers: in
+//! embedded mode through this process's [`Cancels`]; in cluster mode by publishing the task
+//! id on a Redis channel that every process's [`listen`] turns into the same call.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::TaskId;
+
+/// How many cancelled task ids a process remembers for jobs that have not reached a worker.
+const REMEMBERED: usize = 4096;
+
+/// This process's running tasks and the recently cancelled ones. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Cancels(Arc<Mutex<Inner>>);
+
+#[derive(Default)]
+struct Inner {
+    running: HashMap<TaskId, CancellationToken>,
+    cancelled: HashSet<TaskId>,
+    order: VecDeque<TaskId>,
+}
+
+/// A running task's registration: [`cancelled`](Self::cancelled) resolves when the task
+/// is cancelled; dropping it ends the registration.
+pub struct Watch {
+    id: TaskId,
+    token: CancellationToken,
+    cancels: Cancels,
+}
+
+impl Cancels {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers task `id` as running here; `None` when it was cancelled before it started.
+    pub fn watch(&self, id: TaskId) -> Option<Watch> {
+        let mut inner = self.lock();
+        if inner.cancelled.contains(&id) {
+            return None;
+        }
+        let token = CancellationToken::new();
+        inner.running.insert(id, token.clone());
+        Some(Watch {
+            id,
+            token,
+            cancels: self.clone(),
+        })
+    }
+
+    /// Marks task `id` cancelled: its worker here, if one runs it, stops; a job of it that
+    /// reaches a worker here later is skipped.
+    pub fn cancel(&self, id: TaskId) {
+        let mut inner = self.lock();
+        if let Some(token) = inner.running.get(&id) {
+            token.cancel();
+        }
+        if inner.cancelled.insert(id) {
+            inner.order.push_back(id);
+            if inner.order.len() > REMEMBERED
+                && let Some(old) = inner.order.pop_front()
+            {
+                inner.cancelled.remove(&old);
+            }
+        }
+    }
+
+    /// Tasks running here now (for tests and metrics).
+    pub fn running(&self) -> usize {
+        self.lock().running.len()
+    }
+}
+
+impl Watch {
+    pub async fn cancelled(&self) {
+        self.token.cancelled().await;
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.cancels.lock().running.remove(&self.id);
+    }
+}
+
+/// The Redis channel cancellations are published on.
+pub(super) fn channel(prefix: &str) -> String {
+    format!("{prefix}cancel")
+}
+
+/// Cluster mode: turns every task id published on the cancel channel into a call to
+/// `cancels`, until `stop`; reconnects after an error.
+pub async fn listen(url: String, prefix: String, cancels: Cancels, stop: CancellationToken) {
+    let channel = channel(&prefix);
+    loop {
+        let session = async {
+            let client = redis::Client::open(url.as_str())?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            let mut messages = pubsub.on_message();
+            while let Some(message) = messages.next().await {
+                let text: String = message.get_payload()?;
+                match TaskId::parse(&text) {
+                    Ok(id) => cancels.cancel(id),
+                    Err(e) => tracing::warn!(error = %e, "ignored a malformed cancellation"),
+                }
+            }
+            Ok::<(), redis::RedisError>(())
+        };
+        tokio::select! {
+            result = session => {
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "cancellation channel lost; reconnecting");
+                }
+            }
+            () = stop.cancelled() => return,
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_running_task_hears_its_cancel_and_a_cancelled_one_never_starts() {
+        let cancels = Cancels::default();
+        let (a, b) = (TaskId::new(), TaskId::new());
+        let watch = cancels.watch(a).unwrap();
+        assert!(watch.cancelled().now_or_never().is_none());
+        assert_eq!(cancels.running(), 1);
+        cancels.cancel(a);
+        watch.cancelled().await;
+        drop(watch);
+        assert_eq!(cancels.running(), 0);
+        cancels.cancel(b);
+        assert!(cancels.watch(b).is_none(), "cancelled before it started");
+        let other = cancels.watch(TaskId::new()).unwrap();
+        assert!(other.cancelled().now_or_never().is_none(), "others run on");
+    }
+
+    #[test]
+    fn only_the_most_recent_cancellations_are_kept() {
+        let cancels = Cancels::default();
+        let first = TaskId::new();
+        cancels.cancel(first);
+        for _ in 0..REMEMBERED {
+            cancels.cancel(TaskId::new());
+        }
+        assert!(cancels.watch(first).is_some(), "the oldest was forgotten");
+        assert!(cancels.lock().cancelled.len() <= REMEMBERED);
+    }
+}
