@@ -181,8 +181,8 @@ impl IntoResponse for OllamaError {
     }
 }
 
-impl From<super::json::BodyError> for ApiError {
-    fn from(e: super::json::BodyError) -> Self {
+impl From<super::http::BodyError> for ApiError {
+    fn from(e: super::http::BodyError) -> Self {
         Self::BadRequest {
             message: e.to_string(),
             param: (e.path != "body").then(|| e.path.clone()),

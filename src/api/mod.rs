@@ -3,18 +3,15 @@
 //! to one `Turn` and hands it to the service layer.
 
 pub mod chat;
-pub mod client;
 pub mod error;
-pub mod extract;
 mod health;
-pub mod json;
+pub mod http;
 mod memory;
 pub mod ollama;
 pub mod openai;
 mod route;
 mod tasks;
 pub mod wait;
-pub mod wire;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -46,14 +43,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models", get(openai::handlers::list_models))
         .route(
             "/v1/chat/completions",
-            post(wire::chat::<openai::handlers::OpenAiChat>),
+            post(chat::chat::<openai::handlers::OpenAiChat>),
         )
         .route("/api/tags", get(ollama::handlers::tags))
         .route("/api/ps", get(ollama::handlers::ps))
         .route("/api/version", get(ollama::handlers::version))
         .route(
             "/api/chat",
-            post(wire::chat::<ollama::handlers::OllamaChat>),
+            post(chat::chat::<ollama::handlers::OllamaChat>),
         )
         .route("/memory", get(memory::list).delete(memory::forget_thread))
         .route("/memory/{id}", delete(memory::forget_one))

@@ -6,10 +6,10 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
-use super::client::client_context;
 use super::error::ApiError;
-use super::extract::ApiJson;
-use super::json::parse_body;
+use super::http::ApiJson;
+use super::http::client_context;
+use super::http::parse_body;
 use super::openai::ChatCompletionRequest;
 use crate::chat::{ChatMessage, ResponseMode, Role};
 use crate::domain::WorkerName;

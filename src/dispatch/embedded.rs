@@ -5,22 +5,32 @@
 //! sees the row even before it is committed. So the job is handed to a free local worker
 //! (its row written already claimed by it) or queued as soon as the insert is ordered, and
 //! whoever waits for the answer hears it only once the row is durable ([`HeldUntilRecorded`]).
+//!
+//! Direct hand-off: the service and the workers share one process. When the worker
+//! expected to run a task has a free slot and no job waits in the task's lane, the job
+//! skips the queue: the dispatcher writes the task's row already claimed by that worker and
+//! starts the job in a task of its own at once. That saves the queue's hand-off to the
+//! worker loop and the claim's separate write: a thread wake-up or two and one SQLite
+//! transaction per request (see docs/BENCHMARKS.md).
+//! Anything else (no free slot, jobs waiting, a worker out for a cool-down, shutdown)
+//! goes through the queue as before, so the queue's order and the backends' limits hold.
 
-use std::sync::Arc;
-use std::task::Poll;
+use std::pin::Pin;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::task::{Context, Poll, ready};
 
+use futures::{FutureExt, Stream, StreamExt};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::cancel::Cancels;
-use super::held::HeldUntilRecorded;
-use super::local::{LocalWorkers, Reservation};
 use super::{DispatchError, Until, spawn_to_completion};
-use crate::domain::{TaskStatus, WorkerName};
-use crate::events::{EventBus, EventStream};
+use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
+use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::queue::in_process::InProcessQueue;
-use crate::queue::{Job, Queue};
-use crate::store::{NewTask, TaskStore};
+use crate::queue::{Delivery, Job, Queue};
+use crate::store::{Durable, NewTask, TaskStore};
 use crate::worker::Worker;
 
 #[derive(Clone)]
@@ -141,3 +151,152 @@ impl Embedded {
         &self.events
     }
 }
+
+/// This process's workers, as the dispatcher sees them. Cheap to clone; empty (and every
+/// job queued) until the workers start, and in a process whose queue is shared.
+#[derive(Clone, Default)]
+pub struct LocalWorkers(Arc<RwLock<Vec<Local>>>);
+
+#[derive(Clone)]
+struct Local {
+    worker: Worker,
+    tracker: TaskTracker,
+    stop: CancellationToken,
+}
+
+/// A slot held on a worker for one job, from before its row is written until it ends.
+pub struct Reservation {
+    local: Local,
+    permit: OwnedSemaphorePermit,
+}
+
+impl LocalWorkers {
+    /// Makes `worker` available for direct hand-over until `stop`; its jobs are tracked by
+    /// `tracker` like those it takes from the queue.
+    pub fn add(&self, worker: Worker, tracker: TaskTracker, stop: CancellationToken) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Local {
+                worker,
+                tracker,
+                stop,
+            });
+    }
+
+    /// A free slot on worker `name` for a job of `lane`, if it serves the lane, is healthy
+    /// and is not stopping. The caller checks that no job waits in the lane.
+    pub fn reserve(&self, name: &WorkerName, lane: &Lane) -> Option<Reservation> {
+        let locals = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        let local = locals.iter().find(|l| l.worker.handle.name() == name)?;
+        if local.stop.is_cancelled()
+            || !local.worker.handle.is_healthy()
+            || !local.worker.lanes().contains(lane)
+        {
+            return None;
+        }
+        let permit = local.worker.slots.clone().try_acquire_owned().ok()?;
+        Some(Reservation {
+            local: local.clone(),
+            permit,
+        })
+    }
+}
+
+impl Reservation {
+    pub fn worker(&self) -> &WorkerName {
+        self.local.worker.handle.name()
+    }
+
+    /// Starts `job`, whose row was written claimed by this worker, in a task of its own.
+    /// Returns at once.
+    pub fn start(self, job: Job) {
+        let Self { local, permit } = self;
+        local
+            .worker
+            .spawn_job(&local.tracker, Delivery::direct(job), permit);
+    }
+}
+
+/// A task's events, of which the answer's pieces and any failure are held back until the
+/// task's row is durable; if it could not be written, the store's error is the last event.
+/// `Started` and `Retrying` (news of the queue, not of the answer) pass at once.
+///
+/// The recording is looked at only when a held event is ready, so a row committed before
+/// the answer's first piece arrives (the usual case: a backend takes longer than a local
+/// write) costs the reader no extra wake-up.
+pub(super) struct HeldUntilRecorded {
+    task_id: TaskId,
+    events: EventStream,
+    state: State,
+}
+
+enum State {
+    /// Waiting for the recording; `held` is the event that waits with it (`Some(None)`:
+    /// the events ended).
+    Recording {
+        recording: Durable,
+        held: Option<Option<TaskEvent>>,
+    },
+    /// The row is durable: events pass as they come.
+    Recorded,
+    /// The row could not be written and the reader was told.
+    Ended,
+}
+
+impl HeldUntilRecorded {
+    pub(super) fn new(task_id: TaskId, events: EventStream, recording: Durable) -> Self {
+        Self {
+            task_id,
+            events,
+            state: State::Recording {
+                recording,
+                held: None,
+            },
+        }
+    }
+}
+
+impl Stream for HeldUntilRecorded {
+    type Item = TaskEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TaskEvent>> {
+        let this = self.get_mut();
+        let State::Recording { recording, held } = &mut this.state else {
+            return match this.state {
+                State::Ended => Poll::Ready(None),
+                _ => this.events.poll_next_unpin(cx),
+            };
+        };
+        let event = match held.take() {
+            Some(event) => event,
+            None => match ready!(this.events.poll_next_unpin(cx)) {
+                Some(event @ (TaskEvent::Started { .. } | TaskEvent::Retrying { .. })) => {
+                    return Poll::Ready(Some(event));
+                }
+                other => other,
+            },
+        };
+        match recording.poll_unpin(cx) {
+            Poll::Pending => {
+                *held = Some(event);
+                Poll::Pending
+            }
+            Poll::Ready(Ok(())) => {
+                this.state = State::Recorded;
+                Poll::Ready(event)
+            }
+            Poll::Ready(Err(e)) => {
+                tracing::error!(error = %e, "could not record the task");
+                this.state = State::Ended;
+                Poll::Ready(Some(TaskEvent::Failed {
+                    message: format!("task {} could not be recorded: {e}", this.task_id),
+                }))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "embedded_tests.rs"]
+mod tests;

@@ -16,8 +16,6 @@
 pub mod cancel;
 mod cluster;
 mod embedded;
-mod held;
-mod local;
 
 use std::sync::Arc;
 

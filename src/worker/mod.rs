@@ -5,7 +5,6 @@
 //! backend's `max_concurrency`, fails over before the first token when another worker
 //! serves the model, and reports a clear error after it.
 
-mod directory;
 mod run;
 
 use std::sync::Arc;
@@ -15,15 +14,58 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, Span};
 
-pub use directory::Directory;
-
-use crate::backend::BackendHandle;
+use crate::backend::registry::WorkerStatus;
+use crate::backend::{BackendHandle, Registry};
 use crate::dispatch::Cancels;
-use crate::domain::{Lane, ModelName, ThreadId};
+use crate::domain::{Lane, ModelName, ThreadId, WorkerName};
 use crate::events::EventBus;
 use crate::queue::{Delivery, Job, Queue};
+use crate::routing::Catalog;
 use crate::store::TaskStore;
 use crate::web::WebContext;
+
+/// Which workers exist and what they serve: the registry in embedded mode, worker
+/// heartbeats in cluster mode.
+pub trait Directory: Send + Sync + 'static {
+    /// What every worker serves right now.
+    fn catalog(&self) -> Catalog;
+
+    /// The worker expected to take a task for `model` now.
+    fn best_worker_for(&self, model: &ModelName) -> Option<WorkerName>;
+
+    fn statuses(&self) -> Vec<WorkerStatus>;
+
+    /// Whether any worker can run anything.
+    fn any_healthy(&self) -> bool;
+
+    /// How many healthy workers, other than those in `except`, serve `model`.
+    fn others_serving(&self, model: &ModelName, except: &[WorkerName]) -> usize;
+}
+
+impl Directory for Registry {
+    fn catalog(&self) -> Catalog {
+        Registry::catalog(self)
+    }
+
+    fn best_worker_for(&self, model: &ModelName) -> Option<WorkerName> {
+        Registry::best_worker_for(self, model)
+    }
+
+    fn statuses(&self) -> Vec<WorkerStatus> {
+        Registry::statuses(self)
+    }
+
+    fn any_healthy(&self) -> bool {
+        Registry::any_healthy(self)
+    }
+
+    fn others_serving(&self, model: &ModelName, except: &[WorkerName]) -> usize {
+        self.handles()
+            .iter()
+            .filter(|h| h.is_healthy() && h.serves(model) && !except.contains(h.name()))
+            .count()
+    }
+}
 
 /// How many workers may try one task before it fails.
 pub const MAX_ATTEMPTS: u32 = 3;

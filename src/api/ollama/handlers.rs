@@ -11,10 +11,10 @@ use super::{
     ChatRequest, ModelDetails, ModelTag, NdjsonEncoder, PsResponse, RunningModel, TagsResponse,
     Timings, VersionResponse, encode_chat_response, timestamp,
 };
+use crate::api::chat::ChatWire;
 use crate::api::chat::{ChatReply, Piece};
 use crate::api::error::{ApiError, OllamaError};
-use crate::api::json::write_json;
-use crate::api::wire::ChatWire;
+use crate::api::http::write_json;
 use crate::chat::Chunk;
 use crate::service::AppState;
 use crate::turn::{Answer, ClientContext, TurnInput};
@@ -73,7 +73,7 @@ pub async fn version() -> Response {
     })
 }
 
-/// `POST /api/chat`, served by [`crate::api::wire::chat`].
+/// `POST /api/chat`, served by [`crate::api::chat::chat`].
 pub struct OllamaChat;
 
 /// One answer's encoder: the model it names, and the state of its stream.

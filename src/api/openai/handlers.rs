@@ -9,9 +9,9 @@ use super::{
     ChatCompletionRequest, CompletionMeta, ErrorBody, ModelEntry, ModelList, SseEncoder,
     encode_completion, write_json,
 };
+use crate::api::chat::ChatWire;
 use crate::api::chat::{ChatReply, Piece};
 use crate::api::error::ApiError;
-use crate::api::wire::ChatWire;
 use crate::service::AppState;
 use crate::turn::{Answer, ClientContext, TurnInput};
 
@@ -39,7 +39,7 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// `POST /v1/chat/completions`, served by [`crate::api::wire::chat`].
+/// `POST /v1/chat/completions`, served by [`crate::api::chat::chat`].
 pub struct OpenAiChat;
 
 /// One completion's encoder: its id, time and model, and the state of its stream.

@@ -11,7 +11,7 @@ pub mod request;
 pub mod response;
 pub mod stream;
 
-pub use crate::api::json::{BodyError, parse_body, write_json};
+pub use crate::api::http::{BodyError, parse_body, write_json};
 pub use request::{ChatCompletionRequest, ParsedChat};
 pub use response::{
     CompletionMeta, ErrorBody, ErrorDetail, ModelEntry, ModelList, encode_completion, encode_error,

@@ -1,0 +1,200 @@
+//! HTTP plumbing every front door shares: JSON bodies in and out (parsing that names the
+//! bad field, our extractor that answers in our error format, writing into a reused
+//! buffer), and what a request says besides its body (Open WebUI's headers, who the
+//! client is, whether the turn may be remembered), gathered into one [`ClientContext`].
+
+use axum::extract::{FromRequest, Request};
+use axum::http::HeaderMap;
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+use crate::turn::ClientContext;
+
+/// A request body that could not be understood; `path` names the field (`messages[2].content`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct BodyError {
+    pub path: String,
+    pub message: String,
+}
+
+impl BodyError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses a JSON body; unknown fields are ignored, trailing garbage is an error.
+pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, BodyError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(BodyError::new(
+            "body",
+            "the request body is empty; expected JSON",
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return BodyError::new("body", format!("malformed JSON: {inner}"));
+        }
+        let path = if matches!(path.as_str(), "." | "?" | "") {
+            "body".to_owned()
+        } else {
+            path
+        };
+        BodyError::new(path, inner.to_string())
+    })?;
+    de.end()
+        .map_err(|e| BodyError::new("body", e.to_string()))?;
+    Ok(value)
+}
+
+/// Appends `value` as JSON to `out`. Our wire structs cannot fail to serialise; if one
+/// ever did, `out` is left as it was and the failure is logged.
+pub fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let len = out.len();
+    if let Err(error) = serde_json::to_writer(&mut *out, value) {
+        out.truncate(len);
+        tracing::error!(%error, "a response frame could not be serialised");
+    }
+}
+
+/// Like `axum::Json`, but errors are [`ApiError::BadRequest`] naming the field.
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("could not read the request body: {e}")))?;
+        Ok(ApiJson(parse_body(&bytes)?))
+    }
+}
+
+/// A header's value, when it is present, readable and not blank.
+pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// Who the client is, for the fallback thread id: the user header, else the API key's hash.
+pub fn client_identity(headers: &HeaderMap) -> Option<String> {
+    header(headers, "x-openwebui-user-id").or_else(|| {
+        header(headers, "authorization").map(|a| {
+            use sha2::{Digest, Sha256};
+            let d = Sha256::digest(a.as_bytes());
+            d[..8].iter().map(|b| format!("{b:02x}")).collect()
+        })
+    })
+}
+
+/// Whether the request lets its turn be remembered: not when it says
+/// `X-Coordinator-Remember: false` (or `0`, `no`, `off`).
+fn allows_memory(headers: &HeaderMap) -> bool {
+    !header(headers, "x-coordinator-remember").is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "false" | "0" | "no" | "off"
+        )
+    })
+}
+
+/// The client's identity, its Open WebUI headers and its say on memory.
+pub fn client_context(headers: &HeaderMap) -> ClientContext {
+    ClientContext {
+        chat_id_header: header(headers, "x-openwebui-chat-id"),
+        task_header: header(headers, "x-openwebui-task"),
+        client_identity: client_identity(headers),
+        remember: allows_memory(headers),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Outer {
+        items: Vec<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        n: u32,
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse_body::<Outer>(br#"{"items":[{"n":1},{"n":"x"}]}"#).unwrap_err();
+        assert_eq!(e.path, "items[1].n");
+        let e = parse_body::<Outer>(b"{").unwrap_err();
+        assert_eq!(e.path, "body");
+        let e = parse_body::<Outer>(br#"{"items":[]} x"#).unwrap_err();
+        assert_eq!(e.path, "body");
+        assert!(parse_body::<Outer>(br#"{"items":[],"extra":true}"#).is_ok());
+    }
+
+    #[test]
+    fn write_json_appends() {
+        let mut out = b"data: ".to_vec();
+        write_json(&mut out, &serde_json::json!({"a": 1}));
+        assert_eq!(out, br#"data: {"a":1}"#);
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_remember_header_opts_out_with_any_no_word() {
+        for no in ["false", "0", "no", "off", " OFF "] {
+            let c = client_context(&headers(&[("x-coordinator-remember", no)]));
+            assert!(!c.remember, "{no:?}");
+        }
+        for yes in ["true", "1", "yes", "", "maybe"] {
+            let c = client_context(&headers(&[("x-coordinator-remember", yes)]));
+            assert!(c.remember, "{yes:?}");
+        }
+        assert!(client_context(&HeaderMap::new()).remember);
+    }
+
+    #[test]
+    fn blank_headers_are_absent_and_the_user_header_comes_before_the_key() {
+        let c = client_context(&headers(&[
+            ("x-openwebui-chat-id", "  "),
+            ("x-openwebui-task", "title_generation"),
+            ("x-openwebui-user-id", "u-1"),
+            ("authorization", "Bearer k"),
+        ]));
+        assert_eq!(c.chat_id_header, None);
+        assert_eq!(c.task_header.as_deref(), Some("title_generation"));
+        assert_eq!(c.client_identity.as_deref(), Some("u-1"));
+        let by_key = client_context(&headers(&[("authorization", "Bearer k")]));
+        assert_eq!(by_key.client_identity.map(|k| k.len()), Some(16));
+    }
+}
