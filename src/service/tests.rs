@@ -31,8 +31,10 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
         1,
         Some(vec![ModelName::parse("m").unwrap()]),
     );
-    let mut config = Config::default();
-    config.backends = vec![backend];
+    let config = Config {
+        backends: vec![backend],
+        ..Config::default()
+    };
     let store: Arc<dyn TaskStore> = Arc::new(
         SqliteStore::open(&dir.path().join("tasks.db"))
             .await

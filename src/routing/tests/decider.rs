@@ -47,7 +47,7 @@ async fn seed_incidents_route_as_intended() {
     assert!(!d.web_search());
     assert_eq!(d.domain.as_str(), "general");
     assert_eq!(
-        d.rules_reply().as_deref(),
+        d.rules_reply(),
         Some(&*format!("{{\"queries\":[\"{ping}\"]}}"))
     );
 }
@@ -89,7 +89,7 @@ async fn internal_tasks_in_rules_mode_need_no_model() {
         .unwrap();
     assert_eq!(d.internal_task, Some(InternalTask::TitleGeneration));
     assert_eq!(
-        d.rules_reply().as_deref(),
+        d.rules_reply(),
         Some(r#"{"title":"東京でおすすめのラーメン屋は"}"#)
     );
     assert_eq!(
