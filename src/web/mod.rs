@@ -16,7 +16,8 @@
 //!    ends with the sources list, written by Coordinator, just before the final
 //!    [`Chunk::Done`](crate::chat::Chunk::Done).
 //!
-//! Web jobs are never written to conversation memory: see [`is_web_job`].
+//! Web jobs are never written to conversation memory (`crate::memory::policy`): a search
+//! summary is not something the user said, and re-feeding it would loop.
 
 pub mod clean;
 pub mod config;
@@ -33,12 +34,3 @@ pub use query::{DerivedQuery, QuerySource};
 pub use rewrite::{BackendQueryRewriter, QueryRewriter, RewriteError};
 pub use run::{WebContext, WebOutcome, WebPlan, WebReply, plan_web_reply, web_stream};
 pub use searxng::{SearchError, SearchResult, SearxngClient};
-
-use crate::domain::Lane;
-use crate::queue::Job;
-
-/// Whether a job belongs to the web lane. Such turns must not be written to memory: a
-/// search summary is not something the user said, and re-feeding it would loop.
-pub fn is_web_job(job: &Job) -> bool {
-    job.lane == Lane::Web
-}

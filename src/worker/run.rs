@@ -6,12 +6,12 @@ use futures::StreamExt;
 use super::{MAX_ATTEMPTS, Worker};
 use crate::backend::{BackendError, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
-use crate::domain::{TaskStatus, WorkerName};
+use crate::domain::{Lane, TaskStatus, WorkerName};
 use crate::events::TaskEvent;
 use crate::memory::Exchange;
 use crate::queue::{Delivery, Job};
 use crate::store::{Claim, StoreError, TaskOutcome};
-use crate::web::{is_web_job, web_stream};
+use crate::web::web_stream;
 
 /// An answer that has started: its chunks, and why the web lane fell back to the local
 /// model alone, if it did.
@@ -289,7 +289,7 @@ impl Worker {
     /// Calls the backend (through the web lane for web jobs) and returns its answer's
     /// chunks once the answer has started.
     async fn open(&self, job: &Job) -> Result<Opened, BackendError> {
-        match (&self.web, is_web_job(job)) {
+        match (&self.web, job.lane == Lane::Web) {
             (Some(ctx), true) => {
                 let mut request = job.request.clone();
                 if !self.handle.serves(&request.model)

@@ -259,3 +259,41 @@ async fn opted_out_and_temporary_turns_are_not_remembered() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A turn wrapped in Open WebUI's RAG template carries documents, not what the user said:
+/// it neither reads nor becomes memory, and its row says so for a later backfill.
+#[tokio::test]
+async fn a_turn_carrying_retrieved_documents_is_not_remembered() {
+    let app = crate::helpers::spawn_app().await;
+    let rag = "### Task:\nAnswer the user query using the provided context, citing [id] where it applies.\n\
+        ### Guidelines:\n- If unsure, say so.\n<context>\n<source id=\"1\" name=\"notes.md\">Our wifi password \
+        is on the fridge.</source>\n</context>\n\nwhere is the wifi password?";
+    let routed = app
+        .route(serde_json::json!({"prompt": rag, "thread_id": "t-rag"}))
+        .await;
+    let rag_id = routed["task_id"].as_str().unwrap().to_owned();
+    let row = app.finished_task(&rag_id).await;
+    assert_eq!(row["status"], "done", "{row}");
+    assert_eq!(row["remember"], false, "{row}");
+    let told = app
+        .route(serde_json::json!({"prompt": "my bike is blue", "thread_id": "t-plain"}))
+        .await;
+    app.finished_task(told["task_id"].as_str().unwrap()).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let items: Value = app.get("/memory").await.json().await.unwrap();
+        let all = items["items"].as_array().cloned().unwrap_or_default();
+        if !all.is_empty() {
+            assert!(
+                all.iter().all(|i| i["thread_id"] == "t-plain"),
+                "only the plain turn: {items}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the plain turn never reached memory"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
