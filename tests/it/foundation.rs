@@ -558,12 +558,7 @@ async fn a_cancelled_task_stops_where_it_is() {
 
     let queued = app.route(json!({ "prompt": "and another one" })).await;
     let queued = queued["task_id"].as_str().unwrap().to_owned();
-    let row: Value = app
-        .get(&format!("/tasks/{queued}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let row: Value = app.task(&queued).await;
     assert_eq!(row["status"], "queued", "{row}");
 
     let cancel = |id: String| {
@@ -577,12 +572,7 @@ async fn a_cancelled_task_stops_where_it_is() {
     let (status, said) = cancel(queued.clone()).await;
     assert_eq!(status, 200, "{said}");
     assert_eq!(said["status"], "cancelled");
-    let row: Value = app
-        .get(&format!("/tasks/{queued}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let row: Value = app.task(&queued).await;
     assert_eq!(row["status"], "failed", "{row}");
     assert!(
         row["error"].as_str().unwrap().contains("cancelled"),
@@ -600,12 +590,7 @@ async fn a_cancelled_task_stops_where_it_is() {
         rest.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
     }
     assert!(rest.contains("cancelled"), "the client hears why: {rest}");
-    let row: Value = app
-        .get(&format!("/tasks/{running}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let row: Value = app.task(&running).await;
     assert_eq!(row["status"], "failed", "{row}");
 
     // The slot is free again: a new task runs to its end, and the cancelled queued task
@@ -619,12 +604,7 @@ async fn a_cancelled_task_stops_where_it_is() {
         2,
         "the queued task never ran"
     );
-    let row: Value = app
-        .get(&format!("/tasks/{queued}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let row: Value = app.task(&queued).await;
     assert_eq!(
         row["status"], "failed",
         "a cancelled task stays cancelled: {row}"
@@ -648,5 +628,5 @@ async fn once_done(app: &TestApp, id: &str) -> Value {
     while let Some(chunk) = body.next().await {
         chunk.unwrap();
     }
-    app.get(&format!("/tasks/{id}")).await.json().await.unwrap()
+    app.task(&id).await
 }

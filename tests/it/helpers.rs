@@ -66,6 +66,15 @@ impl TestApp {
     }
 
     /// Waits for the task to end (through its event stream) and returns the stored task.
+    /// Task `task_id`'s row, as `GET /tasks/{id}` shows it now.
+    pub async fn task(&self, task_id: &str) -> Value {
+        self.get(&format!("/tasks/{task_id}"))
+            .await
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub async fn finished_task(&self, task_id: &str) -> Value {
         let events = tokio::time::timeout(Duration::from_secs(30), self.events(task_id))
             .await

@@ -181,23 +181,7 @@ async fn web_and_internal_turns_are_never_remembered() {
         )
         .await;
     app.finished_task(told["task_id"].as_str().unwrap()).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let items: Value = app.get("/memory").await.json().await.unwrap();
-        let all = items["items"].as_array().cloned().unwrap_or_default();
-        if !all.is_empty() {
-            assert!(
-                all.iter().all(|i| i["thread_id"] == "t-plain"),
-                "only the plain turn: {items}"
-            );
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the plain turn never reached memory"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    only_thread_in_memory(&app, "t-plain").await;
 }
 
 /// A turn the user asked not to remember, or one from an Open WebUI temporary chat, is
@@ -279,20 +263,26 @@ async fn a_turn_carrying_retrieved_documents_is_not_remembered() {
         .route(serde_json::json!({"prompt": "my bike is blue", "thread_id": "t-plain"}))
         .await;
     app.finished_task(told["task_id"].as_str().unwrap()).await;
+    only_thread_in_memory(&app, "t-plain").await;
+}
+
+/// Waits until memory holds something (written after delivery, so polled), then checks that
+/// every item is of `thread`: a control turn there, written after the turns under test.
+async fn only_thread_in_memory(app: &crate::helpers::TestApp, thread: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let items: Value = app.get("/memory").await.json().await.unwrap();
         let all = items["items"].as_array().cloned().unwrap_or_default();
         if !all.is_empty() {
             assert!(
-                all.iter().all(|i| i["thread_id"] == "t-plain"),
-                "only the plain turn: {items}"
+                all.iter().all(|i| i["thread_id"] == thread),
+                "only the turn of {thread}: {items}"
             );
-            break;
+            return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the plain turn never reached memory"
+            "the turn of {thread} never reached memory"
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
