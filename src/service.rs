@@ -20,7 +20,6 @@ use crate::memory::policy;
 use crate::queue::{Job, MemoryNote, QueueError};
 use crate::routing::{Decider, RouteDecision, RouteError, Target};
 use crate::store::{NewTask, StoreError, TaskStore};
-use crate::telemetry::InSpan;
 use crate::turn::{History, Turn};
 use crate::worker::Directory;
 use tracing::Instrument;
@@ -56,8 +55,10 @@ pub struct Submitted {
     pub decision: RouteDecision,
     /// The worker expected to run the task (the pinned one, or the best candidate now).
     pub worker_hint: Option<WorkerName>,
-    /// Read inside the task's span (see [`crate::telemetry::task_span`]).
     pub events: EventStream,
+    /// The task's span (see [`crate::telemetry::task_span`]), for what the front door does
+    /// and logs while it waits for the answer.
+    pub span: tracing::Span,
 }
 
 /// Cheap to clone: every field is a handle.
@@ -108,7 +109,7 @@ impl AppState {
             .record_and_start(turn, decision, task_id, until)
             .instrument(span.clone())
             .await?;
-        submitted.events = Box::pin(InSpan::new(submitted.events, span));
+        submitted.span = span;
         Ok(submitted)
     }
 
@@ -170,6 +171,7 @@ impl AppState {
                     decision,
                     worker_hint: WorkerName::parse(RULES_WORKER).ok(),
                     events,
+                    span: tracing::Span::none(),
                 });
             }
         };
@@ -210,6 +212,7 @@ impl AppState {
             decision,
             worker_hint,
             events,
+            span: tracing::Span::none(),
         })
     }
 }

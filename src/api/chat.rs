@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde::de::DeserializeOwned;
+use tracing::Instrument;
 
 use super::error::ApiError;
 use super::http::{client_context, parse_body};
@@ -213,6 +214,7 @@ impl ChatReply {
         let sub = state.submit_for_answer(turn).await?;
         let timeout = Duration::from_secs(state.config.timeouts.route_s);
         let first = first_chunk(sub.task_id, sub.events, timeout, deadline)
+            .instrument(sub.span)
             .await
             .map_err(|e| e.in_language(lang))?;
         let worker = first

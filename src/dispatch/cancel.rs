@@ -42,13 +42,14 @@ impl Cancels {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers task `id` as running here; `None` when it was cancelled before it started.
-    pub fn watch(&self, id: TaskId) -> Option<Watch> {
+    /// Registers task `id` as running here, its token a child of `parent` (which cancels
+    /// it too: shutdown); `None` when it was cancelled before it started.
+    pub fn watch(&self, id: TaskId, parent: &CancellationToken) -> Option<Watch> {
         let mut inner = self.lock();
         if inner.cancelled.contains(&id) {
             return None;
         }
-        let token = CancellationToken::new();
+        let token = parent.child_token();
         inner.running.insert(id, token.clone());
         Some(Watch {
             id,
@@ -138,10 +139,11 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_running_task_hears_its_cancel_and_a_cancelled_one_never_starts() {
+    async fn a_running_task_hears_its_cancel_and_shutdown_and_a_cancelled_one_never_starts() {
         let cancels = Cancels::default();
         let (a, b) = (TaskId::new(), TaskId::new());
-        let watch = cancels.watch(a).unwrap();
+        let root = CancellationToken::new();
+        let watch = cancels.watch(a, &root).unwrap();
         assert!(watch.cancelled().now_or_never().is_none());
         assert_eq!(cancels.running(), 1);
         cancels.cancel(a);
@@ -149,9 +151,14 @@ mod tests {
         drop(watch);
         assert_eq!(cancels.running(), 0);
         cancels.cancel(b);
-        assert!(cancels.watch(b).is_none(), "cancelled before it started");
-        let other = cancels.watch(TaskId::new()).unwrap();
+        assert!(
+            cancels.watch(b, &root).is_none(),
+            "cancelled before it started"
+        );
+        let other = cancels.watch(TaskId::new(), &root).unwrap();
         assert!(other.cancelled().now_or_never().is_none(), "others run on");
+        root.cancel();
+        other.cancelled().await;
     }
 
     #[test]
@@ -162,7 +169,10 @@ mod tests {
         for _ in 0..REMEMBERED {
             cancels.cancel(TaskId::new());
         }
-        assert!(cancels.watch(first).is_some(), "the oldest was forgotten");
+        assert!(
+            cancels.watch(first, &CancellationToken::new()).is_some(),
+            "the oldest was forgotten"
+        );
         assert!(cancels.lock().cancelled.len() <= REMEMBERED);
     }
 }

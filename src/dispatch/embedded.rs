@@ -229,6 +229,8 @@ pub(super) struct HeldUntilRecorded {
     task_id: TaskId,
     events: EventStream,
     state: State,
+    /// The task's span (the one it is made in), for the one line it may log.
+    span: tracing::Span,
 }
 
 enum State {
@@ -253,6 +255,7 @@ impl HeldUntilRecorded {
                 recording,
                 held: None,
             },
+            span: tracing::Span::current(),
         }
     }
 }
@@ -287,7 +290,8 @@ impl Stream for HeldUntilRecorded {
                 Poll::Ready(event)
             }
             Poll::Ready(Err(e)) => {
-                tracing::error!(error = %e, "could not record the task");
+                this.span
+                    .in_scope(|| tracing::error!(error = %e, "could not record the task"));
                 this.state = State::Ended;
                 Poll::Ready(Some(TaskEvent::Failed {
                     message: format!("task {} could not be recorded: {e}", this.task_id),

@@ -121,10 +121,23 @@ impl Worker {
     ) {
         let span = task_span(&delivery.job);
         let job = async move {
-            tokio::select! {
-                () = self.execute(delivery) => {}
-                () = self.abort.cancelled() => {
-                    tracing::warn!(worker = %self.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
+            // One token for both ends: the task's cancellation, and shutdown's (its parent).
+            match self.cancels.watch(delivery.job.task_id, &self.abort) {
+                Some(watch) => tokio::select! {
+                    () = self.execute(&delivery) => {}
+                    () = watch.cancelled() => {
+                        if self.abort.is_cancelled() {
+                            tracing::warn!(worker = %self.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
+                        } else {
+                            // Its row and its client were told by whoever cancelled it.
+                            tracing::info!(worker = %self.handle.name(), "task cancelled; its backend call was dropped");
+                            self.ack(&delivery).await;
+                        }
+                    }
+                },
+                None => {
+                    tracing::info!(worker = %self.handle.name(), "task cancelled before it started; skipped");
+                    self.ack(&delivery).await;
                 }
             }
             drop(permit);

@@ -71,22 +71,9 @@ impl Worker {
     /// Runs one delivered job to its end. It is acknowledged once what it led to is
     /// settled (recorded and durable, handed on, or skipped), and a finished turn is
     /// remembered only after that, when its answer was delivered.
-    pub(super) async fn execute(&self, delivery: Delivery) {
-        let outcome = match self.cancels.watch(delivery.job.task_id) {
-            Some(watch) => tokio::select! {
-                outcome = self.settle(&delivery) => outcome,
-                () = watch.cancelled() => {
-                    // Its row and its client were told by whoever cancelled it.
-                    tracing::info!(worker = %self.handle.name(), "task cancelled; its backend call was dropped");
-                    None
-                }
-            },
-            None => {
-                tracing::info!(worker = %self.handle.name(), "task cancelled before it started; skipped");
-                None
-            }
-        };
-        self.ack(&delivery).await;
+    pub(super) async fn execute(&self, delivery: &Delivery) {
+        let outcome = self.settle(delivery).await;
+        self.ack(delivery).await;
         if let Some(outcome) = outcome.filter(|o| o.status == TaskStatus::Done) {
             self.remember(&delivery.job, &outcome).await;
         }
@@ -428,7 +415,7 @@ impl Worker {
         true
     }
 
-    async fn ack(&self, delivery: &Delivery) {
+    pub(super) async fn ack(&self, delivery: &Delivery) {
         if let Err(e) = self.queue.ack(delivery).await {
             tracing::error!(error = %e, "could not acknowledge the job");
         }
