@@ -46,15 +46,11 @@ pub fn init(json: bool) {
 /// however the job reached its worker (from a queue, in another process, or handed over
 /// directly while its submission runs in its own).
 pub fn task_span(task_id: TaskId, thread_id: Option<&ThreadId>, lane: &Lane) -> Span {
-    let span = tracing::info_span!(
+    tracing::info_span!(
         parent: None,
         "task",
         task_id = %task_id,
-        thread_id = tracing::field::Empty,
+        thread_id = thread_id.map(ThreadId::as_str),
         lane = %lane,
-    );
-    if let Some(thread_id) = thread_id {
-        span.record("thread_id", thread_id.as_str());
-    }
-    span
+    )
 }

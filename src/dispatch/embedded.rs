@@ -47,12 +47,14 @@ struct Start {
     job: Job,
     reservation: Option<Reservation>,
     queue: Arc<InProcessQueue>,
+    /// The task's span, for a worker the job is handed to directly.
+    span: tracing::Span,
 }
 
 impl Start {
     fn now(self) {
         match self.reservation {
-            Some(r) => r.start(self.job),
+            Some(r) => r.start(self.job, self.span),
             None => self.queue.push(self.job),
         }
     }
@@ -104,6 +106,7 @@ impl Embedded {
             job,
             reservation,
             queue: self.queue.clone(),
+            span: tracing::Span::current(),
         };
         let store = self.store.clone();
         let mut insert = Box::pin(async move { store.insert(task).await });
@@ -210,11 +213,11 @@ impl Reservation {
 
     /// Starts `job`, whose row was written claimed by this worker, in a task of its own.
     /// Returns at once.
-    pub fn start(self, job: Job) {
+    pub fn start(self, job: Job, span: tracing::Span) {
         let Self { local, permit } = self;
         local
             .worker
-            .spawn_job(&local.tracker, Delivery::direct(job), permit);
+            .spawn_job(&local.tracker, Delivery::direct(job, span), permit);
     }
 }
 

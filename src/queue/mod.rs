@@ -90,6 +90,9 @@ pub struct Delivery {
     /// Whether the task's row was written already claimed by the worker this delivery goes
     /// to (see [`Delivery::direct`]). A worker claims any other job itself.
     pub claimed: bool,
+    /// The task's span when the job comes straight from its submission in this process
+    /// (the worker then logs in that span instead of opening another with the same fields).
+    pub span: Option<tracing::Span>,
 }
 
 impl Delivery {
@@ -102,14 +105,16 @@ impl Delivery {
             deliveries: 1,
             dead_letter: None,
             claimed: false,
+            span: None,
         }
     }
 
     /// A fresh job the service handed straight to a worker of this process, without
     /// queueing it: the task's row was written already claimed by that worker.
-    pub fn direct(job: Job) -> Self {
+    pub fn direct(job: Job, span: tracing::Span) -> Self {
         Self {
             claimed: true,
+            span: Some(span),
             ..Self::in_process(job)
         }
     }

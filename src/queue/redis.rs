@@ -275,6 +275,7 @@ impl Inner {
                 deliveries: t.deliveries,
                 dead_letter: Some(reason),
                 claimed: false,
+                span: None,
             }));
         }
         if job.avoid.contains(worker) && t.passes < self.options.max_avoid_passes {
@@ -288,6 +289,7 @@ impl Inner {
             deliveries: t.deliveries.max(1),
             dead_letter: None,
             claimed: false,
+            span: None,
         }))
     }
 

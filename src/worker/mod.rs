@@ -119,7 +119,10 @@ impl Worker {
         delivery: Delivery,
         permit: OwnedSemaphorePermit,
     ) {
-        let span = task_span(&delivery.job);
+        let span = match &delivery.span {
+            Some(span) => span.clone(),
+            None => task_span(&delivery.job),
+        };
         let job = async move {
             // One token for both ends: the task's cancellation, and shutdown's (its parent).
             match self.cancels.watch(delivery.job.task_id, &self.abort) {

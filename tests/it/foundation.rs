@@ -628,5 +628,5 @@ async fn once_done(app: &TestApp, id: &str) -> Value {
     while let Some(chunk) = body.next().await {
         chunk.unwrap();
     }
-    app.task(&id).await
+    app.task(id).await
 }
