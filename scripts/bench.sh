@@ -172,17 +172,17 @@ if [[ "${1:-}" == instructions ]]; then
   callgrind_annotate --inclusive=yes "$WORK/callgrind.out" 2>/dev/null | awk -v n="$ok" '
     function take(key) { if (!(key in v)) { gsub(",", "", $1); v[key] = $1 } }
     /PROGRAM TOTALS/ { take("all") }
-    /service::Coordinator::submit_recording::\{\{closure\}\}( \[|$)/ { take("turn") }
-    /routing::Router::decide::\{\{closure\}\}( \[|$)/ { take("routing") }
+    /service::AppState::record_and_start::\{\{closure\}\}( \[|$)/ { take("turn") }
+    /routing::Decider::decide(_user)?::\{\{closure\}\}( \[|$)/ { take("routing") }
     /memory::context::context_block( \[|$)/ { take("context") }
     /memory::embed::HashEmbedder::embed( \[|$)/ { take("embed") }
-    /Worker>::execute::\{\{closure\}\}( \[|$)/ { take("job") }
+    /Worker>::(execute|settle)::\{\{closure\}\}( \[|$)/ { take("job") }
     /sqlite::writer::run( \[|$)/ { take("writer") }
     END {
-      split("all turn routing context job embed writer", order, " ")
+      split("all routing turn context job embed writer", order, " ")
       label["all"] = "all of Coordinator (every thread)"
-      label["turn"] = "the turn: routing, memory recall, composing, recording (request task)"
-      label["routing"] = "&nbsp;&nbsp;of which routing"
+      label["turn"] = "the turn: memory recall, composing, recording (request task)"
+      label["routing"] = "routing the turn (before it)"
       label["context"] = "&nbsp;&nbsp;of which the memory context block"
       label["job"] = "the job: backend call, outcome, memory write (worker task)"
       label["embed"] = "the built-in embedder (recall and remembering, both above)"
