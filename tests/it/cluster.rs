@@ -108,6 +108,18 @@ async fn worker_names(http: &reqwest::Client, base: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `POST url` with a JSON body, and the JSON answer.
+async fn post_json(http: &reqwest::Client, url: &str, body: Value) -> Value {
+    http.post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn pg(env: &Env) -> sqlx::PgPool {
     sqlx::PgPool::connect(&env.db).await.unwrap()
 }
@@ -157,15 +169,12 @@ async fn serve_routes_and_a_worker_process_runs_the_task() {
     )
     .await;
 
-    let routed: Value = http
-        .post(format!("{base}/route"))
-        .json(&json!({"prompt": "クラスタで動く？"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let routed = post_json(
+        &http,
+        &format!("{base}/route"),
+        json!({"prompt": "クラスタで動く？"}),
+    )
+    .await;
     assert_eq!(routed["worker_id"], "gpu-desktop", "{routed}");
     let id = routed["task_id"].as_str().unwrap().to_owned();
 
@@ -549,14 +558,7 @@ async fn a_cancel_reaches_the_worker_process_running_the_task() {
     );
 
     fake.update_knobs(|k| k.stall_after = None);
-    let said: Value = http
-        .post(format!("{base}/tasks/{id}/cancel"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let said = post_json(&http, &format!("{base}/tasks/{id}/cancel"), json!({})).await;
     assert_eq!(said["status"], "cancelled", "{said}");
     let mut rest = String::new();
     while let Some(chunk) = body.next().await {
@@ -565,15 +567,12 @@ async fn a_cancel_reaches_the_worker_process_running_the_task() {
     assert!(rest.contains("cancelled"), "{rest}");
 
     // The worker's one slot is free: the next task runs there to its end.
-    let routed: Value = http
-        .post(format!("{base}/route"))
-        .json(&json!({"prompt": "a short one"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let routed = post_json(
+        &http,
+        &format!("{base}/route"),
+        json!({"prompt": "a short one"}),
+    )
+    .await;
     let next = routed["task_id"].as_str().unwrap().to_owned();
     let pool = pg(&env).await;
     eventually(Duration::from_secs(20), "the next task is done", || async {
