@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
+use tracing::Instrument;
 
 use crate::backend::BackendRequest;
 use crate::chat::{ChatMessage, Chunk, FinishReason, Role, Usage};
@@ -22,7 +23,6 @@ use crate::routing::{Decider, RouteDecision, RouteError, Target};
 use crate::store::{NewTask, StoreError, TaskStore};
 use crate::turn::{History, Turn};
 use crate::worker::Directory;
-use tracing::Instrument;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -105,15 +105,13 @@ impl AppState {
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();
         let span = crate::telemetry::task_span(task_id, Some(&turn.thread_id), decision.lane());
-        let mut submitted = self
-            .record_and_start(turn, decision, task_id, until)
-            .instrument(span.clone())
-            .await?;
-        submitted.span = span;
-        Ok(submitted)
+        self.record_and_start(turn, decision, task_id, until)
+            .instrument(span)
+            .await
     }
 
-    /// Records the routed turn's task and starts it (or records its rules answer).
+    /// Records the routed turn's task and starts it (or records its rules answer), inside
+    /// the task's span, which the submission carries on.
     async fn record_and_start(
         &self,
         turn: Turn,
@@ -163,15 +161,16 @@ impl AppState {
             Target::Rules { reply } => {
                 task.status = TaskStatus::Done;
                 task.response = Some(reply.clone());
-                task.worker_id = WorkerName::parse(RULES_WORKER).ok();
+                let rules = WorkerName::parse(RULES_WORKER).ok();
+                task.worker_id = rules.clone();
                 self.dispatch.record_finished(task).await?;
                 let events = rules_reply_events(reply);
                 return Ok(Submitted {
                     task_id,
                     decision,
-                    worker_hint: WorkerName::parse(RULES_WORKER).ok(),
+                    worker_hint: rules,
                     events,
-                    span: tracing::Span::none(),
+                    span: tracing::Span::current(),
                 });
             }
         };
@@ -212,7 +211,7 @@ impl AppState {
             decision,
             worker_hint,
             events,
-            span: tracing::Span::none(),
+            span: tracing::Span::current(),
         })
     }
 }

@@ -19,14 +19,13 @@ mod embedded;
 
 use std::sync::Arc;
 
+use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use cancel::Cancels;
 pub use cluster::{CancelChannel, Cluster};
 pub use embedded::Embedded;
-
-use chrono::Utc;
 
 use crate::domain::{TaskId, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
