@@ -130,10 +130,6 @@ impl AppState {
             reasons = ?decision.reasons,
             "turn routed"
         );
-        let worker_hint = decision
-            .pinned_worker()
-            .cloned()
-            .or_else(|| self.directory.best_worker_for(&decision.model));
         // What the request allowed; a turn carrying retrieved documents is never memory,
         // and its row says so for whoever reads it back (a backfill).
         let remember = turn.remember && !decision.retrieved_context;
@@ -187,12 +183,17 @@ impl AppState {
                 thread_id: turn.thread_id.to_string(),
                 prompt: turn.prompt.clone(),
             });
+        let request = compose(&turn, &decision, &self.config, memory_context.as_deref());
+        let worker_hint = decision.pinned_worker().cloned().or_else(|| {
+            let tokens = request.estimated_prompt_tokens();
+            self.directory.best_worker_for(&decision.model, tokens)
+        });
         let job = Job {
             task_id,
             thread_id: Some(turn.thread_id.clone()),
             lane,
             created_at,
-            request: compose(&turn, &decision, &self.config, memory_context.as_deref()),
+            request,
             internal_task: decision.internal_task,
             attempt: 0,
             avoid: Vec::new(),

@@ -8,6 +8,7 @@ pub mod classify;
 mod embed_tests;
 pub mod ollama;
 pub mod openai;
+pub mod perf;
 pub mod registry;
 mod wire;
 
@@ -31,6 +32,13 @@ pub struct BackendRequest {
     pub params: SamplingParams,
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+}
+
+impl BackendRequest {
+    /// A rough count of the prompt's tokens, for placement.
+    pub fn estimated_prompt_tokens(&self) -> u32 {
+        perf::estimate_tokens(self.messages.iter().map(|m| m.content.len()).sum())
+    }
 }
 
 /// A model a backend reports.

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use super::perf::{ModelPerf, Sample};
 use super::{Backend, ModelInfo};
 use crate::domain::{ModelName, WorkerName};
 use crate::routing::{Catalog, CatalogEntry};
@@ -24,6 +25,8 @@ pub struct BackendHandle {
     healthy: AtomicBool,
     last_error: Mutex<Option<String>>,
     in_flight: AtomicUsize,
+    /// What its tasks have shown of its speed, per model.
+    perf: Mutex<Vec<ModelPerf>>,
     /// Bumped whenever the model list changes, so workers re-read their lanes.
     models_version: tokio::sync::watch::Sender<u64>,
 }
@@ -40,6 +43,9 @@ pub struct WorkerStatus {
     pub in_flight: usize,
     pub max_concurrency: usize,
     pub last_error: Option<String>,
+    /// Learned speed per model (placement's figures); older heartbeats carry none.
+    #[serde(default)]
+    pub perf: Vec<ModelPerf>,
 }
 
 /// Decrements the in-flight count when dropped.
@@ -80,6 +86,7 @@ impl BackendHandle {
             healthy: AtomicBool::new(false),
             last_error: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
+            perf: Mutex::new(Vec::new()),
             models_version: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -123,6 +130,31 @@ impl BackendHandle {
     /// Records that the backend answered.
     pub fn mark_ok(&self) {
         self.healthy.store(true, Ordering::Relaxed);
+    }
+
+    /// Folds a finished task into what this machine has shown of `model`'s speed.
+    pub fn learn(&self, model: &ModelName, sample: Sample) {
+        let mut perf = lock(&self.perf);
+        match perf.iter_mut().find(|p| &p.model == model) {
+            Some(p) => p.learn(sample),
+            None => {
+                let mut p = ModelPerf::new(model.clone());
+                p.learn(sample);
+                perf.push(p);
+            }
+        }
+    }
+
+    /// Whether the backend reported `model` resident at the last look.
+    pub fn has_loaded(&self, model: &ModelName) -> bool {
+        lock(&self.loaded).contains(model)
+    }
+
+    /// Reads the resident models again (Ollama's `/api/ps`), as after every task.
+    pub async fn refresh_loaded(&self) {
+        if let Ok(loaded) = self.backend.loaded_models().await {
+            *lock(&self.loaded) = loaded;
+        }
     }
 
     /// Asks the backend for its models (or only checks it answers, when models are configured).
@@ -179,6 +211,7 @@ impl BackendHandle {
             in_flight: self.in_flight(),
             max_concurrency: self.max_concurrency,
             last_error: lock(&self.last_error).clone(),
+            perf: lock(&self.perf).clone(),
         }
     }
 }
@@ -228,9 +261,10 @@ impl Registry {
         Catalog::new(entries)
     }
 
-    /// The worker the router expects to take a task for `model` (see [`crate::cluster::best_of`]).
-    pub fn best_worker_for(&self, model: &ModelName) -> Option<WorkerName> {
-        crate::cluster::best_of(&self.statuses(), model)
+    /// The worker expected to give the first token of a task for `model` soonest (see
+    /// [`crate::cluster::best_of`]).
+    pub fn best_worker_for(&self, model: &ModelName, prompt_tokens: u32) -> Option<WorkerName> {
+        crate::cluster::best_of(&self.statuses(), model, prompt_tokens)
     }
 
     pub fn statuses(&self) -> Vec<WorkerStatus> {

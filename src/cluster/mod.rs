@@ -12,8 +12,8 @@ use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::Registry;
 use crate::backend::registry::WorkerStatus;
+use crate::backend::{Registry, perf};
 use crate::domain::{ModelName, WorkerName};
 use crate::queue::redis::connection::Redis;
 use crate::routing::{Catalog, CatalogEntry};
@@ -236,7 +236,7 @@ impl Directory for RedisDirectory {
         Catalog::new(entries)
     }
 
-    fn best_worker_for(&self, model: &ModelName) -> Option<WorkerName> {
+    fn best_worker_for(&self, model: &ModelName, prompt_tokens: u32) -> Option<WorkerName> {
         best_of(
             &self
                 .beats()
@@ -244,6 +244,7 @@ impl Directory for RedisDirectory {
                 .map(|b| b.status)
                 .collect::<Vec<_>>(),
             model,
+            prompt_tokens,
         )
     }
 
@@ -267,17 +268,66 @@ impl Directory for RedisDirectory {
     }
 }
 
-/// Among workers serving `model`: healthy first, then free with the model loaded, then the
-/// most free capacity. A loaded but busy machine is not free.
-pub fn best_of(statuses: &[WorkerStatus], model: &ModelName) -> Option<WorkerName> {
+/// Among workers serving `model`, a healthy one expected to give the first token of a
+/// `prompt_tokens` prompt soonest (see [`expected_ttft_on`]); on a tie, the one configured
+/// (or, in a cluster, heard from) first, so that with nothing learned yet the first
+/// machine in the config is preferred.
+pub fn best_of(
+    statuses: &[WorkerStatus],
+    model: &ModelName,
+    prompt_tokens: u32,
+) -> Option<WorkerName> {
+    let fleet = fleet_rates(statuses, model);
     statuses
         .iter()
-        .filter(|s| s.models.contains(model))
-        .max_by_key(|s| {
-            let free = s.max_concurrency.saturating_sub(s.in_flight);
-            (s.healthy, free > 0 && s.loaded.contains(model), free)
+        .enumerate()
+        .filter(|(_, s)| s.models.contains(model))
+        .map(|(i, s)| {
+            let expected = expected_ttft_on(s, model, prompt_tokens, fleet, 0);
+            (!s.healthy, expected, i, s)
         })
-        .map(|s| s.name.clone())
+        .min_by(|a, b| {
+            (a.0, a.1, a.2)
+                .partial_cmp(&(b.0, b.1, b.2))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+        .map(|(.., s)| s.name.clone())
+}
+
+/// What is assumed of `model` where it has not run yet: the best any machine has shown.
+pub fn fleet_rates(statuses: &[WorkerStatus], model: &ModelName) -> perf::Rates {
+    perf::fleet_best(
+        statuses
+            .iter()
+            .flat_map(|s| s.perf.iter())
+            .filter(|p| &p.model == model),
+    )
+}
+
+/// Seconds until the first token of a task for `model` on the worker `s`: the answers
+/// ahead of it when its slots are full (counting `extra` more in flight), the load when
+/// the model is not resident, the prompt at the rate this machine has shown (else the
+/// fleet's best).
+pub fn expected_ttft_on(
+    s: &WorkerStatus,
+    model: &ModelName,
+    prompt_tokens: u32,
+    fleet: perf::Rates,
+    extra: usize,
+) -> f64 {
+    let rates = s
+        .perf
+        .iter()
+        .find(|p| &p.model == model)
+        .map_or(fleet, |p| p.rates(fleet));
+    let busy_ahead = (s.in_flight + extra + 1).saturating_sub(s.max_concurrency);
+    perf::expected_ttft(
+        rates,
+        s.loaded.contains(model),
+        busy_ahead,
+        s.max_concurrency,
+        prompt_tokens,
+    )
 }
 
 #[cfg(test)]
@@ -295,28 +345,69 @@ mod tests {
             loaded: if loaded { vec![m] } else { vec![] },
             healthy: true,
             in_flight,
-            max_concurrency: 2,
+            max_concurrency: 1,
             last_error: None,
+            perf: vec![],
         }
     }
 
-    #[test]
-    fn placement_prefers_loaded_and_free_over_loaded_and_busy() {
+    fn with_rates(
+        mut s: WorkerStatus,
+        load_s: f64,
+        prompt_tps: f64,
+        eval_tps: f64,
+    ) -> WorkerStatus {
+        let mut p = perf::ModelPerf::new(ModelName::parse("m").unwrap());
+        p.load_s = Some(load_s);
+        p.prompt_tps = Some(prompt_tps);
+        p.eval_tps = Some(eval_tps);
+        p.answer_tokens = Some(300.0);
+        s.perf = vec![p];
+        s
+    }
+
+    fn best(statuses: &[WorkerStatus], prompt_tokens: u32) -> String {
         let m = ModelName::parse("m").unwrap();
-        let busy_loaded = status("a", true, 2);
-        let free_cold = status("b", false, 0);
-        let free_loaded = status("c", true, 1);
-        assert_eq!(
-            best_of(&[busy_loaded.clone(), free_cold.clone()], &m)
-                .unwrap()
-                .as_str(),
-            "b"
-        );
-        assert_eq!(
-            best_of(&[busy_loaded, free_cold, free_loaded], &m)
-                .unwrap()
-                .as_str(),
-            "c"
-        );
+        best_of(statuses, &m, prompt_tokens).unwrap().to_string()
+    }
+
+    #[test]
+    fn with_nothing_learned_the_first_configured_machine_is_preferred() {
+        let all_cold = [
+            status("moon", false, 0),
+            status("ai-core", false, 0),
+            status("laptop", false, 0),
+        ];
+        assert_eq!(best(&all_cold, 100), "moon");
+        // A machine with the model resident and a free slot saves the load.
+        let warm_last = [status("moon", false, 0), status("laptop", true, 0)];
+        assert_eq!(best(&warm_last, 100), "laptop");
+    }
+
+    #[test]
+    fn placement_weighs_the_queue_the_load_and_the_prompt_at_each_machines_speed() {
+        let moon =
+            |loaded, in_flight| with_rates(status("moon", loaded, in_flight), 3.0, 1500.0, 80.0);
+        let laptop =
+            |loaded, in_flight| with_rates(status("laptop", loaded, in_flight), 10.0, 150.0, 10.0);
+        // A long prompt: 2 s on moon, 20 s on the laptop; moon's load (3 s) is worth it.
+        assert_eq!(best(&[moon(false, 0), laptop(true, 0)], 3000), "moon");
+        // A short one on a resident model beats a load.
+        assert_eq!(best(&[moon(false, 0), laptop(true, 0)], 30), "laptop");
+        // Moon busy with one answer (300 tokens at 80/s: 3.75 s) is still sooner for a
+        // long prompt than the free laptop.
+        assert_eq!(best(&[moon(true, 1), laptop(true, 0)], 3000), "moon");
+        assert_eq!(best(&[moon(true, 3), laptop(true, 0)], 300), "laptop");
+        // An unhealthy machine comes last whatever its speed.
+        let mut down = moon(true, 0);
+        down.healthy = false;
+        assert_eq!(best(&[down, laptop(false, 0)], 3000), "laptop");
+    }
+
+    #[test]
+    fn a_machine_that_has_not_run_the_model_is_assumed_as_fast_as_the_best_that_has() {
+        let known_slow = with_rates(status("laptop", true, 1), 10.0, 150.0, 10.0);
+        let unknown = status("moon", true, 0);
+        assert_eq!(best(&[known_slow, unknown], 500), "moon");
     }
 }

@@ -137,12 +137,18 @@ pub struct BackendConfig {
     /// Name of the environment variable that holds the API key (OpenAI-compatible backends).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Generations Coordinator runs on this backend at once: its parallel slots
+    /// (`OLLAMA_NUM_PARALLEL`); 1 by default, as Ollama's. The rest wait in Coordinator's
+    /// queue, where the first machine that frees up can take them.
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: usize,
 }
 
+/// Ollama's default `OLLAMA_NUM_PARALLEL`: one generation per model at a time. More
+/// would only stack requests in the backend's own queue, where Coordinator can no longer
+/// place them on a machine that frees up first.
 fn default_max_concurrency() -> usize {
-    2
+    1
 }
 
 impl BackendConfig {

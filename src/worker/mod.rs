@@ -31,7 +31,7 @@ pub trait Directory: Send + Sync + 'static {
     fn catalog(&self) -> Catalog;
 
     /// The worker expected to take a task for `model` now.
-    fn best_worker_for(&self, model: &ModelName) -> Option<WorkerName>;
+    fn best_worker_for(&self, model: &ModelName, prompt_tokens: u32) -> Option<WorkerName>;
 
     fn statuses(&self) -> Vec<WorkerStatus>;
 
@@ -47,8 +47,8 @@ impl Directory for Registry {
         Registry::catalog(self)
     }
 
-    fn best_worker_for(&self, model: &ModelName) -> Option<WorkerName> {
-        Registry::best_worker_for(self, model)
+    fn best_worker_for(&self, model: &ModelName, prompt_tokens: u32) -> Option<WorkerName> {
+        Registry::best_worker_for(self, model, prompt_tokens)
     }
 
     fn statuses(&self) -> Vec<WorkerStatus> {

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
 use super::{MAX_ATTEMPTS, Worker};
+use crate::backend::perf::Sample;
 use crate::backend::{BackendError, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
 use crate::domain::{Lane, TaskStatus, WorkerName};
@@ -12,6 +13,12 @@ use crate::memory::Exchange;
 use crate::queue::{Delivery, Job};
 use crate::store::{Claim, StoreError, TaskOutcome};
 use crate::web::web_stream;
+
+/// A job is left for another worker only when that one is expected to give its first
+/// token in under this share of the time here, and at least this much sooner: small
+/// differences are noise, and every hand-on costs a trip through the queue.
+const SOONER_FACTOR: f64 = 0.75;
+const SOONER_BY_S: f64 = 1.0;
 
 /// An answer that has started: its chunks, and why the web lane fell back to the local
 /// model alone, if it did.
@@ -88,10 +95,11 @@ impl Worker {
             return None;
         }
         // A job handed over directly went to the best worker the service knew of.
-        if !delivery.claimed && self.hand_to_warmer_worker(job).await {
+        if !delivery.claimed && self.hand_to_sooner_worker(job).await {
             return None;
         }
         let started = Utc::now();
+        let was_loaded = self.handle.has_loaded(&job.request.model);
         let in_flight = self.handle.start_request();
         let opened = self.claim_and_open(delivery, started).await?;
         let mut got = Collected::default();
@@ -103,6 +111,9 @@ impl Worker {
             Err(e) => Err(e),
         };
         drop(in_flight);
+        if result.is_ok() {
+            self.learn(job, was_loaded, started, &got);
+        }
         let (outcome, terminal) = self.conclude(job, started, &got, result).await?;
         self.record(job, &outcome, terminal).await;
         Some(outcome)
@@ -337,25 +348,53 @@ impl Worker {
         })
     }
 
-    /// Placement: a fresh job for a model this machine has not loaded goes to a worker that
-    /// has it loaded and a free slot (a loaded but busy machine is not free). Only once
-    /// per job, and never for jobs pinned to this worker.
-    async fn hand_to_warmer_worker(&self, job: &Job) -> bool {
+    /// What the task showed of this machine's speed, for placement; then a fresh look at
+    /// its resident models (the task may have loaded one and evicted another).
+    fn learn(&self, job: &Job, was_loaded: bool, started: DateTime<Utc>, got: &Collected) {
+        let (Some(first), Some(usage)) = (got.first_token_at, got.usage.as_ref()) else {
+            return;
+        };
+        let seconds = |a: DateTime<Utc>, b: DateTime<Utc>| (b - a).as_seconds_f64().max(0.0);
+        let sample = Sample {
+            was_loaded,
+            ttft_s: seconds(started, first),
+            generation_s: seconds(first, Utc::now()),
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+        };
+        self.handle.learn(&job.request.model, sample);
+        let handle = self.handle.clone();
+        tokio::spawn(async move { handle.refresh_loaded().await });
+    }
+
+    /// Placement, seen from the worker that got a fresh job from the lane: when another
+    /// healthy worker is expected to give its first token clearly sooner (a warm model
+    /// where this one would load it, a faster machine that frees up first), the job is
+    /// left for it. Only once per job, and never for jobs pinned to this worker.
+    async fn hand_to_sooner_worker(&self, job: &Job) -> bool {
         let me = self.handle.name();
         let model = &job.request.model;
         if job.attempt > 0 || !job.avoid.is_empty() || job.lane.is_pinned() {
             return false;
         }
-        if self.handle.status().loaded.contains(model) {
+        let statuses = self.directory.statuses();
+        let fleet = crate::cluster::fleet_rates(&statuses, model);
+        let tokens = job.request.estimated_prompt_tokens();
+        let mine = crate::cluster::expected_ttft_on(&self.handle.status(), model, tokens, fleet, 0);
+        let sooner = statuses
+            .iter()
+            .filter(|s| &s.name != me && s.healthy && s.models.contains(model))
+            .map(|s| {
+                (
+                    s,
+                    crate::cluster::expected_ttft_on(s, model, tokens, fleet, 0),
+                )
+            })
+            .filter(|(_, t)| *t < mine * SOONER_FACTOR && mine - *t > SOONER_BY_S)
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((warmer, _)) = sooner else {
             return false;
-        }
-        let warmer = self.directory.statuses().into_iter().find(|s| {
-            &s.name != me
-                && s.healthy
-                && s.loaded.contains(model)
-                && s.in_flight < s.max_concurrency
-        });
-        let Some(warmer) = warmer else { return false };
+        };
         let next = Job {
             avoid: vec![me.clone()],
             ..job.clone()
@@ -364,7 +403,7 @@ impl Worker {
             tracing::warn!(error = %e, "could not hand the task on; running it here");
             return false;
         }
-        tracing::info!(worker = %me, to = %warmer.name, model = %model, "model not loaded here; left for a worker that has it loaded");
+        tracing::info!(worker = %me, to = %warmer.name, model = %model, "another worker is expected to answer sooner; left for it");
         true
     }
 

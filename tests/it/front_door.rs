@@ -500,7 +500,10 @@ async fn a_chat_whose_client_goes_away_is_cancelled_and_recorded() {
     let task = app.finished_task(&id).await;
     assert_eq!(task["status"], "failed", "{task}");
     let error = task["error"].as_str().unwrap();
-    assert!(error.contains("was cancelled: the client went away"), "{task}");
+    assert!(
+        error.contains("was cancelled: the client went away"),
+        "{task}"
+    );
 }
 
 /// The seed's second note: turn 2 "この市" must reach the model with turn 1 as history,

@@ -1,0 +1,226 @@
+//! What a machine has shown of its speed: per model, moving averages of prompt processing
+//! and generation rates, of the time a load costs, and of answer length, learned from
+//! every task it ran (measured by the worker, so Ollama and OpenAI-compatible backends
+//! are learned alike). Placement turns them into an expected time to first token.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::ModelName;
+
+/// Weight of a new sample in the moving averages.
+const ALPHA: f64 = 0.3;
+/// Prompts shorter than this say little about the prompt rate (fixed costs dominate).
+const MIN_PROMPT_SAMPLE: u32 = 64;
+/// Answers shorter than this say little about the generation rate.
+const MIN_ANSWER_SAMPLE: u32 = 16;
+
+/// What is assumed of a machine nothing is known about yet, when no other machine is
+/// known either: a 7-8B model on a modest GPU.
+pub const ASSUMED: Rates = Rates {
+    load_s: 5.0,
+    prompt_tps: 500.0,
+    eval_tps: 30.0,
+    answer_tokens: 250.0,
+};
+
+/// Learned rates of one model on one machine; `None` until a sample says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelPerf {
+    pub model: ModelName,
+    pub load_s: Option<f64>,
+    pub prompt_tps: Option<f64>,
+    pub eval_tps: Option<f64>,
+    pub answer_tokens: Option<f64>,
+    pub samples: u64,
+}
+
+/// Rates with every figure filled in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    pub load_s: f64,
+    pub prompt_tps: f64,
+    pub eval_tps: f64,
+    pub answer_tokens: f64,
+}
+
+/// One finished task as the worker saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Whether the model was resident when the task started.
+    pub was_loaded: bool,
+    pub ttft_s: f64,
+    /// From the first token to the end.
+    pub generation_s: f64,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+fn blend(old: Option<f64>, new: f64) -> Option<f64> {
+    if !new.is_finite() || new <= 0.0 {
+        return old;
+    }
+    Some(old.map_or(new, |o| o + ALPHA * (new - o)))
+}
+
+impl ModelPerf {
+    pub fn new(model: ModelName) -> Self {
+        Self {
+            model,
+            load_s: None,
+            prompt_tps: None,
+            eval_tps: None,
+            answer_tokens: None,
+            samples: 0,
+        }
+    }
+
+    /// Folds one task in. A warm task teaches the prompt rate (its time to first token
+    /// is prompt processing); a cold one teaches the load (what its first token took
+    /// beyond the prompt at the known rate).
+    pub fn learn(&mut self, s: Sample) {
+        self.samples += 1;
+        if s.was_loaded {
+            if s.prompt_tokens >= MIN_PROMPT_SAMPLE {
+                self.prompt_tps = blend(self.prompt_tps, f64::from(s.prompt_tokens) / s.ttft_s);
+            }
+        } else {
+            let prompt_s = self
+                .prompt_tps
+                .map_or(0.0, |tps| f64::from(s.prompt_tokens) / tps);
+            self.load_s = blend(self.load_s, (s.ttft_s - prompt_s).max(0.001));
+        }
+        if s.completion_tokens >= MIN_ANSWER_SAMPLE && s.generation_s > 0.0 {
+            self.eval_tps = blend(
+                self.eval_tps,
+                f64::from(s.completion_tokens.saturating_sub(1)) / s.generation_s,
+            );
+        }
+        if s.completion_tokens > 0 {
+            self.answer_tokens = blend(self.answer_tokens, f64::from(s.completion_tokens));
+        }
+    }
+
+    /// The known figures, the rest taken from `fallback`.
+    pub fn rates(&self, fallback: Rates) -> Rates {
+        Rates {
+            load_s: self.load_s.unwrap_or(fallback.load_s),
+            prompt_tps: self.prompt_tps.unwrap_or(fallback.prompt_tps),
+            eval_tps: self.eval_tps.unwrap_or(fallback.eval_tps),
+            answer_tokens: self.answer_tokens.unwrap_or(fallback.answer_tokens),
+        }
+    }
+}
+
+/// What is assumed of a model on a machine that has not run it: per figure, the best any
+/// machine has shown for it (optimistic, so an unknown machine gets tried), else
+/// [`ASSUMED`].
+pub fn fleet_best<'a>(known: impl Iterator<Item = &'a ModelPerf>) -> Rates {
+    let known: Vec<&ModelPerf> = known.collect();
+    let best = |figure: fn(&ModelPerf) -> Option<f64>, pick: fn(f64, f64) -> f64, assumed: f64| {
+        known
+            .iter()
+            .filter_map(|p| figure(p))
+            .reduce(pick)
+            .unwrap_or(assumed)
+    };
+    Rates {
+        load_s: best(|p| p.load_s, f64::min, ASSUMED.load_s),
+        prompt_tps: best(|p| p.prompt_tps, f64::max, ASSUMED.prompt_tps),
+        eval_tps: best(|p| p.eval_tps, f64::max, ASSUMED.eval_tps),
+        answer_tokens: best(|p| p.answer_tokens, f64::min, ASSUMED.answer_tokens),
+    }
+}
+
+/// Seconds until the first token of a prompt of `prompt_tokens` on a machine with these
+/// rates: the work ahead of it when every slot is busy (`busy_ahead` answers to finish
+/// first, spread over `slots`), the load when the model is not resident, then the prompt.
+pub fn expected_ttft(
+    r: Rates,
+    loaded: bool,
+    busy_ahead: usize,
+    slots: usize,
+    prompt_tokens: u32,
+) -> f64 {
+    let per_answer = r.answer_tokens / r.eval_tps.max(0.1);
+    let queue = per_answer * busy_ahead as f64 / slots.max(1) as f64;
+    let load = if loaded { 0.0 } else { r.load_s };
+    queue + load + f64::from(prompt_tokens) / r.prompt_tps.max(1.0)
+}
+
+/// A rough token count of a prompt: about four characters per token.
+pub fn estimate_tokens(chars: usize) -> u32 {
+    u32::try_from(chars.div_ceil(4)).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> ModelName {
+        ModelName::parse("m").unwrap()
+    }
+
+    #[test]
+    fn warm_tasks_teach_the_prompt_rate_and_cold_ones_the_load() {
+        let mut p = ModelPerf::new(model());
+        p.learn(Sample {
+            was_loaded: true,
+            ttft_s: 1.0,
+            generation_s: 5.0,
+            prompt_tokens: 1000,
+            completion_tokens: 401,
+        });
+        assert_eq!(p.prompt_tps, Some(1000.0));
+        assert_eq!(p.eval_tps, Some(80.0));
+        assert_eq!(p.load_s, None);
+        p.learn(Sample {
+            was_loaded: false,
+            ttft_s: 4.0,
+            generation_s: 5.0,
+            prompt_tokens: 1000,
+            completion_tokens: 401,
+        });
+        assert_eq!(p.load_s, Some(3.0));
+        // A short prompt says nothing of the rate; the average moves by ALPHA per sample.
+        p.learn(Sample {
+            was_loaded: true,
+            ttft_s: 0.5,
+            generation_s: 10.0,
+            prompt_tokens: 10,
+            completion_tokens: 401,
+        });
+        assert_eq!(p.prompt_tps, Some(1000.0));
+        assert!((p.eval_tps.unwrap() - (80.0 + 0.3 * (40.0 - 80.0))).abs() < 1e-9);
+        assert_eq!(p.samples, 3);
+    }
+
+    #[test]
+    fn a_busy_or_cold_machine_is_expected_later() {
+        let r = Rates {
+            load_s: 3.0,
+            prompt_tps: 1000.0,
+            eval_tps: 50.0,
+            answer_tokens: 100.0,
+        };
+        assert!((expected_ttft(r, true, 0, 1, 500) - 0.5).abs() < 1e-9);
+        assert!((expected_ttft(r, false, 0, 1, 500) - 3.5).abs() < 1e-9);
+        // One answer of 100 tokens at 50/s ahead: 2 s more.
+        assert!((expected_ttft(r, true, 1, 1, 500) - 2.5).abs() < 1e-9);
+        assert!((expected_ttft(r, true, 1, 2, 500) - 1.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_unknown_machine_is_assumed_as_good_as_the_best_known() {
+        let mut fast = ModelPerf::new(model());
+        fast.prompt_tps = Some(1500.0);
+        fast.eval_tps = Some(80.0);
+        let mut slow = ModelPerf::new(model());
+        slow.prompt_tps = Some(150.0);
+        slow.load_s = Some(10.0);
+        let best = fleet_best([&fast, &slow].into_iter());
+        assert_eq!(best.prompt_tps, 1500.0);
+        assert_eq!(best.eval_tps, 80.0);
+        assert_eq!(best.load_s, 10.0);
+        assert_eq!(fleet_best(std::iter::empty()), ASSUMED);
+    }
+}
