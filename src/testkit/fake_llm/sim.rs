@@ -179,6 +179,9 @@ pub struct SimStats {
     pub cached_prompt_tokens: u64,
     /// The most requests that were waiting (for a load, an eviction or a slot) at once.
     pub deepest_queue: u64,
+    /// Requests whose client went away before their generation started (no
+    /// [`Generation`] records them).
+    pub left_waiting: u64,
 }
 
 /// One generation, as the machine saw it. Durations are in simulated time.
@@ -500,9 +503,14 @@ impl Sim {
                 None => notified.await,
             }
         };
-        tokio::time::sleep_until(ready_at.into()).await;
-        let ready = Instant::now();
+        // The slot is taken in admission order (the semaphore is fair), and only then is
+        // the load awaited, so requests that wait for the same load start first come,
+        // first served.
+        let attached = Instant::now();
         let permit = slots.acquire_owned().await.map_err(|_| Busy)?;
+        tokio::time::sleep_until(ready_at.into()).await;
+        // As Ollama reports it, the load is the wait for the runner, not for its slot.
+        let ready = ready_at.max(attached);
         pending.stop_waiting();
         pending.runner = None;
         Ok(Lease {
@@ -701,6 +709,9 @@ impl Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
+        if self.waiting {
+            lock(&self.sim.state).stats.left_waiting += 1;
+        }
         self.stop_waiting();
         if let Some(ticket) = self.ticket.take() {
             lock(&self.sim.state).admission.retain(|t| *t != ticket);

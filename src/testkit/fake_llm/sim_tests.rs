@@ -131,6 +131,31 @@ async fn one_generation_at_a_time_the_rest_wait_in_order() {
 }
 
 #[tokio::test]
+async fn requests_waiting_for_the_same_load_start_in_arrival_order() {
+    for _ in 0..5 {
+        let server = machine(realism()).await;
+        let (first, second) = tokio::join!(
+            ollama_whole(&server, chat(CHAT, "came first", false)),
+            async {
+                stats_until(&server, |s| s.requests == 1).await;
+                ollama_whole(&server, chat(CHAT, "came second", false)).await
+            }
+        );
+        assert!(nanos(&first, "load_duration") >= Duration::from_secs(3));
+        // The second waited for the load too, but not for its turn on the slot.
+        assert!(nanos(&second, "load_duration") < nanos(&first, "load_duration"));
+        let mut runs: Vec<(Duration, String)> = server
+            .generations()
+            .into_iter()
+            .map(|g| (g.arrived + g.waited, g.last_user))
+            .collect();
+        runs.sort();
+        let order: Vec<&str> = runs.iter().map(|(_, u)| u.as_str()).collect();
+        assert_eq!(order, ["came first", "came second"]);
+    }
+}
+
+#[tokio::test]
 async fn parallel_slots_run_together() {
     let server = machine(Realism {
         parallel: 3,
@@ -459,6 +484,7 @@ async fn a_client_that_leaves_while_queued_gives_up_its_place() {
     stats_until(&server, |s| s.requests == 2).await;
     queued.abort();
     let _ = queued.await;
+    stats_until(&server, |s| s.left_waiting == 1).await;
     assert_eq!(running.await.unwrap(), 200);
     // Admission is first come, first served: had the second stayed, it would run before this.
     ollama_whole(&server, chat(CHAT, "third", false)).await;
