@@ -1,0 +1,280 @@
+//! What a row measured, and the markdown the run prints: one line per row, then each
+//! machine's own counts per row.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::route::RowKind;
+use super::session::Session;
+use crate::testkit::fake_llm::{Generation, SimStats};
+
+/// The nearest-rank percentile `p` (0–100) of `values`; `None` when there are none.
+pub fn percentile(values: &[Duration], p: f64) -> Option<Duration> {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len().max(1)) - 1).copied()
+}
+
+/// One row's results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowReport {
+    pub kind: RowKind,
+    /// Life time from the first turn's start to the last request's end.
+    pub length: Duration,
+    pub user_turns: usize,
+    pub ttft_p50: Option<Duration>,
+    pub ttft_p95: Option<Duration>,
+    pub ttft_max: Option<Duration>,
+    pub total_p95: Option<Duration>,
+    pub loads: u64,
+    pub evictions: u64,
+    pub template_tokens: u64,
+    /// Tokens the machines generated for stopped turns after the client had left.
+    pub tokens_for_gone: u64,
+    pub truncated_prompts: u64,
+    /// Failed requests (user turns and background tasks), by what went wrong.
+    pub errors: BTreeMap<String, usize>,
+    pub machines: Vec<(String, SimStats)>,
+}
+
+impl RowReport {
+    /// Sums up a row from what the sessions saw and what each machine recorded.
+    pub fn new(
+        kind: RowKind,
+        length: Duration,
+        sessions: &[Session],
+        machines: Vec<(String, SimStats, Vec<Generation>)>,
+    ) -> Self {
+        let turns: Vec<_> = sessions.iter().flat_map(|s| &s.turns).collect();
+        let ttfts: Vec<Duration> = turns.iter().filter_map(|t| t.ttft).collect();
+        let totals: Vec<Duration> = turns.iter().filter_map(|t| t.total).collect();
+        let mut errors = BTreeMap::new();
+        let failures = turns.iter().filter_map(|t| t.error.as_deref()).chain(
+            sessions
+                .iter()
+                .flat_map(|s| &s.tasks)
+                .filter_map(|t| t.error.as_deref()),
+        );
+        for error in failures {
+            *errors.entry(error_kind(error)).or_default() += 1;
+        }
+        let generations: Vec<&Generation> = machines.iter().flat_map(|m| &m.2).collect();
+        let tokens_for_gone = turns
+            .iter()
+            .filter_map(|t| Some((t.marker.as_str(), t.stopped?)))
+            .map(|(marker, received)| {
+                let made: u64 = generations
+                    .iter()
+                    .filter(|g| !g.template && g.last_user.ends_with(marker))
+                    .map(|g| u64::from(g.tokens))
+                    .sum();
+                made.saturating_sub(u64::from(received))
+            })
+            .sum();
+        let sum = |f: fn(&SimStats) -> u64| machines.iter().map(|m| f(&m.1)).sum();
+        Self {
+            kind,
+            length,
+            user_turns: turns.len(),
+            ttft_p50: percentile(&ttfts, 50.0),
+            ttft_p95: percentile(&ttfts, 95.0),
+            ttft_max: ttfts.iter().max().copied(),
+            total_p95: percentile(&totals, 95.0),
+            loads: sum(|s| s.loads),
+            evictions: sum(|s| s.evictions),
+            template_tokens: sum(|s| s.template_tokens),
+            tokens_for_gone,
+            truncated_prompts: sum(|s| s.truncated_prompts),
+            errors,
+            machines: machines.into_iter().map(|(n, s, _)| (n, s)).collect(),
+        }
+    }
+
+    pub fn error_count(&self) -> usize {
+        self.errors.values().sum()
+    }
+}
+
+/// `HTTP 503`, `timeout`, `stream error`, …: the part of a message before any detail.
+fn error_kind(error: &str) -> String {
+    error
+        .split([':', '('])
+        .next()
+        .unwrap_or(error)
+        .trim()
+        .to_owned()
+}
+
+/// The run's header line, table, per-machine counts and error kinds, as markdown.
+pub fn markdown(header: &str, rows: &[RowReport]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{header}\n");
+    out.push_str(
+        "| row | user turns | TTFT p50 s | TTFT p95 s | TTFT max s | total p95 s | loads | evictions \
+         | template tokens | tokens for gone clients | truncated prompts | errors | length s |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |",
+            r.kind,
+            r.user_turns,
+            seconds(r.ttft_p50),
+            seconds(r.ttft_p95),
+            seconds(r.ttft_max),
+            seconds(r.total_p95),
+            r.loads,
+            r.evictions,
+            r.template_tokens,
+            r.tokens_for_gone,
+            r.truncated_prompts,
+            r.error_count(),
+            r.length.as_secs_f64(),
+        );
+    }
+    out.push_str("\nPer machine:\n\n");
+    out.push_str(
+        "| row | machine | requests | rejected | loads | evictions | expiries | tokens generated \
+         | template tokens | cancelled | truncated | prompt tokens | cached | deepest queue |\n",
+    );
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        for (name, s) in &r.machines {
+            let _ = writeln!(
+                out,
+                "| {} | {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.kind,
+                s.requests,
+                s.rejected,
+                s.loads,
+                s.evictions,
+                s.expiries,
+                s.tokens_generated,
+                s.template_tokens,
+                s.cancelled,
+                s.truncated_prompts,
+                s.prompt_tokens,
+                s.cached_prompt_tokens,
+                s.deepest_queue,
+            );
+        }
+    }
+    let failing: Vec<&RowReport> = rows.iter().filter(|r| r.error_count() > 0).collect();
+    if !failing.is_empty() {
+        out.push_str("\nErrors:\n");
+        for r in failing {
+            let kinds: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+            let _ = writeln!(out, "- {}: {}", r.kind, kinds.join(", "));
+        }
+    }
+    out
+}
+
+fn seconds(d: Option<Duration>) -> String {
+    d.map_or_else(|| "–".to_owned(), |d| format!("{:.1}", d.as_secs_f64()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::household::session::TurnOutcome;
+
+    fn secs(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|&s| Duration::from_secs(s)).collect()
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let ten = secs(&[10, 1, 9, 2, 8, 3, 7, 4, 6, 5]);
+        assert_eq!(percentile(&ten, 50.0), Some(Duration::from_secs(5)));
+        assert_eq!(percentile(&ten, 95.0), Some(Duration::from_secs(10)));
+        assert_eq!(percentile(&ten, 90.0), Some(Duration::from_secs(9)));
+        assert_eq!(percentile(&ten, 0.0), Some(Duration::from_secs(1)));
+        assert_eq!(percentile(&secs(&[4]), 95.0), Some(Duration::from_secs(4)));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    fn turn(marker: &str, stopped: Option<u32>, error: Option<&str>) -> TurnOutcome {
+        TurnOutcome {
+            marker: marker.to_owned(),
+            ttft: Some(Duration::from_secs(1)),
+            total: stopped.is_none().then_some(Duration::from_secs(3)),
+            stopped,
+            error: error.map(str::to_owned),
+        }
+    }
+
+    fn generation(last_user: &str, template: bool, tokens: u32) -> Generation {
+        Generation {
+            model: "m".to_owned(),
+            last_user: last_user.to_owned(),
+            template,
+            prompt_tokens: 10,
+            prompt_evaluated: 10,
+            truncated: false,
+            tokens,
+            cancelled: false,
+            waited: Duration::ZERO,
+            load: Duration::ZERO,
+            arrived: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn tokens_for_gone_clients_count_only_the_stopped_turns_own_generations() {
+        let session = Session {
+            turns: vec![
+                turn("[p0.1]", None, None),
+                turn("[p0.2]", Some(20), None),
+                turn("[p0.3]", None, Some("HTTP 503")),
+            ],
+            tasks: vec![],
+        };
+        let machines = vec![
+            (
+                "a".to_owned(),
+                SimStats {
+                    loads: 1,
+                    template_tokens: 30,
+                    ..SimStats::default()
+                },
+                vec![
+                    generation("hello [p0.1]", false, 200),
+                    // Stopped after 20 tokens; the machine made 26 before it noticed.
+                    generation("and? [p0.2]", false, 26),
+                    // A template that quotes the stopped turn is not its generation.
+                    generation("### Task: … [p0.2] …", true, 30),
+                ],
+            ),
+            (
+                "b".to_owned(),
+                SimStats {
+                    loads: 2,
+                    evictions: 1,
+                    ..SimStats::default()
+                },
+                // A second try of the same prompt elsewhere counts too.
+                vec![generation("and? [p0.2]", false, 4)],
+            ),
+        ];
+        let r = RowReport::new(
+            RowKind::Random,
+            Duration::from_secs(9),
+            &[session],
+            machines,
+        );
+        assert_eq!(r.tokens_for_gone, 10);
+        assert_eq!((r.loads, r.evictions, r.template_tokens), (3, 1, 30));
+        assert_eq!(r.user_turns, 3);
+        assert_eq!(r.total_p95, Some(Duration::from_secs(3)));
+        assert_eq!(r.errors.get("HTTP 503"), Some(&1));
+        let table = markdown("run", &[r]);
+        assert!(
+            table.contains("| random | 3 | 1.0 | 1.0 | 1.0 | 3.0 | 3 | 1 | 30 | 10 | 0 | 1 | 9 |"),
+            "{table}"
+        );
+    }
+}
