@@ -8,7 +8,10 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::reply;
+use std::sync::Arc;
+
+use super::reply::{self, Last, Prompt, Reply};
+use super::sim::{self, KeepAlive, Run, Sim, SimMessage, Want};
 use super::{Call, Failure, Model, Shared, stream};
 
 /// The in-stream error `error_after` sends.
@@ -60,13 +63,18 @@ impl Api {
         }
     }
 
+    /// Ollama's answer when its queue is full (also on its OpenAI routes).
+    fn busy(self) -> Response {
+        self.error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server busy, please try again.  maximum pending requests exceeded",
+        )
+    }
+
     fn fault(self, failure: Failure) -> Response {
         match failure {
             Failure::Drop => stream::dropped(),
-            Failure::Status(503) if self == Self::Ollama => self.error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "server busy, please try again.  maximum pending requests exceeded",
-            ),
+            Failure::Status(503) if self == Self::Ollama => self.busy(),
             Failure::Status(code) => self.error(
                 StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
                 "fake-llm: injected failure",
@@ -107,8 +115,61 @@ impl Api {
         let found = shared
             .model(model)
             .ok_or_else(|| Box::new(self.not_found(model)))?;
-        found.mark_loaded();
+        if chat && shared.sim.is_none() {
+            found.mark_loaded();
+        }
         Ok((call, found))
+    }
+
+    /// The realistic mode's generation: fits the prompt into the context window, plans the
+    /// reply from what is left, waits its turn on the machine (load, eviction, slot) and
+    /// starts the run. The caller waits for the tokens as they come due.
+    pub(crate) async fn realistic(
+        self,
+        shared: &Shared,
+        sim: &Arc<Sim>,
+        call: &Call,
+        model: &Model,
+        ask: Ask,
+        mut prompt: Prompt,
+    ) -> Result<(Run, Reply), Refusal> {
+        let num_ctx = ask
+            .num_ctx
+            .unwrap_or(sim.realism.num_ctx)
+            .min(model.spec.context_length)
+            .max(1);
+        let last_user = match ask.messages.last() {
+            Some(m) if m.role == "user" => m.text.clone(),
+            _ => String::new(),
+        };
+        let fitted = sim::fit(ask.messages, num_ctx);
+        if let Last::User(text) = &mut prompt.last {
+            fitted.last_user().unwrap_or_default().clone_into(text);
+        }
+        prompt.prompt_tokens = fitted.tokens;
+        let reply = reply::plan(
+            model,
+            prompt,
+            call.script.as_deref(),
+            call.knobs.tokens,
+            Some(sim.realism.answer_tokens),
+        );
+        let speed = model.spec.speed.unwrap_or(sim.realism.speed);
+        let want = Want {
+            model: &model.spec.name,
+            speed,
+            num_ctx,
+            keep_alive: ask.keep_alive,
+        };
+        let lease = tokio::select! {
+            admitted = sim.admit(want) => admitted.map_err(|_| Box::new(self.busy()))?,
+            () = shared.shutdown.cancelled() => {
+                let refusal = self.error(StatusCode::SERVICE_UNAVAILABLE, "fake-llm is shutting down");
+                return Err(Box::new(refusal));
+            }
+        };
+        let run = Run::start(lease, fitted, speed, &model.spec.name, last_user, &reply.content);
+        Ok((run, reply))
     }
 
     /// The stream knobs applied to a non-streamed answer: a stall never answers (until
@@ -137,6 +198,25 @@ impl Api {
         let vectors = inputs.iter().map(|t| reply::embed(t)).collect();
         Ok((model, vectors, reply::count_words(inputs.iter().copied())))
     }
+}
+
+/// What a chat request asks of the realistic machine.
+pub(crate) struct Ask {
+    pub messages: Vec<SimMessage>,
+    pub num_ctx: Option<u32>,
+    pub keep_alive: Option<KeepAlive>,
+}
+
+/// Waits for a whole (non-streamed) answer of `tokens` tokens to be generated; `false`
+/// when the server shuts down first.
+pub(crate) async fn generate_whole(run: &mut Run, tokens: u32, shared: &Shared) -> bool {
+    run.whole = true;
+    run.total = tokens;
+    if tokens > 0 && !run.until_due(tokens - 1, &shared.shutdown).await {
+        return false;
+    }
+    run.sent = tokens;
+    true
 }
 
 #[derive(Deserialize)]

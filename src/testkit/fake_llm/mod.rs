@@ -40,7 +40,10 @@ mod gate;
 mod ollama;
 mod openai;
 mod reply;
+mod sim;
 mod stream;
+
+pub use sim::{Generation, KeepAlive, Realism, SimStats, Speed};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -75,6 +78,13 @@ pub struct ModelSpec {
     pub tools: bool,
     /// A fixed reply instead of the echo.
     pub script: Option<Script>,
+    /// In the realistic mode: this model's speed (else the machine's [`Realism::speed`]).
+    pub speed: Option<Speed>,
+    /// The model's own context window (`/api/show` `model_info.<arch>.context_length`);
+    /// a request's `num_ctx` is capped at it.
+    pub context_length: u32,
+    /// Bytes in (V)RAM when resident (`/api/ps` `size`, `size_vram`).
+    pub size: u64,
 }
 
 impl ModelSpec {
@@ -83,11 +93,29 @@ impl ModelSpec {
             name: name.into(),
             tools: false,
             script: None,
+            speed: None,
+            context_length: 32_768,
+            size: 4_683_087_332,
         }
     }
 
     pub fn with_tools(mut self) -> Self {
         self.tools = true;
+        self
+    }
+
+    pub fn with_speed(mut self, speed: Speed) -> Self {
+        self.speed = Some(speed);
+        self
+    }
+
+    pub fn with_context_length(mut self, tokens: u32) -> Self {
+        self.context_length = tokens;
+        self
+    }
+
+    pub fn with_size(mut self, bytes: u64) -> Self {
+        self.size = bytes;
         self
     }
 }
@@ -190,6 +218,8 @@ impl RecordedRequest {
 pub struct FakeLlmConfig {
     pub models: Vec<ModelSpec>,
     pub knobs: Knobs,
+    /// The realistic mode (see [`Realism`]); `None`: instant answers, unlimited parallelism.
+    pub realism: Option<Realism>,
 }
 
 /// Builds and starts a fake server: `FakeLlm::builder().model("m").spawn().await?`.
@@ -226,6 +256,12 @@ impl FakeLlm {
 
     pub fn knobs(mut self, knobs: Knobs) -> Self {
         self.config.knobs = knobs;
+        self
+    }
+
+    /// Behaves like one Ollama machine: queueing, loading, eviction, speed, context window.
+    pub fn realistic(mut self, realism: Realism) -> Self {
+        self.config.realism = Some(realism);
         self
     }
 
@@ -273,6 +309,7 @@ async fn run(listener: TcpListener, shared: Arc<Shared>) -> std::io::Result<()> 
 
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
+        .route("/fake/stats", axum::routing::get(stats))
         .merge(ollama::routes())
         .merge(openai::routes())
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
@@ -343,6 +380,20 @@ impl FakeLlmServer {
         self.shared.count.load(Ordering::Relaxed)
     }
 
+    /// What the realistic mode's machine did so far (all zero in the instant mode).
+    pub fn stats(&self) -> SimStats {
+        self.shared.sim.as_ref().map(|s| s.stats()).unwrap_or_default()
+    }
+
+    /// The realistic mode's generations, oldest first (the last 10,000).
+    pub fn generations(&self) -> Vec<Generation> {
+        self.shared
+            .sim
+            .as_ref()
+            .map(|s| s.generations())
+            .unwrap_or_default()
+    }
+
     pub fn clear_requests(&self) {
         lock(&self.shared.requests).clear();
     }
@@ -407,6 +458,7 @@ struct Live {
 
 pub(crate) struct Shared {
     models: Vec<Model>,
+    sim: Option<Arc<sim::Sim>>,
     live: Mutex<Live>,
     requests: Mutex<Vec<RecordedRequest>>,
     count: AtomicU64,
@@ -449,6 +501,7 @@ impl Shared {
             .collect();
         Self {
             models,
+            sim: config.realism.map(|r| Arc::new(sim::Sim::new(r))),
             live: Mutex::new(Live {
                 knobs: config.knobs,
                 rng: config.knobs.seed,
@@ -526,6 +579,31 @@ fn next_unit(state: &mut u64) -> f64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
     (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// `GET /fake/stats`: the realistic machine's counters and resident models, for
+/// benchmarks that run the fake as a separate process.
+async fn stats(State(shared): State<Arc<Shared>>) -> Response {
+    let Some(sim) = shared.sim.as_ref() else {
+        return axum::Json(serde_json::json!({ "realistic": false })).into_response();
+    };
+    let resident: Vec<Value> = sim
+        .resident()
+        .into_iter()
+        .map(|r| {
+            serde_json::json!({
+                "model": r.model,
+                "num_ctx": r.num_ctx,
+                "expires_in_s": r.expires_in.map(|d| d.as_secs_f64()),
+            })
+        })
+        .collect();
+    axum::Json(serde_json::json!({
+        "realistic": true,
+        "stats": sim.stats(),
+        "resident": resident,
+    }))
+    .into_response()
 }
 
 /// Counts every request and records it (when recording is on) before routing.

@@ -14,15 +14,15 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::gate::{Api, STREAM_ERROR};
-use super::reply::{self, Finish, Last, Prompt, Reply};
+use super::gate::{self, Api, Ask, STREAM_ERROR};
+use super::reply::{self, Finish, Last, Prompt, Reply, Timings};
+use super::sim::{KeepAlive, SimMessage};
 use super::stream::{self, Frames, to_vec};
-use super::{Model, Shared};
+use super::{Call, Model, Shared};
 
 /// The fixed timestamp of every record.
 pub(crate) const CREATED_AT: &str = "2025-01-01T00:00:00Z";
 const EXPIRES_AT: &str = "2099-01-01T00:00:00Z";
-const MODEL_SIZE: u64 = 4_683_087_332;
 
 pub(super) fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -97,8 +97,10 @@ struct PsEntry<'a> {
     size: u64,
     digest: &'a str,
     details: Details<'a>,
-    expires_at: &'static str,
+    expires_at: String,
     size_vram: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_length: Option<u32>,
 }
 
 async fn version() -> Response {
@@ -113,7 +115,7 @@ async fn tags(State(shared): State<Arc<Shared>>) -> Response {
             name: &m.spec.name,
             model: &m.spec.name,
             modified_at: CREATED_AT,
-            size: MODEL_SIZE,
+            size: m.spec.size,
             digest: &m.digest,
             details: details(&m.spec.name),
         })
@@ -121,22 +123,45 @@ async fn tags(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(ModelList { models }).into_response()
 }
 
-/// The models used since start count as loaded.
+/// In the realistic mode, the resident models (most recently used first) with their
+/// expiry on the wall clock; otherwise the models used since start count as loaded.
 async fn ps(State(shared): State<Arc<Shared>>) -> Response {
-    let models: Vec<PsEntry<'_>> = shared
-        .models
-        .iter()
-        .filter(|m| m.loaded.load(Ordering::Relaxed))
-        .map(|m| PsEntry {
+    fn entry(m: &Model, expires_at: String, context_length: Option<u32>) -> PsEntry<'_> {
+        PsEntry {
             name: &m.spec.name,
             model: &m.spec.name,
-            size: MODEL_SIZE,
+            size: m.spec.size,
             digest: &m.digest,
             details: details(&m.spec.name),
-            expires_at: EXPIRES_AT,
-            size_vram: MODEL_SIZE,
-        })
-        .collect();
+            expires_at,
+            size_vram: m.spec.size,
+            context_length,
+        }
+    }
+    let resident = shared.sim.as_ref().map(|sim| sim.resident());
+    let models: Vec<PsEntry<'_>> = match &resident {
+        Some(resident) => resident
+            .iter()
+            .filter_map(|r| {
+                let m = shared.model(&r.model)?;
+                let expires_at = r.expires_in.map_or_else(
+                    || EXPIRES_AT.to_owned(),
+                    |d| {
+                        let at = chrono::Utc::now()
+                            + chrono::Duration::from_std(d).unwrap_or_default();
+                        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    },
+                );
+                Some(entry(m, expires_at, Some(r.num_ctx)))
+            })
+            .collect(),
+        None => shared
+            .models
+            .iter()
+            .filter(|m| m.loaded.load(Ordering::Relaxed))
+            .map(|m| entry(m, EXPIRES_AT.to_owned(), None))
+            .collect(),
+    };
     axum::Json(ModelList { models }).into_response()
 }
 
@@ -166,7 +191,10 @@ async fn show(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         "parameters": "",
         "template": "{{ .Prompt }}",
         "details": d,
-        "model_info": { "general.architecture": d.family },
+        "model_info": {
+            "general.architecture": d.family,
+            format!("{}.context_length", d.family): model.spec.context_length,
+        },
         "capabilities": capabilities,
         "modified_at": CREATED_AT,
     }))
@@ -183,6 +211,7 @@ struct ChatBody {
     stream: Option<bool>,
     tools: Option<Vec<Value>>,
     options: Option<InOptions>,
+    keep_alive: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -195,6 +224,7 @@ struct InMessage {
 #[derive(Deserialize)]
 struct InOptions {
     num_predict: Option<i64>,
+    num_ctx: Option<i64>,
 }
 
 impl ChatBody {
@@ -237,28 +267,99 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         return api.tools_unsupported(&req.model);
     }
     let stream = req.stream.unwrap_or(true);
+    if shared.sim.is_some() {
+        return realistic_chat(&shared, &call, model, req, prompt).await;
+    }
     if req.messages.is_empty() {
         // Ollama loads the model and answers with one `load` record.
-        let line = done_record(model, &Reply::empty(), "load", call.knobs.token_delay);
+        let timings = reply::timings(&Reply::empty(), call.knobs.token_delay);
+        let line = done_record(model, &Reply::empty(), "load", timings);
         return json_bytes(content_type(stream), line);
     }
-    let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens);
+    let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens, None);
+    let timings = reply::timings(&reply, call.knobs.token_delay);
     if !stream {
         if let Some(resp) = api.whole_answer_fault(&shared, &call).await {
             return resp;
         }
-        return json_bytes(
-            content_type(false),
-            whole_record(model, &reply, &call.knobs),
-        );
+        return json_bytes(content_type(false), whole_record(model, &reply, timings));
     }
-    let frames = frames(model, &reply, call.knobs.token_delay);
-    let mut resp = Response::new(stream::body(frames, &call.knobs, shared.shutdown.clone()));
+    let frames = frames(model, &reply, timings);
+    ndjson(stream::body(frames, &call.knobs, shared.shutdown.clone()))
+}
+
+fn ndjson(body: Body) -> Response {
+    let mut resp = Response::new(body);
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/x-ndjson"),
     );
     resp
+}
+
+/// `/api/chat` on a realistic machine: waits for admission, the load and prompt
+/// processing before the first byte (as Ollama does), then paces the tokens.
+async fn realistic_chat(
+    shared: &Arc<Shared>,
+    call: &Call,
+    model: &Model,
+    req: ChatBody,
+    prompt: Prompt,
+) -> Response {
+    let Some(sim) = shared.sim.as_ref() else {
+        return Api::Ollama.error(StatusCode::INTERNAL_SERVER_ERROR, "not a realistic machine");
+    };
+    let stream = req.stream.unwrap_or(true);
+    let keep_alive = req.keep_alive.as_ref().and_then(KeepAlive::parse);
+    if req.messages.is_empty() && keep_alive == Some(KeepAlive::For(std::time::Duration::ZERO)) {
+        // `keep_alive: 0` with no messages unloads the model.
+        sim.unload(&model.spec.name);
+        let line = done_record(model, &Reply::empty(), "unload", Timings::default());
+        return json_bytes(content_type(stream), line);
+    }
+    let load_only = req.messages.is_empty();
+    let ask = Ask {
+        messages: req
+            .messages
+            .into_iter()
+            .map(|m| SimMessage {
+                role: m.role,
+                text: m.content.unwrap_or_default(),
+            })
+            .collect(),
+        num_ctx: req
+            .options
+            .as_ref()
+            .and_then(|o| o.num_ctx)
+            .and_then(|n| u32::try_from(n).ok()),
+        keep_alive,
+    };
+    let (mut run, reply) = match Api::Ollama.realistic(shared, sim, call, model, ask, prompt).await {
+        Ok(started) => started,
+        Err(refusal) => return *refusal,
+    };
+    if load_only {
+        // Ollama loads the model and answers with one `load` record.
+        let line = done_record(model, &Reply::empty(), "load", run.timings(0));
+        return json_bytes(content_type(stream), line);
+    }
+    if !stream {
+        if let Some(resp) = Api::Ollama.whole_answer_fault(shared, call).await {
+            return resp;
+        }
+        if !gate::generate_whole(&mut run, reply.completion_tokens(), shared).await {
+            return stream::dropped();
+        }
+        let timings = run.timings(run.total);
+        return json_bytes(content_type(false), whole_record(model, &reply, timings));
+    }
+    let planned = frames(model, &reply, Timings::default());
+    let count = u32::try_from(planned.tokens.len()).unwrap_or(u32::MAX);
+    let frames = frames(model, &reply, run.timings(count));
+    if count > 0 && !run.until_due(0, &shared.shutdown).await {
+        return stream::dropped();
+    }
+    ndjson(stream::paced(frames, run, &call.knobs, shared.shutdown.clone()))
 }
 
 fn content_type(stream: bool) -> &'static str {
@@ -311,8 +412,7 @@ struct Metrics {
     eval_duration: u64,
 }
 
-fn metrics(reply: &Reply, done_reason: &'static str, delay: std::time::Duration) -> Metrics {
-    let t = reply::timings(reply, delay);
+fn metrics(reply: &Reply, done_reason: &'static str, t: Timings) -> Metrics {
     Metrics {
         done_reason,
         total_duration: t.total,
@@ -363,18 +463,18 @@ fn done_record(
     model: &Model,
     reply: &Reply,
     reason: &'static str,
-    delay: std::time::Duration,
+    timings: Timings,
 ) -> Vec<u8> {
     to_vec(&Record {
         model: &model.spec.name,
         created_at: CREATED_AT,
         message: message("", None),
         done: true,
-        metrics: Some(metrics(reply, reason, delay)),
+        metrics: Some(metrics(reply, reason, timings)),
     })
 }
 
-fn whole_record(model: &Model, reply: &Reply, knobs: &super::Knobs) -> Vec<u8> {
+fn whole_record(model: &Model, reply: &Reply, timings: Timings) -> Vec<u8> {
     let thinking = (!reply.reasoning.is_empty()).then_some(reply.reasoning.as_str());
     let mut msg = message(&reply.content, thinking);
     msg.tool_calls = calls(reply);
@@ -383,12 +483,12 @@ fn whole_record(model: &Model, reply: &Reply, knobs: &super::Knobs) -> Vec<u8> {
         created_at: CREATED_AT,
         message: msg,
         done: true,
-        metrics: Some(metrics(reply, done_reason(reply), knobs.token_delay)),
+        metrics: Some(metrics(reply, done_reason(reply), timings)),
     })
 }
 
 /// One NDJSON line per token (thinking first), one for the tool call, then the `done` line.
-fn frames(model: &Model, reply: &Reply, delay: std::time::Duration) -> Frames {
+fn frames(model: &Model, reply: &Reply, timings: Timings) -> Frames {
     let name = model.spec.name.as_str();
     let record = |message| Record {
         model: name,
@@ -406,7 +506,7 @@ fn frames(model: &Model, reply: &Reply, delay: std::time::Duration) -> Frames {
         msg.tool_calls = calls(reply);
         tokens.push(line(&record(msg)));
     }
-    let mut done = done_record(model, reply, done_reason(reply), delay);
+    let mut done = done_record(model, reply, done_reason(reply), timings);
     done.push(b'\n');
     let mut error = to_vec(&serde_json::json!({ "error": STREAM_ERROR }));
     error.push(b'\n');

@@ -13,10 +13,11 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::gate::{Api, STREAM_ERROR};
+use super::gate::{self, Api, Ask, STREAM_ERROR};
 use super::reply::{self, Finish, Last, Prompt, Reply};
+use super::sim::SimMessage;
 use super::stream::{self, Frames, to_vec};
-use super::{Model, Shared};
+use super::{Call, Model, Shared};
 
 /// The fixed `created` of every object (2025-01-01T00:00:00Z).
 pub(crate) const CREATED: u64 = 1_735_689_600;
@@ -136,7 +137,10 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     if !prompt.tools.is_empty() && !model.spec.tools {
         return api.tools_unsupported(&req.model);
     }
-    let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens);
+    if shared.sim.is_some() {
+        return realistic_chat(&shared, &call, model, req, prompt).await;
+    }
+    let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens, None);
     let id = format!("chatcmpl-fake-{}", call.seq);
     if !req.stream {
         if let Some(resp) = api.whole_answer_fault(&shared, &call).await {
@@ -151,7 +155,11 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     }
     let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
     let frames = frames(&id, model, &reply, include_usage);
-    let mut resp = Response::new(stream::body(frames, &call.knobs, shared.shutdown.clone()));
+    event_stream(stream::body(frames, &call.knobs, shared.shutdown.clone()))
+}
+
+fn event_stream(body: Body) -> Response {
+    let mut resp = Response::new(body);
     let headers = resp.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -159,6 +167,60 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
+}
+
+/// `/v1/chat/completions` on a realistic machine: Ollama's OpenAI routes go through the
+/// same scheduler, with the default context window and keep-alive.
+async fn realistic_chat(
+    shared: &Arc<Shared>,
+    call: &Call,
+    model: &Model,
+    req: ChatBody,
+    prompt: Prompt,
+) -> Response {
+    let api = Api::OpenAi;
+    let Some(sim) = shared.sim.as_ref() else {
+        let status = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+        return api.error(status, "not a realistic machine");
+    };
+    let id = format!("chatcmpl-fake-{}", call.seq);
+    let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let stream = req.stream;
+    let ask = Ask {
+        messages: req
+            .messages
+            .iter()
+            .map(|m| SimMessage {
+                role: m.role.clone(),
+                text: text(&m.content),
+            })
+            .collect(),
+        num_ctx: None,
+        keep_alive: None,
+    };
+    let (mut run, reply) = match api.realistic(shared, sim, call, model, ask, prompt).await {
+        Ok(started) => started,
+        Err(refusal) => return *refusal,
+    };
+    if !stream {
+        if let Some(resp) = api.whole_answer_fault(shared, call).await {
+            return resp;
+        }
+        if !gate::generate_whole(&mut run, reply.completion_tokens(), shared).await {
+            return stream::dropped();
+        }
+        let mut resp = Response::new(Body::from(completion(&id, model, &reply)));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        return resp;
+    }
+    let frames = frames(&id, model, &reply, include_usage);
+    if !frames.tokens.is_empty() && !run.until_due(0, &shared.shutdown).await {
+        return stream::dropped();
+    }
+    event_stream(stream::paced(frames, run, &call.knobs, shared.shutdown.clone()))
 }
 
 #[derive(Serialize)]

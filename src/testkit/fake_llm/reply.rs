@@ -77,6 +77,7 @@ pub(crate) fn plan(
     prompt: Prompt,
     script: Option<&Script>,
     fixed: Option<usize>,
+    prose: Option<(usize, usize)>,
 ) -> Reply {
     let mut reply = Reply {
         reasoning: String::new(),
@@ -102,6 +103,15 @@ pub(crate) fn plan(
         (None, Last::ToolResult { name, content }) => {
             reply.content = format!("Tool {name} returned: {content}");
         }
+        (None, Last::User(text)) if prose.is_some() => {
+            let (min, max) = prose.unwrap_or_default();
+            reply.content = if text.trim_start().starts_with("### Task:") {
+                template_answer(text)
+            } else {
+                let n = fixed.unwrap_or_else(|| min + (fnv(text) as usize) % (max - min + 1).max(1));
+                prose_answer(text, n)
+            };
+        }
         (None, last) => {
             let text = match last {
                 Last::User(text) => text.as_str(),
@@ -121,6 +131,63 @@ pub(crate) fn plan(
         }
     }
     reply
+}
+
+/// Sentences of a model's typical answer: helpful, mostly not restating the question.
+const PROSE: [&str; 12] = [
+    "That is a good question, and there are a few things worth checking first.",
+    "In most home setups the simplest approach is also the most reliable one.",
+    "Start with the defaults, measure what you actually see, and change one thing at a time.",
+    "If the problem persists, the logs usually point to the part that misbehaves.",
+    "Keep in mind that hardware differences matter more than small configuration tweaks.",
+    "Here is a short overview of the options, with the trade-offs of each.",
+    "The first option is quick to try and easy to undo if it does not help.",
+    "The second takes a little longer but tends to hold up better over time.",
+    "A backup before any larger change saves a lot of trouble later.",
+    "Many people find it useful to write down what they changed and why.",
+    "Let me know if you want a step-by-step version of any of these.",
+    "I hope this helps you decide what to try next.",
+];
+
+/// An answer of exactly `n` tokens of prose, chosen deterministically from `seed`.
+fn prose_answer(seed: &str, n: usize) -> String {
+    let start = (fnv(seed) as usize) % PROSE.len();
+    let words = PROSE
+        .iter()
+        .cycle()
+        .skip(start)
+        .flat_map(|s| s.split_whitespace());
+    let mut out = String::with_capacity(n * 6);
+    for word in words.take(n) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// The short JSON an Open WebUI task template asks for, keyed as the template says.
+fn template_answer(text: &str) -> String {
+    let answers: [(&str, &str); 5] = [
+        ("\"follow_ups\"", r#"{"follow_ups": ["Can you explain that step by step?", "What are the risks of each option?", "Which one would you pick for a small home setup?"]}"#),
+        ("\"title\"", r#"{"title": "🏠 Home setup questions"}"#),
+        ("\"tags\"", r#"{"tags": ["Technology", "Home", "How-to"]}"#),
+        ("\"queries\"", r#"{"queries": ["home server setup guide"]}"#),
+        ("\"emoji\"", r#"{"emoji": "🙂"}"#),
+    ];
+    answers
+        .iter()
+        .find(|(key, _)| text.contains(key))
+        .map_or(r#"{"text": "Done."}"#, |(_, answer)| answer)
+        .to_owned()
+}
+
+/// FNV-1a of a text: the deterministic "randomness" of the answers.
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// `call tool <name> [{json}]` naming an offered tool.
@@ -185,7 +252,9 @@ pub(crate) fn count_words<'a>(texts: impl Iterator<Item = &'a str>) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// Synthetic Ollama metrics in nanoseconds, derived from counts so streams are stable.
+/// Ollama's metrics in nanoseconds: synthetic (derived from counts, so streams are
+/// stable) in the instant mode, simulated in the realistic one.
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Timings {
     pub total: u64,
     pub load: u64,

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use super::Knobs;
+use super::sim::Run;
 
 /// JSON bytes of a plain struct (serialising those cannot fail).
 pub(crate) fn to_vec(value: &impl serde::Serialize) -> Vec<u8> {
@@ -52,6 +53,46 @@ pub(crate) fn body(frames: Frames, knobs: &Knobs, shutdown: CancellationToken) -
                 }
             }
             yield Ok(frame);
+        }
+        for frame in frames.tail {
+            yield Ok(frame);
+        }
+    })
+}
+
+/// Streams the frames of a realistic run, each token when it comes due. The caller has
+/// waited for the first. Dropping the body (the client went away) ends the generation.
+pub(crate) fn paced(frames: Frames, mut run: Run, knobs: &Knobs, shutdown: CancellationToken) -> Body {
+    let n = frames.tokens.len();
+    run.total = u32::try_from(n).unwrap_or(u32::MAX);
+    let stall_at = knobs.stall_after.map(|s| s.min(n));
+    let error_at = knobs.error_after.map(|e| e.min(n));
+    Body::from_stream(async_stream::stream! {
+        for frame in frames.head {
+            yield Ok::<Bytes, std::io::Error>(frame);
+        }
+        for (i, frame) in frames.tokens.into_iter().enumerate() {
+            if stall_at == Some(i) {
+                shutdown.cancelled().await;
+                return;
+            }
+            if error_at == Some(i) {
+                yield Ok(frames.error);
+                return;
+            }
+            if !run.until_due(run.sent, &shutdown).await {
+                return;
+            }
+            run.sent += 1;
+            yield Ok(frame);
+        }
+        if stall_at == Some(n) {
+            shutdown.cancelled().await;
+            return;
+        }
+        if error_at == Some(n) {
+            yield Ok(frames.error);
+            return;
         }
         for frame in frames.tail {
             yield Ok(frame);
