@@ -168,7 +168,14 @@ impl Api {
                 return Err(Box::new(refusal));
             }
         };
-        let run = Run::start(lease, fitted, speed, &model.spec.name, last_user, &reply.content);
+        let run = Run::start(
+            lease,
+            fitted,
+            speed,
+            &model.spec.name,
+            last_user,
+            &reply.content,
+        );
         Ok((run, reply))
     }
 

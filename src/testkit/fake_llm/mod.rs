@@ -382,7 +382,11 @@ impl FakeLlmServer {
 
     /// What the realistic mode's machine did so far (all zero in the instant mode).
     pub fn stats(&self) -> SimStats {
-        self.shared.sim.as_ref().map(|s| s.stats()).unwrap_or_default()
+        self.shared
+            .sim
+            .as_ref()
+            .map(|s| s.stats())
+            .unwrap_or_default()
     }
 
     /// The realistic mode's generations, oldest first (the last 10,000).

@@ -147,8 +147,8 @@ async fn ps(State(shared): State<Arc<Shared>>) -> Response {
                 let expires_at = r.expires_in.map_or_else(
                     || EXPIRES_AT.to_owned(),
                     |d| {
-                        let at = chrono::Utc::now()
-                            + chrono::Duration::from_std(d).unwrap_or_default();
+                        let at =
+                            chrono::Utc::now() + chrono::Duration::from_std(d).unwrap_or_default();
                         at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
                     },
                 );
@@ -276,7 +276,13 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         let line = done_record(model, &Reply::empty(), "load", timings);
         return json_bytes(content_type(stream), line);
     }
-    let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens, None);
+    let reply = reply::plan(
+        model,
+        prompt,
+        call.script.as_deref(),
+        call.knobs.tokens,
+        None,
+    );
     let timings = reply::timings(&reply, call.knobs.token_delay);
     if !stream {
         if let Some(resp) = api.whole_answer_fault(&shared, &call).await {
@@ -334,7 +340,10 @@ async fn realistic_chat(
             .and_then(|n| u32::try_from(n).ok()),
         keep_alive,
     };
-    let (mut run, reply) = match Api::Ollama.realistic(shared, sim, call, model, ask, prompt).await {
+    let (mut run, reply) = match Api::Ollama
+        .realistic(shared, sim, call, model, ask, prompt)
+        .await
+    {
         Ok(started) => started,
         Err(refusal) => return *refusal,
     };
@@ -359,7 +368,12 @@ async fn realistic_chat(
     if count > 0 && !run.until_due(0, &shared.shutdown).await {
         return stream::dropped();
     }
-    ndjson(stream::paced(frames, run, &call.knobs, shared.shutdown.clone()))
+    ndjson(stream::paced(
+        frames,
+        run,
+        &call.knobs,
+        shared.shutdown.clone(),
+    ))
 }
 
 fn content_type(stream: bool) -> &'static str {
@@ -459,12 +473,7 @@ fn message<'a>(content: &'a str, thinking: Option<&'a str>) -> OutMessage<'a> {
     }
 }
 
-fn done_record(
-    model: &Model,
-    reply: &Reply,
-    reason: &'static str,
-    timings: Timings,
-) -> Vec<u8> {
+fn done_record(model: &Model, reply: &Reply, reason: &'static str, timings: Timings) -> Vec<u8> {
     to_vec(&Record {
         model: &model.spec.name,
         created_at: CREATED_AT,

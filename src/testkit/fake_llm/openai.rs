@@ -140,7 +140,13 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     if shared.sim.is_some() {
         return realistic_chat(&shared, &call, model, req, prompt).await;
     }
-    let reply = reply::plan(model, prompt, call.script.as_deref(), call.knobs.tokens, None);
+    let reply = reply::plan(
+        model,
+        prompt,
+        call.script.as_deref(),
+        call.knobs.tokens,
+        None,
+    );
     let id = format!("chatcmpl-fake-{}", call.seq);
     if !req.stream {
         if let Some(resp) = api.whole_answer_fault(&shared, &call).await {
@@ -220,7 +226,12 @@ async fn realistic_chat(
     if !frames.tokens.is_empty() && !run.until_due(0, &shared.shutdown).await {
         return stream::dropped();
     }
-    event_stream(stream::paced(frames, run, &call.knobs, shared.shutdown.clone()))
+    event_stream(stream::paced(
+        frames,
+        run,
+        &call.knobs,
+        shared.shutdown.clone(),
+    ))
 }
 
 #[derive(Serialize)]

@@ -108,7 +108,8 @@ pub(crate) fn plan(
             reply.content = if text.trim_start().starts_with("### Task:") {
                 template_answer(text)
             } else {
-                let n = fixed.unwrap_or_else(|| min + (fnv(text) as usize) % (max - min + 1).max(1));
+                let n =
+                    fixed.unwrap_or_else(|| min + (fnv(text) as usize) % (max - min + 1).max(1));
                 prose_answer(text, n)
             };
         }
@@ -170,7 +171,10 @@ fn prose_answer(seed: &str, n: usize) -> String {
 /// The short JSON an Open WebUI task template asks for, keyed as the template says.
 fn template_answer(text: &str) -> String {
     let answers: [(&str, &str); 5] = [
-        ("\"follow_ups\"", r#"{"follow_ups": ["Can you explain that step by step?", "What are the risks of each option?", "Which one would you pick for a small home setup?"]}"#),
+        (
+            "\"follow_ups\"",
+            r#"{"follow_ups": ["Can you explain that step by step?", "What are the risks of each option?", "Which one would you pick for a small home setup?"]}"#,
+        ),
         ("\"title\"", r#"{"title": "🏠 Home setup questions"}"#),
         ("\"tags\"", r#"{"tags": ["Technology", "Home", "How-to"]}"#),
         ("\"queries\"", r#"{"queries": ["home server setup guide"]}"#),

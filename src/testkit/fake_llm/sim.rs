@@ -446,10 +446,12 @@ impl Sim {
     /// Unloads idle models whose keep-alive has ended.
     fn expire(&self, state: &mut State, now: Instant) {
         let before = state.runners.len();
-        state.runners.retain(|r| match (r.idle_since, r.keep_alive) {
-            (Some(idle), KeepAlive::For(d)) => idle + self.wall(d) > now,
-            _ => true,
-        });
+        state
+            .runners
+            .retain(|r| match (r.idle_since, r.keep_alive) {
+                (Some(idle), KeepAlive::For(d)) => idle + self.wall(d) > now,
+                _ => true,
+            });
         let gone = before - state.runners.len();
         state.stats.expiries += gone as u64;
     }

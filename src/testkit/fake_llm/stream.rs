@@ -62,7 +62,12 @@ pub(crate) fn body(frames: Frames, knobs: &Knobs, shutdown: CancellationToken) -
 
 /// Streams the frames of a realistic run, each token when it comes due. The caller has
 /// waited for the first. Dropping the body (the client went away) ends the generation.
-pub(crate) fn paced(frames: Frames, mut run: Run, knobs: &Knobs, shutdown: CancellationToken) -> Body {
+pub(crate) fn paced(
+    frames: Frames,
+    mut run: Run,
+    knobs: &Knobs,
+    shutdown: CancellationToken,
+) -> Body {
     let n = frames.tokens.len();
     run.total = u32::try_from(n).unwrap_or(u32::MAX);
     let stall_at = knobs.stall_after.map(|s| s.min(n));

@@ -37,8 +37,8 @@ use workload::Plan;
 /// (`AIOHTTP_CLIENT_TIMEOUT`, 300 s).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// How long the machines may take to finish what clients left behind, in wall time.
-const DRAIN: Duration = Duration::from_secs(60);
+/// How long the machines may take to record what clients left behind, in wall time.
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// What a run varies.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -106,7 +106,7 @@ pub async fn run_row(kind: RowKind, plan: &Plan, options: Options) -> anyhow::Re
     }
     let mut records = Vec::with_capacity(fakes.len());
     for (machine, fake) in household.iter().zip(&fakes) {
-        settled(fake, machine).await?;
+        settled(fake).await;
         records.push((machine.name.to_owned(), fake.stats(), fake.generations()));
     }
     for fake in fakes {
@@ -147,20 +147,12 @@ async fn start_coordinator(
 }
 
 /// Waits until every request the machine admitted has its generation recorded (a stopped
-/// client's generation ends when the machine notices it left).
-async fn settled(fake: &FakeLlmServer, machine: &Machine) -> anyhow::Result<()> {
+/// client's generation ends when the machine notices it left), for at most [`DRAIN`]: a
+/// request whose client left while it was still queued never gets one, and the report
+/// shows the difference.
+async fn settled(fake: &FakeLlmServer) {
     let deadline = Instant::now() + DRAIN;
-    loop {
-        let admitted = fake.stats().requests;
-        let recorded = fake.generations().len() as u64;
-        if recorded >= admitted {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{}: {recorded} generations recorded of {admitted} requests after {DRAIN:?}",
-            machine.name
-        );
+    while (fake.generations().len() as u64) < fake.stats().requests && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

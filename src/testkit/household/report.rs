@@ -34,9 +34,22 @@ pub struct RowReport {
     /// Tokens the machines generated for stopped turns after the client had left.
     pub tokens_for_gone: u64,
     pub truncated_prompts: u64,
+    /// A check of the instrument: answered turns whose machines' token count differs from
+    /// the tokens the client received (their markers).
+    pub miscounted: Vec<String>,
     /// Failed requests (user turns and background tasks), by what went wrong.
     pub errors: BTreeMap<String, usize>,
-    pub machines: Vec<(String, SimStats)>,
+    pub machines: Vec<MachineReport>,
+}
+
+/// One machine's counts in a row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineReport {
+    pub name: String,
+    pub stats: SimStats,
+    /// Admitted requests without a recorded generation: their clients left while they
+    /// were still waiting (or the machine had not finished them when the row ended).
+    pub ungenerated: u64,
 }
 
 impl RowReport {
@@ -61,18 +74,24 @@ impl RowReport {
             *errors.entry(error_kind(error)).or_default() += 1;
         }
         let generations: Vec<&Generation> = machines.iter().flat_map(|m| &m.2).collect();
+        // What the machines generated for a user turn's prompt (retries included).
+        let made = |marker: &str| -> u64 {
+            generations
+                .iter()
+                .filter(|g| !g.template && g.last_user.ends_with(marker))
+                .map(|g| u64::from(g.tokens))
+                .sum()
+        };
         let tokens_for_gone = turns
             .iter()
-            .filter_map(|t| Some((t.marker.as_str(), t.stopped?)))
-            .map(|(marker, received)| {
-                let made: u64 = generations
-                    .iter()
-                    .filter(|g| !g.template && g.last_user.ends_with(marker))
-                    .map(|g| u64::from(g.tokens))
-                    .sum();
-                made.saturating_sub(u64::from(received))
-            })
+            .filter(|t| t.stopped)
+            .map(|t| made(&t.marker).saturating_sub(u64::from(t.received)))
             .sum();
+        let miscounted = turns
+            .iter()
+            .filter(|t| t.total.is_some() && made(&t.marker) != u64::from(t.received))
+            .map(|t| t.marker.clone())
+            .collect();
         let sum = |f: fn(&SimStats) -> u64| machines.iter().map(|m| f(&m.1)).sum();
         Self {
             kind,
@@ -87,8 +106,16 @@ impl RowReport {
             template_tokens: sum(|s| s.template_tokens),
             tokens_for_gone,
             truncated_prompts: sum(|s| s.truncated_prompts),
+            miscounted,
             errors,
-            machines: machines.into_iter().map(|(n, s, _)| (n, s)).collect(),
+            machines: machines
+                .into_iter()
+                .map(|(name, stats, generations)| MachineReport {
+                    ungenerated: stats.requests.saturating_sub(generations.len() as u64),
+                    name,
+                    stats,
+                })
+                .collect(),
         }
     }
 
@@ -137,20 +164,24 @@ pub fn markdown(header: &str, rows: &[RowReport]) -> String {
     }
     out.push_str("\nPer machine:\n\n");
     out.push_str(
-        "| row | machine | requests | rejected | loads | evictions | expiries | tokens generated \
-         | template tokens | cancelled | truncated | prompt tokens | cached | deepest queue |\n",
+        "| row | machine | requests | rejected | loads | evictions | reloads | expiries \
+         | tokens generated | template tokens | cancelled | truncated | prompt tokens | cached \
+         | deepest queue | no generation |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
-        for (name, s) in &r.machines {
+        for m in &r.machines {
+            let s = &m.stats;
             let _ = writeln!(
                 out,
-                "| {} | {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.kind,
+                m.name,
                 s.requests,
                 s.rejected,
                 s.loads,
                 s.evictions,
+                s.reloads,
                 s.expiries,
                 s.tokens_generated,
                 s.template_tokens,
@@ -159,8 +190,18 @@ pub fn markdown(header: &str, rows: &[RowReport]) -> String {
                 s.prompt_tokens,
                 s.cached_prompt_tokens,
                 s.deepest_queue,
+                m.ungenerated,
             );
         }
+    }
+    for r in rows.iter().filter(|r| !r.miscounted.is_empty()) {
+        let _ = writeln!(
+            out,
+            "\nCheck failed, {}: the machines' token counts differ from what the client \
+             received for {}",
+            r.kind,
+            r.miscounted.join(", ")
+        );
     }
     let failing: Vec<&RowReport> = rows.iter().filter(|r| r.error_count() > 0).collect();
     if !failing.is_empty() {
@@ -197,11 +238,12 @@ mod tests {
         assert_eq!(percentile(&[], 50.0), None);
     }
 
-    fn turn(marker: &str, stopped: Option<u32>, error: Option<&str>) -> TurnOutcome {
+    fn turn(marker: &str, received: u32, stopped: bool, error: Option<&str>) -> TurnOutcome {
         TurnOutcome {
             marker: marker.to_owned(),
             ttft: Some(Duration::from_secs(1)),
-            total: stopped.is_none().then_some(Duration::from_secs(3)),
+            total: (!stopped && error.is_none()).then_some(Duration::from_secs(3)),
+            received,
             stopped,
             error: error.map(str::to_owned),
         }
@@ -227,9 +269,9 @@ mod tests {
     fn tokens_for_gone_clients_count_only_the_stopped_turns_own_generations() {
         let session = Session {
             turns: vec![
-                turn("[p0.1]", None, None),
-                turn("[p0.2]", Some(20), None),
-                turn("[p0.3]", None, Some("HTTP 503")),
+                turn("[p0.1]", 200, false, None),
+                turn("[p0.2]", 20, true, None),
+                turn("[p0.3]", 0, false, Some("HTTP 503")),
             ],
             tasks: vec![],
         };
@@ -271,6 +313,7 @@ mod tests {
         assert_eq!(r.user_turns, 3);
         assert_eq!(r.total_p95, Some(Duration::from_secs(3)));
         assert_eq!(r.errors.get("HTTP 503"), Some(&1));
+        assert!(r.miscounted.is_empty(), "{:?}", r.miscounted);
         let table = markdown("run", &[r]);
         assert!(
             table.contains("| random | 3 | 1.0 | 1.0 | 1.0 | 3.0 | 3 | 1 | 30 | 10 | 0 | 1 | 9 |"),

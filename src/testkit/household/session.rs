@@ -49,8 +49,10 @@ pub struct TurnOutcome {
     pub ttft: Option<Duration>,
     /// To the end of an answer that ran to its end.
     pub total: Option<Duration>,
-    /// Pressed Stop after receiving this many tokens.
-    pub stopped: Option<u32>,
+    /// Content tokens (stream lines) received.
+    pub received: u32,
+    /// Pressed Stop.
+    pub stopped: bool,
     pub error: Option<String>,
 }
 
@@ -85,7 +87,7 @@ pub async fn run(ctx: Arc<Context>, person: Person) -> Session {
         chat.push(ChatMessage::user(turn.prompt.as_str()));
         let (outcome, answer) = user_turn(&ctx, &who, turn, &chat).await;
         chat.push(ChatMessage::assistant(answer));
-        let answered = outcome.stopped.is_none() && outcome.error.is_none();
+        let answered = !outcome.stopped && outcome.error.is_none();
         session.turns.push(outcome);
         if answered {
             background.spawn(tasks(
@@ -215,7 +217,8 @@ async fn user_turn(
         marker: turn.marker.clone(),
         ttft: reading.first.map(|t| ctx.life(t)),
         total: matches!(ended, Ok(Ended::Done)).then_some(elapsed),
-        stopped: matches!(ended, Ok(Ended::Stopped)).then_some(reading.tokens),
+        received: reading.tokens,
+        stopped: matches!(ended, Ok(Ended::Stopped)),
         error: ended.err(),
     };
     (outcome, reading.content)

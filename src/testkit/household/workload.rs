@@ -6,8 +6,7 @@
 //! chat model who presses Stop once; a developer on the coder model who pastes long logs;
 //! an English speaker on the chat model who switches to the small model now and then and
 //! presses Stop once; a bilingual person who pastes long meeting notes. The pastes are
-//! ~1,500 tokens each, so those two chats outgrow a 4,096-token window by their third paste
-//! or answer.
+//! ~1,800 tokens each, so those two chats outgrow a 4,096-token window with the second.
 
 use std::time::Duration;
 
@@ -109,7 +108,7 @@ fn person(index: usize, rng: &mut Rng) -> Person {
                 think: if i == 0 {
                     Duration::ZERO
                 } else {
-                    rng.seconds(8.0, 25.0)
+                    rng.seconds(6.0, 20.0)
                 },
                 stop_after: (stop_at == Some(i)).then(|| 15 + rng.below(45)),
             }
@@ -120,7 +119,7 @@ fn person(index: usize, rng: &mut Rng) -> Person {
         name,
         user_id: format!("user-{}", index + 1),
         chat_id: rng.uuid(),
-        start: rng.seconds(0.0, 10.0),
+        start: rng.seconds(0.0, 8.0),
         turns,
     }
 }
@@ -229,12 +228,12 @@ fn reader_turns(rng: &mut Rng) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// A backup job's log of about 1,500 tokens (~6,000 characters), failing at the end.
+/// A backup job's log of about 1,800 tokens (~7,200 characters), failing at the end.
 fn backup_log(rng: &mut Rng, night: u32) -> String {
     const SHARES: [&str; 5] = ["photos", "documents", "music", "mail", "projects"];
     let mut lines = Vec::new();
     let mut second = rng.below(600);
-    while lines.iter().map(|l: &String| l.len() + 1).sum::<usize>() < 5_900 {
+    while lines.iter().map(|l: &String| l.len() + 1).sum::<usize>() < 7_100 {
         second += 1 + rng.below(9);
         let share = SHARES[rng.below(SHARES.len())];
         let line = match rng.below(4) {
@@ -262,7 +261,7 @@ fn backup_log(rng: &mut Rng, night: u32) -> String {
     lines.join("\n")
 }
 
-/// Meeting notes of about 1,500 tokens (~1,500 characters of Japanese).
+/// Meeting notes of about 1,800 tokens (~1,800 characters of Japanese).
 fn minutes(rng: &mut Rng, week: u32) -> String {
     const LINES: [&str; 10] = [
         "町内会の夏祭りの準備について話し合った。",
@@ -277,7 +276,7 @@ fn minutes(rng: &mut Rng, week: u32) -> String {
         "次回は会計報告と当日の役割分担を決める。",
     ];
     let mut out = format!("第{week}回 準備委員会 議事録\n");
-    while out.chars().count() < 1_500 {
+    while out.chars().count() < 1_800 {
         out.push_str("・");
         out.push_str(LINES[rng.below(LINES.len())]);
         out.push('\n');
@@ -371,11 +370,11 @@ mod tests {
         assert!(turns(0)[0].stop_after.is_none() && turns(2)[0].stop_after.is_none());
         assert!(turns(1).iter().all(|t| t.model == CODER));
         assert!(turns(0).iter().chain(turns(3)).all(|t| t.model == CHAT));
-        // The two long chats: pastes of ~1,500 tokens (chars / 4 for the log, one per
-        // character for Japanese), two of them, so the history outgrows 4,096 tokens.
+        // The two long chats: two pastes of ~1,800 tokens each (chars / 4 for the log, one
+        // per character for Japanese), so with the answers the history outgrows 4,096.
         let log: usize = turns(1).iter().map(|t| t.prompt.len() / 4).sum();
         let notes: usize = turns(3).iter().map(|t| t.prompt.chars().count()).sum();
-        assert!(log > 3_000 && notes > 3_000, "{log} {notes}");
+        assert!(log > 3_600 && notes > 3_600, "{log} {notes}");
         assert!(plan.people.iter().all(|p| p.turns[0].think.is_zero()));
         assert!(
             plan.people
