@@ -277,7 +277,7 @@ fn minutes(rng: &mut Rng, week: u32) -> String {
     ];
     let mut out = format!("第{week}回 準備委員会 議事録\n");
     while out.chars().count() < 1_800 {
-        out.push_str("・");
+        out.push('・');
         out.push_str(LINES[rng.below(LINES.len())]);
         out.push('\n');
     }
