@@ -3,6 +3,12 @@
 //!
 //! `fake-llm --listen 127.0.0.1:11434 --model qwen2.5:7b --model llama3.1:8b+tools`
 //!
+//! `--realistic` makes it behave like one Ollama machine (one generation per model at a
+//! time, one resident model, load times, token rates, a 4096-token window); the other
+//! realism flags tune it, e.g. a laptop ten times faster than life:
+//! `fake-llm --realistic --eval-tps 10 --prompt-tps 150 --load-s 10 --time-scale 10`.
+//! `GET /fake/stats` then says what the machine did.
+//!
 //! The fakes are behind the `testkit` feature, so this binary needs it:
 //! `cargo run --release --features testkit --bin fake-llm -- --help`.
 
@@ -11,7 +17,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use coordinator::testkit::fake_llm::{self, FakeLlmConfig, Knobs, ModelSpec};
+use coordinator::testkit::fake_llm::{
+    self, FakeLlmConfig, KeepAlive, Knobs, ModelSpec, Realism, Speed,
+};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
@@ -41,10 +49,86 @@ struct Args {
     /// Keep every request in memory (off by default: a long run would grow without bound).
     #[arg(long)]
     record: bool,
+    /// Behave like one Ollama machine (the flags below tune it).
+    #[arg(long)]
+    realistic: bool,
+    /// Generations at once per resident model (OLLAMA_NUM_PARALLEL).
+    #[arg(long, default_value_t = 1, requires = "realistic")]
+    parallel: usize,
+    /// Waiting requests before 503 (OLLAMA_MAX_QUEUE).
+    #[arg(long, default_value_t = 512, requires = "realistic")]
+    max_queue: usize,
+    /// Resident models at most (OLLAMA_MAX_LOADED_MODELS).
+    #[arg(long, default_value_t = 1, requires = "realistic")]
+    max_loaded: usize,
+    /// Seconds an idle model stays resident; negative: forever (OLLAMA_KEEP_ALIVE).
+    #[arg(
+        long,
+        default_value_t = 300.0,
+        allow_negative_numbers = true,
+        requires = "realistic"
+    )]
+    keep_alive_s: f64,
+    /// The default context window, in tokens (OLLAMA_CONTEXT_LENGTH).
+    #[arg(long, default_value_t = 4096, requires = "realistic")]
+    num_ctx: u32,
+    /// Seconds to load a model.
+    #[arg(long, default_value_t = 3.0, requires = "realistic")]
+    load_s: f64,
+    /// Prompt processing rate, tokens per second.
+    #[arg(long, default_value_t = 1500.0, requires = "realistic")]
+    prompt_tps: f64,
+    /// Generation rate, tokens per second.
+    #[arg(long, default_value_t = 80.0, requires = "realistic")]
+    eval_tps: f64,
+    /// How much faster than life the machine runs (reported durations stay in life time).
+    #[arg(long, default_value_t = 1.0, requires = "realistic")]
+    time_scale: f64,
+    /// Shortest and longest ordinary answer, in tokens.
+    #[arg(long, num_args = 2, value_names = ["MIN", "MAX"], default_values_t = [120, 400], requires = "realistic")]
+    answer_tokens: Vec<usize>,
 }
 
 impl Args {
-    fn config(&self) -> FakeLlmConfig {
+    fn realism(&self) -> anyhow::Result<Option<Realism>> {
+        if !self.realistic {
+            return Ok(None);
+        }
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(v)
+            } else {
+                Err(anyhow::anyhow!(
+                    "--{name} must be a positive number, not {v}"
+                ))
+            }
+        };
+        let keep_alive = if self.keep_alive_s < 0.0 {
+            KeepAlive::Forever
+        } else {
+            KeepAlive::For(Duration::try_from_secs_f64(self.keep_alive_s)?)
+        };
+        let (min, max) = match self.answer_tokens.as_slice() {
+            [min, max] if min <= max => (*min, *max),
+            other => anyhow::bail!("--answer-tokens needs MIN <= MAX, not {other:?}"),
+        };
+        Ok(Some(Realism {
+            parallel: self.parallel.max(1),
+            max_queue: self.max_queue,
+            max_loaded: self.max_loaded.max(1),
+            keep_alive,
+            num_ctx: self.num_ctx.max(1),
+            time_scale: positive("time-scale", self.time_scale)?,
+            speed: Speed {
+                load: Duration::try_from_secs_f64(self.load_s)?,
+                prompt_tps: positive("prompt-tps", self.prompt_tps)?,
+                eval_tps: positive("eval-tps", self.eval_tps)?,
+            },
+            answer_tokens: (min, max),
+        }))
+    }
+
+    fn config(&self) -> anyhow::Result<FakeLlmConfig> {
         let mut models: Vec<ModelSpec> = self
             .models
             .iter()
@@ -64,7 +148,7 @@ impl Args {
                 ModelSpec::new("llama3.1:8b").with_tools(),
             ];
         }
-        FakeLlmConfig {
+        Ok(FakeLlmConfig {
             models,
             knobs: Knobs {
                 latency: Duration::from_millis(self.latency_ms),
@@ -73,14 +157,15 @@ impl Args {
                 record: self.record,
                 ..Knobs::default()
             },
-        }
+            realism: self.realism()?,
+        })
     }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let config = args.config();
+    let config = args.config()?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -98,6 +183,12 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     println!("fake-llm listening on http://{addr}");
     println!("models: {}", names.join(", "));
+    if let Some(r) = &config.realism {
+        println!(
+            "realistic: parallel {}, max loaded {}, num_ctx {}, {} tok/s, {}x faster than life",
+            r.parallel, r.max_loaded, r.num_ctx, r.speed.eval_tps, r.time_scale
+        );
+    }
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(fake_llm::serve(listener, config, shutdown.clone()));
     coordinator::startup::shutdown_signal().await;

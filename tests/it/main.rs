@@ -7,6 +7,7 @@ mod cluster;
 mod foundation;
 mod front_door;
 mod helpers;
+mod household;
 mod memory;
 mod placement;
 mod routing;

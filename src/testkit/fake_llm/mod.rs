@@ -649,4 +649,6 @@ fn interesting_headers(headers: &HeaderMap) -> Vec<(String, String)> {
 }
 
 #[cfg(test)]
+mod sim_tests;
+#[cfg(test)]
 mod tests;

@@ -671,8 +671,11 @@ impl Sim {
         stats.cancelled += u64::from(generation.cancelled);
         stats.truncated_prompts += u64::from(generation.truncated);
         stats.prompt_tokens += u64::from(generation.prompt_tokens);
-        stats.cached_prompt_tokens +=
-            u64::from(generation.prompt_tokens - generation.prompt_evaluated);
+        stats.cached_prompt_tokens += u64::from(
+            generation
+                .prompt_tokens
+                .saturating_sub(generation.prompt_evaluated),
+        );
         if state.generations.len() >= GENERATION_LOG {
             state.generations.pop_front();
         }
@@ -763,7 +766,12 @@ impl Run {
     ) -> Self {
         let sim = lease.sim.clone();
         let cached = sim.take_cache(lease.runner, &fitted);
-        let evaluated = fitted.tokens.saturating_sub(cached).max(1);
+        // Something new is always evaluated, unless there is no prompt at all (a load).
+        let evaluated = fitted
+            .tokens
+            .saturating_sub(cached)
+            .max(1)
+            .min(fitted.tokens);
         let plan = Plan {
             prompt: sim.wall(rate(evaluated, speed.prompt_tps)),
             per_token: sim.wall(rate(1, speed.eval_tps)),

@@ -1,0 +1,554 @@
+//! Tests of the realistic mode, one behaviour each: queueing, the queue limit, loading and
+//! eviction, keep-alive and expiry, context truncation, the prompt cache, disconnects,
+//! reported durations, and the OpenAI routes sharing the same machine.
+//!
+//! Machines here run 100 times faster than life, so a 3 s load takes 30 ms; assertions
+//! compare simulated (reported) times, which do not depend on the wall clock, or order
+//! events, never wall-clock durations.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::sim::{self, SimMessage};
+use super::*;
+
+const CHAT: &str = "qwen2.5:7b";
+const CODER: &str = "qwen2.5-coder:7b";
+
+fn realism() -> Realism {
+    Realism {
+        time_scale: 100.0,
+        speed: Speed {
+            load: Duration::from_secs(3),
+            prompt_tps: 1000.0,
+            eval_tps: 50.0,
+        },
+        answer_tokens: (20, 40),
+        ..Realism::default()
+    }
+}
+
+async fn machine(realism: Realism) -> FakeLlmServer {
+    FakeLlm::builder()
+        .model(CHAT)
+        .model(CODER)
+        .realistic(realism)
+        .spawn()
+        .await
+        .unwrap()
+}
+
+fn chat(model: &str, text: &str, stream: bool) -> Value {
+    json!({ "model": model, "stream": stream, "messages": [{ "role": "user", "content": text }] })
+}
+
+async fn post(server: &FakeLlmServer, path: &str, body: &Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}{path}", server.base_url()))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A whole `/api/chat` answer's final object.
+async fn ollama_whole(server: &FakeLlmServer, body: Value) -> Value {
+    let res = post(server, "/api/chat", &body).await;
+    assert_eq!(res.status(), 200);
+    res.json().await.unwrap()
+}
+
+/// Reads a streamed `/api/chat` answer to its end: the content and the final line.
+async fn ollama_stream(server: &FakeLlmServer, body: Value) -> (String, Value) {
+    let res = post(server, "/api/chat", &body).await;
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let content = lines
+        .iter()
+        .filter_map(|l| l.pointer("/message/content")?.as_str())
+        .collect();
+    (content, lines.last().cloned().unwrap())
+}
+
+fn nanos(v: &Value, key: &str) -> Duration {
+    Duration::from_nanos(v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}")))
+}
+
+/// Waits (bounded) until `check` holds for the machine's stats.
+async fn stats_until(server: &FakeLlmServer, check: impl Fn(&SimStats) -> bool) -> SimStats {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = server.stats();
+        if check(&stats) {
+            return stats;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stats never got there: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn one_generation_at_a_time_the_rest_wait_in_order() {
+    let server = machine(realism()).await;
+    let (a, b, c) = tokio::join!(
+        ollama_whole(&server, chat(CHAT, "first question", false)),
+        ollama_whole(&server, chat(CHAT, "second question", false)),
+        ollama_whole(&server, chat(CHAT, "third question", false)),
+    );
+    let stats = server.stats();
+    assert_eq!(stats.loads, 1);
+    assert_eq!(stats.deepest_queue, 3, "all three were inside at once");
+    let generations = server.generations();
+    assert_eq!(generations.len(), 3);
+    // Each waited for the ones before it: its wait covers their whole generations.
+    let mut waits: Vec<Duration> = generations.iter().map(|g| g.waited).collect();
+    waits.sort();
+    let busy = |v: &Value| nanos(v, "prompt_eval_duration") + nanos(v, "eval_duration");
+    let mut busy_times = [busy(&a), busy(&b), busy(&c)];
+    busy_times.sort();
+    assert!(
+        waits[1] >= waits[0] + busy_times[0],
+        "{waits:?} {busy_times:?}"
+    );
+    assert!(
+        waits[2] >= waits[1] + busy_times[0],
+        "{waits:?} {busy_times:?}"
+    );
+}
+
+#[tokio::test]
+async fn parallel_slots_run_together() {
+    let server = machine(Realism {
+        parallel: 3,
+        // 4 s of generation each: had they run one after another, the last would wait 8 s.
+        answer_tokens: (200, 200),
+        ..realism()
+    })
+    .await;
+    let _ = tokio::join!(
+        ollama_whole(&server, chat(CHAT, "one", false)),
+        ollama_whole(&server, chat(CHAT, "two", false)),
+        ollama_whole(&server, chat(CHAT, "three", false)),
+    );
+    // All three attached to the runner while it loaded, and none waited for a slot: each
+    // one's wait is the load itself.
+    for g in server.generations() {
+        assert!(g.waited - g.load < Duration::from_secs(2), "{g:?}");
+    }
+}
+
+#[tokio::test]
+async fn past_max_queue_the_machine_answers_503() {
+    let server = machine(Realism {
+        max_queue: 1,
+        ..realism()
+    })
+    .await;
+    let first = tokio::spawn({
+        let url = format!("{}/api/chat", server.base_url());
+        async move {
+            let res = reqwest::Client::new()
+                .post(url)
+                .json(&chat(CHAT, "long one", false))
+                .send()
+                .await
+                .unwrap();
+            res.status()
+        }
+    });
+    stats_until(&server, |s| s.requests == 1).await;
+    let res = post(&server, "/api/chat", &chat(CHAT, "no room", false)).await;
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(
+        body["error"],
+        "server busy, please try again.  maximum pending requests exceeded"
+    );
+    assert_eq!(first.await.unwrap(), 200);
+    assert_eq!(server.stats().rejected, 1);
+}
+
+#[tokio::test]
+async fn a_second_model_on_a_one_model_machine_evicts_the_first_and_pays_a_load() {
+    let server = machine(realism()).await;
+    let first = ollama_whole(&server, chat(CHAT, "hello", false)).await;
+    assert!(nanos(&first, "load_duration") >= Duration::from_secs(3));
+    let warm = ollama_whole(&server, chat(CHAT, "again", false)).await;
+    assert!(
+        nanos(&warm, "load_duration") < Duration::from_secs(1),
+        "a resident model loads nothing: {warm}"
+    );
+    let other = ollama_whole(&server, chat(CODER, "code please", false)).await;
+    assert!(nanos(&other, "load_duration") >= Duration::from_secs(3));
+    let stats = server.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 1), "{stats:?}");
+    let ps: Value = reqwest::get(format!("{}/api/ps", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = ps["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [CODER]);
+}
+
+#[tokio::test]
+async fn a_request_for_another_model_waits_until_the_resident_one_is_idle() {
+    let server = machine(realism()).await;
+    let (busy, other) = tokio::join!(
+        ollama_whole(&server, chat(CHAT, "a long answer", false)),
+        async {
+            stats_until(&server, |s| s.requests == 1).await;
+            ollama_whole(&server, chat(CODER, "behind it", false)).await
+        }
+    );
+    let busy_time = nanos(&busy, "total_duration");
+    // The coder's wait (in load_duration, as Ollama reports it) covers the chat model's
+    // whole generation and its own load.
+    assert!(
+        nanos(&other, "load_duration") >= Duration::from_secs(3) + busy_time / 2,
+        "{busy} {other}"
+    );
+    assert_eq!(server.stats().evictions, 1);
+}
+
+#[tokio::test]
+async fn two_resident_models_need_no_eviction() {
+    let server = machine(Realism {
+        max_loaded: 2,
+        ..realism()
+    })
+    .await;
+    ollama_whole(&server, chat(CHAT, "one", false)).await;
+    ollama_whole(&server, chat(CODER, "two", false)).await;
+    ollama_whole(&server, chat(CHAT, "three", false)).await;
+    let stats = server.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 0), "{stats:?}");
+}
+
+#[tokio::test]
+async fn keep_alive_zero_unloads_when_idle_and_an_empty_chat_loads_or_unloads() {
+    let server = machine(realism()).await;
+    let mut body = chat(CHAT, "bye", false);
+    body["keep_alive"] = json!(0);
+    ollama_whole(&server, body).await;
+    assert_eq!(server.stats().expiries, 1);
+    let ps: Value = reqwest::get(format!("{}/api/ps", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ps["models"], json!([]));
+
+    let load = ollama_whole(&server, json!({"model": CHAT, "messages": []})).await;
+    assert_eq!(load["done_reason"], "load");
+    assert!(nanos(&load, "load_duration") >= Duration::from_secs(3));
+    let unload = ollama_whole(
+        &server,
+        json!({"model": CHAT, "messages": [], "keep_alive": 0}),
+    )
+    .await;
+    assert_eq!(unload["done_reason"], "unload");
+    assert_eq!(server.stats().expiries, 2);
+}
+
+#[tokio::test]
+async fn an_idle_model_unloads_when_its_keep_alive_ends() {
+    let server = machine(realism()).await;
+    let mut body = chat(CHAT, "short stay", false);
+    // 20 s of life: 200 ms here.
+    body["keep_alive"] = json!("20s");
+    ollama_whole(&server, body).await;
+    let ps: Value = reqwest::get(format!("{}/api/ps", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let expires = ps["models"][0]["expires_at"].as_str().unwrap();
+    let expires = chrono::DateTime::parse_from_rfc3339(expires).unwrap();
+    let left = expires.signed_duration_since(chrono::Utc::now());
+    assert!(left <= chrono::Duration::milliseconds(250), "{ps}");
+    let stats = stats_until(&server, |s| s.expiries == 1).await;
+    assert_eq!(stats.evictions, 0);
+    // The next request pays the load again.
+    let again = ollama_whole(&server, chat(CHAT, "back again", false)).await;
+    assert!(nanos(&again, "load_duration") >= Duration::from_secs(3));
+}
+
+#[test]
+fn keep_alive_reads_ollamas_forms() {
+    let parse = |v: Value| KeepAlive::parse(&v);
+    let secs = |s| Some(KeepAlive::For(Duration::from_secs(s)));
+    assert_eq!(parse(json!("5m")), secs(300));
+    assert_eq!(parse(json!("1h30m")), secs(5400));
+    assert_eq!(parse(json!("10s")), secs(10));
+    assert_eq!(parse(json!(90)), secs(90));
+    assert_eq!(parse(json!(0)), secs(0));
+    assert_eq!(
+        parse(json!("300ms")),
+        Some(KeepAlive::For(Duration::from_millis(300)))
+    );
+    assert_eq!(parse(json!(-1)), Some(KeepAlive::Forever));
+    assert_eq!(parse(json!("-1m")), Some(KeepAlive::Forever));
+    assert_eq!(parse(json!("soon")), None);
+    assert_eq!(parse(json!("5x")), None);
+    assert_eq!(parse(json!(true)), None);
+}
+
+fn long_history(turns: usize) -> Vec<Value> {
+    let filler = "The backup job copies the photo library to the NAS every night. ".repeat(20);
+    let mut messages = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
+    for i in 0..turns {
+        messages.push(json!({"role": "user", "content": format!("turn {i}: {filler}")}));
+        messages.push(json!({"role": "assistant", "content": filler.clone()}));
+    }
+    messages
+}
+
+#[tokio::test]
+async fn a_prompt_longer_than_the_window_loses_its_oldest_part() {
+    let server = machine(realism()).await;
+    let mut messages = long_history(30);
+    messages.push(json!({"role": "user", "content": "what did I say first?"}));
+    let body = json!({"model": CHAT, "stream": false, "messages": messages});
+    let answer = ollama_whole(&server, body.clone()).await;
+    let evaluated = answer["prompt_eval_count"].as_u64().unwrap();
+    assert!(evaluated <= 4096, "{answer}");
+    assert!(evaluated > 3000, "only the oldest part goes: {answer}");
+    let g = server.generations().pop().unwrap();
+    assert!(g.truncated);
+    assert_eq!(g.last_user, "what did I say first?");
+    assert_eq!(server.stats().truncated_prompts, 1);
+
+    // A window that is large enough keeps it whole (and needs a runner of that size).
+    let mut body = body;
+    body["options"] = json!({"num_ctx": 32768});
+    let whole = ollama_whole(&server, body).await;
+    assert!(
+        whole["prompt_eval_count"].as_u64().unwrap() > 4096,
+        "{whole}"
+    );
+    let stats = server.stats();
+    assert_eq!(
+        (stats.truncated_prompts, stats.reloads),
+        (1, 1),
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn fitting_keeps_system_messages_and_the_end_of_the_last_message() {
+    let m = |role: &str, text: &str| SimMessage {
+        role: role.to_owned(),
+        text: text.to_owned(),
+    };
+    let fitted = sim::fit(
+        vec![
+            m("system", "rules"),
+            m("user", &"a".repeat(400)),
+            m("assistant", &"b".repeat(400)),
+            m("user", "the question"),
+        ],
+        120,
+    );
+    let roles: Vec<&str> = fitted.messages.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["system", "assistant", "user"]);
+    assert!(fitted.truncated && fitted.tokens <= 120);
+
+    let alone = sim::fit(vec![m("user", &format!("{}tail", "x".repeat(4000)))], 50);
+    assert!(alone.tokens <= 50);
+    assert!(alone.messages[0].text.ends_with("tail"));
+    assert_eq!(sim::estimate_tokens("猫の名前はミケ"), 7);
+    assert_eq!(sim::estimate_tokens("abcdefgh"), 2);
+}
+
+#[tokio::test]
+async fn the_next_turn_of_a_chat_finds_its_history_in_the_prompt_cache() {
+    let server = machine(realism()).await;
+    let first_q = "Tell me about backups. ".repeat(40);
+    let (answer, _) = ollama_stream(&server, chat(CHAT, &first_q, true)).await;
+    let next = json!({"model": CHAT, "stream": false, "messages": [
+        {"role": "user", "content": first_q},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "and restores?"},
+    ]});
+    ollama_whole(&server, next).await;
+    let g = server.generations();
+    assert_eq!(g[0].prompt_evaluated, g[0].prompt_tokens);
+    assert!(g[1].prompt_evaluated < 20, "{:?}", g[1]);
+    // Another model in between evicts the runner, and its cache with it.
+    ollama_whole(&server, chat(CODER, "unrelated", false)).await;
+    let stats = server.stats();
+    assert_eq!(
+        stats.cached_prompt_tokens,
+        u64::from(g[1].prompt_tokens - g[1].prompt_evaluated)
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_stops_its_generation_and_frees_the_slot() {
+    let server = machine(Realism {
+        answer_tokens: (300, 300),
+        ..realism()
+    })
+    .await;
+    let res = post(&server, "/api/chat", &chat(CHAT, "a long story", true)).await;
+    let mut body = res.bytes_stream();
+    let first = body.next().await.unwrap().unwrap();
+    assert!(first.starts_with(b"{\"model\""));
+    drop(body);
+    let stats = stats_until(&server, |s| s.cancelled == 1).await;
+    let g = server.generations().pop().unwrap();
+    assert!(g.cancelled);
+    assert!(g.tokens < 300, "{g:?}");
+    assert_eq!(stats.tokens_generated, u64::from(g.tokens));
+    // The slot is free: the next request does not wait behind the abandoned answer.
+    ollama_whole(&server, chat(CHAT, "next", false)).await;
+    let next = server.generations().pop().unwrap();
+    // (What was left of the abandoned answer would have taken about 6 s.)
+    assert!(next.waited < Duration::from_secs(3), "{next:?}");
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_while_queued_gives_up_its_place() {
+    let server = machine(realism()).await;
+    let running = tokio::spawn({
+        let url = format!("{}/api/chat", server.base_url());
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .json(&chat(CHAT, "first", false))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    });
+    stats_until(&server, |s| s.requests == 1).await;
+    let queued = tokio::spawn({
+        let url = format!("{}/api/chat", server.base_url());
+        async move {
+            let _ = reqwest::Client::new()
+                .post(url)
+                .json(&chat(CHAT, "gives up", false))
+                .send()
+                .await;
+        }
+    });
+    stats_until(&server, |s| s.requests == 2).await;
+    queued.abort();
+    let _ = queued.await;
+    assert_eq!(running.await.unwrap(), 200);
+    // Admission is first come, first served: had the second stayed, it would run before this.
+    ollama_whole(&server, chat(CHAT, "third", false)).await;
+    let ran: Vec<String> = server
+        .generations()
+        .into_iter()
+        .map(|g| g.last_user)
+        .collect();
+    assert_eq!(ran, ["first", "third"], "{:?}", server.stats());
+}
+
+#[tokio::test]
+async fn reported_durations_follow_the_simulated_rates() {
+    let server = machine(Realism {
+        answer_tokens: (100, 100),
+        ..realism()
+    })
+    .await;
+    let (content, last) = ollama_stream(&server, chat(CHAT, "count the tokens", true)).await;
+    assert_eq!(last["eval_count"], 100);
+    assert_eq!(reply::tokens(&content).count(), 100);
+    // 100 tokens at 50 tokens/s: 2 s of life.
+    assert_eq!(nanos(&last, "eval_duration"), Duration::from_secs(2));
+    let prompt_tokens = u32::try_from(last["prompt_eval_count"].as_u64().unwrap()).unwrap();
+    let expected = Duration::from_secs_f64(f64::from(prompt_tokens) / 1000.0);
+    let prompt = nanos(&last, "prompt_eval_duration");
+    assert!(
+        prompt.abs_diff(expected) < Duration::from_micros(1),
+        "{last}"
+    );
+    let total = nanos(&last, "total_duration");
+    assert!(total >= nanos(&last, "load_duration") + prompt + Duration::from_secs(2));
+    assert_eq!(server.stats().tokens_generated, 100);
+}
+
+#[tokio::test]
+async fn open_webui_task_templates_get_json_and_are_counted_apart() {
+    let server = machine(realism()).await;
+    let template = "### Task:\nGenerate a concise title.\n### Output:\nJSON format: { \"title\": \"your title\" }\n### Chat History:\n<chat_history>\nUSER: hi\n</chat_history>";
+    let answer = ollama_whole(&server, chat(CHAT, template, false)).await;
+    let content = answer["message"]["content"].as_str().unwrap();
+    let parsed: Value = serde_json::from_str(content).unwrap();
+    assert!(parsed["title"].is_string(), "{content}");
+    ollama_whole(&server, chat(CHAT, "a normal question", false)).await;
+    let stats = server.stats();
+    let template_tokens = answer["eval_count"].as_u64().unwrap();
+    assert_eq!(stats.template_tokens, template_tokens);
+    assert!(stats.tokens_generated > template_tokens);
+}
+
+#[tokio::test]
+async fn the_openai_routes_share_the_same_machine() {
+    let server = machine(realism()).await;
+    let openai = async {
+        let res = reqwest::Client::new()
+            .post(format!("{}/chat/completions", server.openai_base_url()))
+            .json(&chat(CODER, "via openai", false))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        res.json::<Value>().await.unwrap()
+    };
+    let (via_openai, via_ollama) = tokio::join!(openai, async {
+        stats_until(&server, |s| s.requests == 1).await;
+        ollama_whole(&server, chat(CHAT, "via ollama", false)).await
+    });
+    assert!(via_openai["usage"]["completion_tokens"].as_u64().unwrap() >= 20);
+    // One resident model: the Ollama request had to evict the coder after it finished.
+    assert!(nanos(&via_ollama, "load_duration") >= Duration::from_secs(3));
+    let stats = server.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 1), "{stats:?}");
+}
+
+#[tokio::test]
+async fn show_reports_the_context_length_and_stats_are_served() {
+    let server = FakeLlm::builder()
+        .model_spec(ModelSpec::new(CHAT).with_context_length(8192))
+        .realistic(realism())
+        .spawn()
+        .await
+        .unwrap();
+    let show = post(&server, "/api/show", &json!({"model": CHAT})).await;
+    let show: Value = show.json().await.unwrap();
+    assert_eq!(show["model_info"]["qwen.context_length"], 8192);
+    // num_ctx above the model's own window is capped at it.
+    let mut body = chat(CHAT, "hi", false);
+    body["options"] = json!({"num_ctx": 100_000});
+    ollama_whole(&server, body).await;
+    let stats: Value = reqwest::get(format!("{}/fake/stats", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["stats"]["loads"], 1);
+    assert_eq!(stats["resident"][0]["num_ctx"], 8192);
+}

@@ -1,0 +1,162 @@
+//! Coordinator in front of realistic machines (the fake's realistic mode: one generation
+//! per model at a time, one resident model, load times, a 4096-token window), for what
+//! that makes visible. Machines run 100 times faster than life.
+
+use std::time::{Duration, Instant};
+
+use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, Realism, SimStats, Speed};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app_with};
+
+const CHAT: &str = "qwen2.5:7b";
+const CODER: &str = "qwen2.5-coder:7b";
+
+async fn one_model_machine(answer_tokens: (usize, usize)) -> FakeLlmServer {
+    machine(answer_tokens, 50.0).await
+}
+
+async fn machine(answer_tokens: (usize, usize), eval_tps: f64) -> FakeLlmServer {
+    FakeLlm::builder()
+        .model(CHAT)
+        .model(CODER)
+        .realistic(Realism {
+            time_scale: 100.0,
+            speed: Speed {
+                load: Duration::from_secs(3),
+                prompt_tps: 1000.0,
+                eval_tps,
+            },
+            answer_tokens,
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap()
+}
+
+async fn app_on(fake: FakeLlmServer) -> TestApp {
+    spawn_app_with(fake, |c| c.backends[0].max_concurrency = 1).await
+}
+
+async fn chat(app: &TestApp, model: &str, messages: Value) -> Value {
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": model, "messages": messages}),
+        )
+        .await;
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// Waits (bounded) until `check` holds for the machine's stats.
+async fn stats_until(fake: &FakeLlmServer, check: impl Fn(&SimStats) -> bool) -> SimStats {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = fake.stats();
+        if check(&stats) {
+            return stats;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stats never got there: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_models_on_a_one_model_machine_cost_a_load_and_an_eviction() {
+    let app = app_on(one_model_machine((20, 40)).await).await;
+    let user = |text: &str| json!([{"role": "user", "content": text}]);
+    chat(&app, CHAT, user("hello")).await;
+    chat(&app, CHAT, user("hello again")).await;
+    let stats = app.fake.stats();
+    assert_eq!((stats.loads, stats.evictions), (1, 0), "{stats:?}");
+    chat(&app, CODER, user("write a function")).await;
+    let stats = app.fake.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 1), "{stats:?}");
+    let g = app.fake.generations();
+    assert!(g[0].load >= Duration::from_secs(3), "{:?}", g[0]);
+    assert!(g[1].load < Duration::from_secs(1), "{:?}", g[1]);
+    assert!(g[2].load >= Duration::from_secs(3), "{:?}", g[2]);
+    app.stop().await;
+}
+
+/// An explicit cancel reaches the machine: the generation stops there, and the slot it
+/// held serves the next task.
+#[tokio::test]
+async fn a_cancelled_task_stops_its_generation_on_the_machine() {
+    // A laptop-slow answer: 1000 tokens at 10 tokens/s, 100 s of life (1 s here).
+    let app = app_on(machine((1000, 1000), 10.0).await).await;
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": CHAT, "stream": true, "messages": [{"role": "user", "content": "a long story"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut body = res.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("\"content\":\"") || seen.matches("data:").count() < 3 {
+        let chunk = body.next().await.expect("the answer started").unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let said: Value = app
+        .post(&format!("/tasks/{id}/cancel"), json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(said["status"], "cancelled", "{said}");
+    let stats = stats_until(&app.fake, |s| s.cancelled == 1).await;
+    let g = app.fake.generations().pop().unwrap();
+    assert!(g.cancelled && g.tokens < 1000, "{g:?}");
+    assert_eq!(stats.tokens_generated, u64::from(g.tokens));
+
+    chat(
+        &app,
+        CHAT,
+        json!([{"role": "user", "content": "and a short one"}]),
+    )
+    .await;
+    let next = app.fake.generations().pop().unwrap();
+    // The rest of the abandoned answer would have held the slot for over a minute.
+    assert!(next.waited < Duration::from_secs(30), "{next:?}");
+    app.stop().await;
+}
+
+/// Today's behaviour, which the scheduler issue turns around: Coordinator trims history
+/// to its own character budget, but a pasted log longer than the machine's default
+/// window goes out as it is, and the machine silently drops its start (with the question
+/// that came first in the message).
+#[tokio::test]
+async fn a_prompt_longer_than_the_default_window_comes_back_truncated() {
+    let app = app_on(one_model_machine((20, 40)).await).await;
+    let paste = "2026-11-30 03:00:01 backup: copied 1204 files to nas:/photos (ok)\n".repeat(300);
+    let messages = json!([
+        {"role": "user", "content": "Is my backup healthy?"},
+        {"role": "assistant", "content": "Paste the log and I will look."},
+        {"role": "user", "content": format!("Why did the last run fail? Here is the log:\n{paste}")},
+    ]);
+    let answer = chat(&app, CHAT, messages).await;
+    let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(prompt_tokens <= 4096, "{answer}");
+    let g = app.fake.generations().pop().unwrap();
+    assert!(g.truncated, "{g:?}");
+    assert_eq!(app.fake.stats().truncated_prompts, 1);
+    let sent = app.last_backend_body("/api/chat");
+    assert!(
+        sent.pointer("/options/num_ctx").is_none(),
+        "Coordinator does not size the window yet: {sent}"
+    );
+    app.stop().await;
+}
