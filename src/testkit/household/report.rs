@@ -319,5 +319,26 @@ mod tests {
             table.contains("| random | 3 | 1.0 | 1.0 | 1.0 | 3.0 | 3 | 1 | 30 | 10 | 0 | 1 | 9 |"),
             "{table}"
         );
+        assert!(!table.contains("Check failed"), "{table}");
+    }
+
+    #[test]
+    fn an_answered_turn_whose_counts_differ_fails_the_check() {
+        let session = Session {
+            turns: vec![turn("[p1.1]", 180, false, None)],
+            tasks: vec![],
+        };
+        let machines = vec![(
+            "a".to_owned(),
+            SimStats {
+                requests: 2,
+                ..SimStats::default()
+            },
+            vec![generation("hi [p1.1]", false, 181)],
+        )];
+        let r = RowReport::new(RowKind::Coordinator, Duration::ZERO, &[session], machines);
+        assert_eq!(r.miscounted, ["[p1.1]"]);
+        assert_eq!(r.machines[0].ungenerated, 1);
+        assert!(markdown("run", &[r]).contains("Check failed, coordinator: "));
     }
 }
