@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use coordinator::testkit::household::{self, Options, report};
+use coordinator::testkit::household::{self, Options, table};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,6 +30,9 @@ struct Args {
     /// Also write the report to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Add every user turn of every row: the machine, its wait and load, the prompt.
+    #[arg(long)]
+    turns: bool,
 }
 
 #[tokio::main]
@@ -57,7 +60,11 @@ async fn main() -> anyhow::Result<()> {
         args.scale,
         args.people
     );
-    let table = report::markdown(&header, &rows);
+    let mut table = table::markdown(&header, &rows);
+    if args.turns {
+        table.push_str("\nUser turns:\n\n");
+        table.push_str(&table::turn_markdown(&rows));
+    }
     print!("{table}");
     if let Some(out) = &args.out {
         std::fs::write(out, &table).with_context(|| format!("writing {}", out.display()))?;

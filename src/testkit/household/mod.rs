@@ -9,7 +9,7 @@
 //! - [`route`]: the rows' choice of machine;
 //! - [`session`]: one person's session over HTTP;
 //! - [`coordinator`]: Coordinator in this process;
-//! - [`report`]: the numbers and the markdown table.
+//! - [`report`]: the numbers; [`table`]: the markdown.
 //!
 //! docs/BENCHMARKS.md ("Household benchmark") says how to read the table.
 
@@ -18,6 +18,7 @@ pub mod machines;
 pub mod report;
 pub mod route;
 pub mod session;
+pub mod table;
 pub mod workload;
 
 use std::sync::Arc;

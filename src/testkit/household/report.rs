@@ -1,8 +1,8 @@
-//! What a row measured, and the markdown the run prints: one line per row, then each
-//! machine's own counts per row.
+//! What a row measured: the user turns' times, the machines' counts summed, the tokens
+//! spent for clients that had gone, and every turn with the machine that answered it
+//! ([`super::table`] prints them).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::route::RowKind;
@@ -40,6 +40,21 @@ pub struct RowReport {
     /// Failed requests (user turns and background tasks), by what went wrong.
     pub errors: BTreeMap<String, usize>,
     pub machines: Vec<MachineReport>,
+    /// Every user turn, in the plan's order.
+    pub turns: Vec<TurnDetail>,
+}
+
+/// One user turn: what the client saw, and what the machine that generated its answer
+/// recorded (the first machine that did, when it was tried more than once).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnDetail {
+    pub marker: String,
+    pub ttft: Option<Duration>,
+    pub total: Option<Duration>,
+    pub stopped: bool,
+    pub error: Option<String>,
+    pub machine: Option<String>,
+    pub generation: Option<Generation>,
 }
 
 /// One machine's counts in a row.
@@ -73,15 +88,34 @@ impl RowReport {
         for error in failures {
             *errors.entry(error_kind(error)).or_default() += 1;
         }
-        let generations: Vec<&Generation> = machines.iter().flat_map(|m| &m.2).collect();
-        // What the machines generated for a user turn's prompt (retries included).
-        let made = |marker: &str| -> u64 {
+        let generations: Vec<(&str, &Generation)> = machines
+            .iter()
+            .flat_map(|(name, _, gs)| gs.iter().map(move |g| (name.as_str(), g)))
+            .filter(|(_, g)| !g.template)
+            .collect();
+        let of = |marker: &str| {
+            let marker = marker.to_owned();
             generations
                 .iter()
-                .filter(|g| !g.template && g.last_user.ends_with(marker))
-                .map(|g| u64::from(g.tokens))
-                .sum()
+                .filter(move |(_, g)| g.last_user.ends_with(&marker))
         };
+        // What the machines generated for a user turn's prompt (retries included).
+        let made = |marker: &str| -> u64 { of(marker).map(|(_, g)| u64::from(g.tokens)).sum() };
+        let details = turns
+            .iter()
+            .map(|t| {
+                let first = of(&t.marker).next();
+                TurnDetail {
+                    marker: t.marker.clone(),
+                    ttft: t.ttft,
+                    total: t.total,
+                    stopped: t.stopped,
+                    error: t.error.clone(),
+                    machine: first.map(|(m, _)| (*m).to_owned()),
+                    generation: first.map(|(_, g)| (*g).clone()),
+                }
+            })
+            .collect();
         let tokens_for_gone = turns
             .iter()
             .filter(|t| t.stopped)
@@ -116,6 +150,7 @@ impl RowReport {
                     stats,
                 })
                 .collect(),
+            turns: details,
         }
     }
 
@@ -134,94 +169,11 @@ fn error_kind(error: &str) -> String {
         .to_owned()
 }
 
-/// The run's header line, table, per-machine counts and error kinds, as markdown.
-pub fn markdown(header: &str, rows: &[RowReport]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{header}\n");
-    out.push_str(
-        "| row | user turns | TTFT p50 s | TTFT p95 s | TTFT max s | total p95 s | loads | evictions \
-         | template tokens | tokens for gone clients | truncated prompts | errors | length s |\n",
-    );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for r in rows {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |",
-            r.kind,
-            r.user_turns,
-            seconds(r.ttft_p50),
-            seconds(r.ttft_p95),
-            seconds(r.ttft_max),
-            seconds(r.total_p95),
-            r.loads,
-            r.evictions,
-            r.template_tokens,
-            r.tokens_for_gone,
-            r.truncated_prompts,
-            r.error_count(),
-            r.length.as_secs_f64(),
-        );
-    }
-    out.push_str("\nPer machine:\n\n");
-    out.push_str(
-        "| row | machine | requests | rejected | loads | evictions | reloads | expiries \
-         | tokens generated | template tokens | cancelled | truncated | prompt tokens | cached \
-         | deepest queue | no generation |\n",
-    );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for r in rows {
-        for m in &r.machines {
-            let s = &m.stats;
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.kind,
-                m.name,
-                s.requests,
-                s.rejected,
-                s.loads,
-                s.evictions,
-                s.reloads,
-                s.expiries,
-                s.tokens_generated,
-                s.template_tokens,
-                s.cancelled,
-                s.truncated_prompts,
-                s.prompt_tokens,
-                s.cached_prompt_tokens,
-                s.deepest_queue,
-                m.ungenerated,
-            );
-        }
-    }
-    for r in rows.iter().filter(|r| !r.miscounted.is_empty()) {
-        let _ = writeln!(
-            out,
-            "\nCheck failed, {}: the machines' token counts differ from what the client \
-             received for {}",
-            r.kind,
-            r.miscounted.join(", ")
-        );
-    }
-    let failing: Vec<&RowReport> = rows.iter().filter(|r| r.error_count() > 0).collect();
-    if !failing.is_empty() {
-        out.push_str("\nErrors:\n");
-        for r in failing {
-            let kinds: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
-            let _ = writeln!(out, "- {}: {}", r.kind, kinds.join(", "));
-        }
-    }
-    out
-}
-
-fn seconds(d: Option<Duration>) -> String {
-    d.map_or_else(|| "–".to_owned(), |d| format!("{:.1}", d.as_secs_f64()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testkit::household::session::TurnOutcome;
+    use crate::testkit::household::table::{markdown, turn_markdown};
 
     fn secs(v: &[u64]) -> Vec<Duration> {
         v.iter().map(|&s| Duration::from_secs(s)).collect()
@@ -314,6 +266,16 @@ mod tests {
         assert_eq!(r.total_p95, Some(Duration::from_secs(3)));
         assert_eq!(r.errors.get("HTTP 503"), Some(&1));
         assert!(r.miscounted.is_empty(), "{:?}", r.miscounted);
+        let machines: Vec<Option<&str>> = r.turns.iter().map(|t| t.machine.as_deref()).collect();
+        assert_eq!(machines, [Some("a"), Some("a"), None]);
+        let turns = turn_markdown(std::slice::from_ref(&r));
+        assert!(
+            turns.contains(
+                "| random | [p0.2] | a | m | 0.0 | 0.0 | 10 | 10 | no | 26 | 1.0 | – | stopped |"
+            ),
+            "{turns}"
+        );
+        assert!(turns.contains("| [p0.3] | – |"), "{turns}");
         let table = markdown("run", &[r]);
         assert!(
             table.contains("| random | 3 | 1.0 | 1.0 | 1.0 | 3.0 | 3 | 1 | 30 | 10 | 0 | 1 | 9 |"),
