@@ -75,17 +75,18 @@ pub async fn run_row(kind: RowKind, plan: &Plan, options: Options) -> anyhow::Re
         .tcp_nodelay(true)
         .build()
         .context("building the HTTP client")?;
-    let coordinator = match kind {
-        RowKind::Coordinator => Some(start_coordinator(&household, &fakes, &http).await?),
-        _ => None,
+    let policy = match kind {
+        RowKind::Random => Some(Policy::Random { seed: options.seed }),
+        RowKind::RoundRobin => Some(Policy::RoundRobin),
+        RowKind::LeastBusy => Some(Policy::LeastBusy),
+        RowKind::Coordinator => None,
     };
-    let route = match (&coordinator, kind) {
-        (Some(c), _) => Route::Coordinator(c.base_url().to_owned()),
-        (None, RowKind::Random) => {
-            direct(Policy::Random { seed: options.seed }, &household, &fakes)
+    let (route, coordinator) = match policy {
+        Some(policy) => (direct(policy, &household, &fakes), None),
+        None => {
+            let c = start_coordinator(&household, &fakes, &http).await?;
+            (Route::Coordinator(c.base_url().to_owned()), Some(c))
         }
-        (None, RowKind::RoundRobin) => direct(Policy::RoundRobin, &household, &fakes),
-        (None, _) => direct(Policy::LeastBusy, &household, &fakes),
     };
     let ctx = Arc::new(Context {
         http: http.clone(),

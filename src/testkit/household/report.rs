@@ -271,7 +271,7 @@ mod tests {
         let turns = turn_markdown(std::slice::from_ref(&r));
         assert!(
             turns.contains(
-                "| random | [p0.2] | a | m | 0.0 | 0.0 | 10 | 10 | no | 26 | 1.0 | – | stopped |"
+                "| random | [p0.2] | a | m | 0.0 | 0.0 | 0.0 | 10 | 10 | no | 26 | 1.0 | – | stopped |"
             ),
             "{turns}"
         );

@@ -86,13 +86,14 @@ pub fn markdown(header: &str, rows: &[RowReport]) -> String {
     out
 }
 
-/// Every user turn of every row: who answered, how long it waited (of that, loading),
-/// how much of its prompt was evaluated, and what the client saw.
+/// Every user turn of every row: who answered, when it arrived there (life time since the
+/// machine started), how long it waited (of that, loading), how much of its prompt was
+/// evaluated, and what the client saw.
 pub fn turn_markdown(rows: &[RowReport]) -> String {
     let mut out = String::from(
-        "| row | turn | machine | model | waited s | load s | prompt tokens | evaluated \
-         | truncated | tokens | TTFT s | total s | end |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| row | turn | machine | model | arrived s | waited s | load s | prompt tokens \
+         | evaluated | truncated | tokens | TTFT s | total s | end |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         for t in &r.turns {
@@ -104,11 +105,12 @@ pub fn turn_markdown(rows: &[RowReport]) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {end} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {end} |",
                 r.kind,
                 t.marker,
                 t.machine.as_deref().unwrap_or("–"),
                 g.map_or("–", |g| g.model.as_str()),
+                seconds(g.map(|g| g.arrived)),
                 seconds(g.map(|g| g.waited)),
                 seconds(g.map(|g| g.load)),
                 g.map_or_else(|| "–".to_owned(), |g| g.prompt_tokens.to_string()),

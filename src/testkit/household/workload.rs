@@ -108,7 +108,7 @@ fn person(index: usize, rng: &mut Rng) -> Person {
                 think: if i == 0 {
                     Duration::ZERO
                 } else {
-                    rng.seconds(6.0, 20.0)
+                    rng.seconds(5.0, 15.0)
                 },
                 stop_after: (stop_at == Some(i)).then(|| 15 + rng.below(45)),
             }
@@ -119,7 +119,7 @@ fn person(index: usize, rng: &mut Rng) -> Person {
         name,
         user_id: format!("user-{}", index + 1),
         chat_id: rng.uuid(),
-        start: rng.seconds(0.0, 8.0),
+        start: rng.seconds(0.0, 5.0),
         turns,
     }
 }
