@@ -102,11 +102,8 @@ pub async fn run(ctx: Arc<Context>, person: Person) -> Session {
     while let Some(done) = background.join_next().await {
         match done {
             Ok(tasks) => session.tasks.extend(tasks),
-            Err(e) => session.tasks.push(TaskOutcome {
-                task: Task::FollowUps,
-                took: Duration::ZERO,
-                error: Some(format!("background tasks panicked: {e}")),
-            }),
+            // Nothing aborts these tasks: an error is a panic of the harness; pass it on.
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
     }
     session
