@@ -20,6 +20,7 @@ use super::error::ApiError;
 use super::http::{client_context, parse_body};
 use super::wait::{Deadline, FirstChunk, collect, first_chunk};
 use crate::chat::{Chunk, ResponseMode};
+use crate::dispatch::{Cancelled, Dispatcher};
 use crate::domain::TaskId;
 use crate::events::TaskEvent;
 use crate::lang::{Lang, detect_language};
@@ -136,6 +137,53 @@ pub struct ChatReply {
     pub first: FirstChunk,
     /// The language of the user's prompt, for messages the chat shows.
     pub lang: Lang,
+    /// Cancels the task if this reply is dropped before its answer ends.
+    stop: StopOnDisconnect,
+}
+
+/// Stop means stop: when a chat's client goes away before its answer ends (Open WebUI's
+/// Stop button closes the stream; a client waiting for a whole answer hangs up, and the
+/// server drops its request), the task is cancelled, so a queued task never starts and a
+/// running one frees its backend. Disarmed once the answer ended or the client was given
+/// an error instead.
+struct StopOnDisconnect {
+    dispatch: Option<Dispatcher>,
+    task_id: TaskId,
+}
+
+impl StopOnDisconnect {
+    fn new(dispatch: Dispatcher, task_id: TaskId) -> Self {
+        Self {
+            dispatch: Some(dispatch),
+            task_id,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.dispatch = None;
+    }
+}
+
+impl Drop for StopOnDisconnect {
+    fn drop(&mut self) {
+        let Some(dispatch) = self.dispatch.take() else {
+            return;
+        };
+        // No runtime: the process is ending, and the task's row is recovered at start.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let id = self.task_id;
+        runtime.spawn(async move {
+            match dispatch.cancel(id, "the client went away").await {
+                Ok(Cancelled::Cancelled) => {
+                    tracing::info!(task_id = %id, "cancelled: the client went away");
+                }
+                Ok(Cancelled::AlreadyEnded | Cancelled::Unknown) => {}
+                Err(e) => tracing::warn!(task_id = %id, error = %e, "cannot cancel after the client went away"),
+            }
+        });
+    }
 }
 
 /// One piece of a streamed answer, after decoration.
@@ -212,11 +260,20 @@ impl ChatReply {
         // Structured output (JSON) is returned as the backend wrote it: no routing info.
         let structured = turn.params.format.is_some();
         let sub = state.submit_for_answer(turn).await?;
+        let mut stop = StopOnDisconnect::new(state.dispatch.clone(), sub.task_id);
         let timeout = Duration::from_secs(state.config.timeouts.route_s);
-        let first = first_chunk(sub.task_id, sub.events, timeout, deadline)
+        let first = match first_chunk(sub.task_id, sub.events, timeout, deadline)
             .instrument(sub.span)
             .await
-            .map_err(|e| e.in_language(lang))?;
+        {
+            Ok(first) => first,
+            Err(e) => {
+                // The client hears why; the task itself goes on (it may still be
+                // answered, and `GET /tasks/{id}` shows it).
+                stop.disarm();
+                return Err(e.in_language(lang));
+            }
+        };
         let worker = first
             .worker
             .as_ref()
@@ -241,6 +298,7 @@ impl ChatReply {
             decoration,
             first,
             lang,
+            stop,
         })
     }
 
@@ -252,11 +310,17 @@ impl ChatReply {
     /// The whole answer, decorated.
     pub async fn into_answer(self) -> Result<(Answer, Vec<(HeaderName, HeaderValue)>), ApiError> {
         let headers = self.headers();
-        let decoration = self.decoration.clone();
-        let lang = self.lang;
-        let mut answer = collect(self.task_id, self.first)
-            .await
-            .map_err(|e| e.in_language(lang))?;
+        let Self {
+            task_id,
+            decoration,
+            first,
+            lang,
+            mut stop,
+            ..
+        } = self;
+        let answer = collect(task_id, first).await;
+        stop.disarm();
+        let mut answer = answer.map_err(|e| e.in_language(lang))?;
         if answer.tool_calls.is_empty() && !decoration.is_empty() {
             answer.content = decoration.apply(&answer.content);
         }
@@ -271,6 +335,7 @@ impl ChatReply {
             decoration,
             first,
             lang,
+            mut stop,
             ..
         } = self;
         let FirstChunk {
@@ -292,11 +357,13 @@ impl ChatReply {
                     None => match rest.next().await {
                         Some(TaskEvent::Chunk { chunk }) => chunk,
                         Some(TaskEvent::Failed { message }) => {
+                            stop.disarm();
                             yield Piece::Failed(failure_message(task_id, &message, lang));
                             break;
                         }
                         Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => continue,
                         None => {
+                            stop.disarm();
                             yield Piece::Failed(failure_message(task_id, "the answer ended early", lang));
                             break;
                         }
@@ -305,6 +372,7 @@ impl ChatReply {
                 match &chunk {
                     Chunk::ToolCalls { .. } => saw_tools = true,
                     Chunk::Done { .. } => {
+                        stop.disarm();
                         if !footer.is_empty() && !saw_tools {
                             yield Piece::Chunk(Chunk::Content { text: footer.clone() });
                         }

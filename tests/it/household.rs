@@ -160,3 +160,114 @@ async fn a_prompt_longer_than_the_default_window_comes_back_truncated() {
     );
     app.stop().await;
 }
+
+/// Waits (bounded) for task `id`'s row to end; returns it.
+async fn row_ended(app: &TestApp, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = app.task(id).await;
+        if row["status"] != "queued" && row["status"] != "running" {
+            return row;
+        }
+        assert!(Instant::now() < deadline, "the task never ended: {row}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Stop means stop: Open WebUI's Stop button closes the stream, and the generation on the
+/// machine ends with it; the row says why.
+#[tokio::test]
+async fn a_client_that_closes_its_stream_stops_the_generation() {
+    let app = app_on(machine((1000, 1000), 10.0).await).await;
+    let res = app
+        .post(
+            "/api/chat",
+            json!({"model": CHAT, "messages": [{"role": "user", "content": "a long story, please"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut body = res.bytes_stream();
+    let first = body.next().await.expect("the answer started").unwrap();
+    assert!(!first.is_empty());
+    drop(body);
+    let stats = stats_until(&app.fake, |s| s.cancelled == 1).await;
+    let g = app.fake.generations().pop().unwrap();
+    assert!(g.tokens < 1000, "{g:?}");
+    assert_eq!(stats.tokens_generated, u64::from(g.tokens));
+    let row = row_ended(&app, &id).await;
+    assert_eq!(row["status"], "failed", "{row}");
+    let error = row["error"].as_str().unwrap();
+    assert!(error.contains("cancelled: the client went away"), "{row}");
+    app.stop().await;
+}
+
+/// A client waiting for a whole answer that hangs up while its task is queued: the task
+/// never reaches the machine.
+#[tokio::test]
+async fn a_queued_task_whose_client_left_never_starts() {
+    let app = app_on(machine((1000, 1000), 10.0).await).await;
+    let busy = app
+        .post(
+            "/api/chat",
+            json!({"model": CHAT, "messages": [{"role": "user", "content": "hold the machine"}]}),
+        )
+        .await;
+    assert_eq!(busy.status(), 200);
+    let mut busy = busy.bytes_stream();
+    busy.next()
+        .await
+        .expect("the first answer started")
+        .unwrap();
+
+    let url = app.url("/v1/chat/completions");
+    let leaver = tokio::spawn(async move {
+        let _ = reqwest::Client::new()
+            .post(url)
+            .json(&json!({"model": CHAT, "messages": [{"role": "user", "content": "never mind"}]}))
+            .send()
+            .await;
+    });
+    // The second task is recorded and waits for the one slot.
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", app.db_path.display()))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let queued_id = loop {
+        let queued: Option<String> =
+            sqlx::query_scalar("SELECT task_id FROM tasks WHERE status = 'queued'")
+                .fetch_optional(&pool)
+                .await
+                .unwrap();
+        if let Some(id) = queued {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "no queued task");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    leaver.abort();
+    let _ = leaver.await;
+    let row = row_ended(&app, &queued_id).await;
+    assert!(
+        row["error"]
+            .as_str()
+            .unwrap()
+            .contains("the client went away"),
+        "{row}"
+    );
+    // The first answer goes on to its end, and nothing else ever ran.
+    while let Some(chunk) = busy.next().await {
+        chunk.unwrap();
+    }
+    let ran: Vec<String> = app
+        .fake
+        .generations()
+        .into_iter()
+        .map(|g| g.last_user)
+        .collect();
+    assert_eq!(ran, ["hold the machine"]);
+    app.stop().await;
+}

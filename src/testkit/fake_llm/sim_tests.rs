@@ -99,7 +99,7 @@ async fn stats_until(server: &FakeLlmServer, check: impl Fn(&SimStats) -> bool) 
 #[tokio::test]
 async fn one_generation_at_a_time_the_rest_wait_in_order() {
     let server = machine(realism()).await;
-    let (a, b, c) = tokio::join!(
+    tokio::join!(
         ollama_whole(&server, chat(CHAT, "first question", false)),
         ollama_whole(&server, chat(CHAT, "second question", false)),
         ollama_whole(&server, chat(CHAT, "third question", false)),
@@ -109,20 +109,25 @@ async fn one_generation_at_a_time_the_rest_wait_in_order() {
     assert_eq!(stats.deepest_queue, 3, "all three were inside at once");
     let generations = server.generations();
     assert_eq!(generations.len(), 3);
-    // Each waited for the ones before it: its wait covers their whole generations.
-    let mut waits: Vec<Duration> = generations.iter().map(|g| g.waited).collect();
-    waits.sort();
-    let busy = |v: &Value| nanos(v, "prompt_eval_duration") + nanos(v, "eval_duration");
-    let mut busy_times = [busy(&a), busy(&b), busy(&c)];
-    busy_times.sort();
-    assert!(
-        waits[1] >= waits[0] + busy_times[0],
-        "{waits:?} {busy_times:?}"
-    );
-    assert!(
-        waits[2] >= waits[1] + busy_times[0],
-        "{waits:?} {busy_times:?}"
-    );
+    // Each started once the one before it had ended (in simulated time, 50 tokens/s and
+    // 1000 prompt tokens/s; a microsecond of slack for rounding).
+    let mut runs: Vec<(Duration, Duration)> = generations
+        .iter()
+        .map(|g| {
+            let busy = Duration::from_secs_f64(
+                f64::from(g.prompt_evaluated) / 1000.0 + f64::from(g.tokens) / 50.0,
+            );
+            (g.arrived + g.waited, busy)
+        })
+        .collect();
+    runs.sort();
+    for pair in runs.windows(2) {
+        let (start, busy) = pair[0];
+        assert!(
+            pair[1].0 + Duration::from_micros(1) >= start + busy,
+            "{runs:?}"
+        );
+    }
 }
 
 #[tokio::test]
