@@ -18,6 +18,10 @@
 #                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
 #        scripts/bench.sh instructions (instructions per non-streaming request at c=1, counted
 #                                      by callgrind; env: BENCH_CALLGRIND_N=2000)
+#        scripts/bench.sh household  (several people on three simulated home machines: random,
+#                                      round-robin, least-busy and Coordinator in one table,
+#                                      about a minute; env: BENCH_SEED=1 BENCH_SCALE=10
+#                                      BENCH_PEOPLE=4 BENCH_OUT=file.md)
 set -euo pipefail
 
 OHA_VERSION="1.16.0"
@@ -31,6 +35,23 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${BENCH_BIN:-$ROOT/target/release}"
 
 log() { printf '[bench] %s\n' "$*" >&2; }
+
+# `household` needs neither oha nor the servers below: one binary runs the machines, the
+# people and Coordinator in one process.
+if [[ "${1:-}" == household ]]; then
+  if [[ -z "${BENCH_BIN:-}" ]]; then
+    log "building bench-household (release, testkit)"
+    (cd "$ROOT" && cargo build --release --quiet --features testkit --bin bench-household)
+  fi
+  ARGS=(--seed "${BENCH_SEED:-1}" --scale "${BENCH_SCALE:-10}" --people "${BENCH_PEOPLE:-4}")
+  if [[ -n "${BENCH_OUT:-}" ]]; then
+    # Relative to where the script was started, not to the checkout it runs in.
+    [[ "$BENCH_OUT" == /* ]] || BENCH_OUT="$PWD/$BENCH_OUT"
+    ARGS+=(--out "$BENCH_OUT")
+  fi
+  # From the checkout, so the report names its commit.
+  cd "$ROOT" && exec "$BIN/bench-household" "${ARGS[@]}"
+fi
 
 ensure_tools() {
   if ! command -v oha >/dev/null 2>&1; then

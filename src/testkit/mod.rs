@@ -1,13 +1,17 @@
 //! Test and benchmark helpers: fake servers that speak real wire protocols, started on
-//! port 0, a Redis server for tests, sample data and helpers for reading backend streams.
+//! port 0, a Redis server for tests, sample data, Open WebUI's request shapes, helpers for
+//! reading backend streams, and the household benchmark.
 //!
 //! Not part of the shipped library: compiled for this crate's unit tests and, behind the
 //! `testkit` feature, for the integration tests and benches (a dev-dependency turns it on)
-//! and the `fake-llm` binary (`cargo run --release --features testkit --bin fake-llm`).
+//! and the `fake-llm` and `bench-household` binaries
+//! (`cargo run --release --features testkit --bin fake-llm`).
 
 pub mod chunks;
 pub mod fake_llm;
 pub mod fake_searxng;
+pub mod household;
 pub mod log_capture;
+pub mod owui;
 pub mod redis_server;
 pub mod samples;

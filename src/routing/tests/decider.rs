@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::templates as t;
 use super::*;
 use crate::config::{InternalTasksConfig, InternalTasksMode};
 use crate::domain::InternalTask;
 use crate::routing::{ClassifierBackend, RouteError};
+use crate::testkit::owui as t;
 
 #[tokio::test]
 async fn seed_incidents_route_as_intended() {

@@ -1,10 +1,10 @@
 //! Internal-task detection: header, markers and shape, RAG turns, and user turns that
 //! must never be taken for tasks.
 
-use super::templates as t;
 use super::*;
 use crate::domain::InternalTask;
 use crate::routing::internal::{TurnKind, detect};
+use crate::testkit::owui as t;
 
 fn task_of(turn: &Turn) -> Option<InternalTask> {
     match detect(turn) {

@@ -6,7 +6,6 @@ mod eval_set;
 mod internal;
 mod props;
 mod rules_reply;
-mod templates;
 
 use std::collections::BTreeMap;
 

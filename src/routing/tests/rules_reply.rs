@@ -4,10 +4,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::templates as t;
 use super::*;
 use crate::domain::InternalTask;
 use crate::routing::rules_reply::{MAX_QUERY_CHARS, rules_reply};
+use crate::testkit::owui as t;
 
 fn answer(task: InternalTask, prompt: &str) -> Value {
     let text = rules_reply(task, &task_turn(prompt, None, None)).unwrap();

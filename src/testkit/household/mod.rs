@@ -1,0 +1,160 @@
+//! The household benchmark (`bench-household`, `scripts/bench.sh household`): several
+//! people chatting at once through Open WebUI-like sessions with three home machines that
+//! behave like Ollama on real hardware (the fake's realistic mode), measured four ways in
+//! one run, each row from fresh machines: the client choosing a machine itself (random,
+//! round-robin, least-busy) and Coordinator on its default configuration.
+//!
+//! - [`machines`]: the three machines and their speeds;
+//! - [`workload`]: the people and their turns, drawn from the seed;
+//! - [`route`]: the rows' choice of machine;
+//! - [`session`]: one person's session over HTTP;
+//! - [`coordinator`]: Coordinator in this process;
+//! - [`report`]: the numbers; [`table`]: the markdown.
+//!
+//! docs/BENCHMARKS.md ("Household benchmark") says how to read the table.
+
+pub mod coordinator;
+pub mod machines;
+pub mod report;
+pub mod route;
+pub mod session;
+pub mod table;
+pub mod workload;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use crate::testkit::fake_llm::FakeLlmServer;
+use coordinator::InProcess;
+use machines::Machine;
+use report::RowReport;
+use route::{Chooser, Policy, Route, RowKind, Url};
+use session::Context;
+use workload::Plan;
+
+/// The longest one request may take, in life time: Open WebUI's default client timeout
+/// (`AIOHTTP_CLIENT_TIMEOUT`, 300 s).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long the machines may take to record what clients left behind, in wall time.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// What a run varies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    pub seed: u64,
+    /// Life seconds per wall second (10: ten times faster than life).
+    pub scale: f64,
+    pub people: usize,
+}
+
+/// Runs every row, one after another, each from fresh machines.
+pub async fn run(options: Options) -> anyhow::Result<Vec<RowReport>> {
+    let plan = Plan::new(options.seed, options.people);
+    let mut rows = Vec::with_capacity(RowKind::ALL.len());
+    for kind in RowKind::ALL {
+        rows.push(
+            run_row(kind, &plan, options)
+                .await
+                .with_context(|| format!("row {kind}"))?,
+        );
+    }
+    Ok(rows)
+}
+
+/// One row: fresh machines, the plan's sessions all at once, then the machines' records.
+pub async fn run_row(kind: RowKind, plan: &Plan, options: Options) -> anyhow::Result<RowReport> {
+    let household = machines::household();
+    let mut fakes = Vec::with_capacity(household.len());
+    for machine in &household {
+        fakes.push(machine.spawn(options.scale).await?);
+    }
+    let http = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .context("building the HTTP client")?;
+    let policy = match kind {
+        RowKind::Random => Some(Policy::Random { seed: options.seed }),
+        RowKind::RoundRobin => Some(Policy::RoundRobin),
+        RowKind::LeastBusy => Some(Policy::LeastBusy),
+        RowKind::Coordinator => None,
+    };
+    let (route, coordinator) = match policy {
+        Some(policy) => (direct(policy, &household, &fakes), None),
+        None => {
+            let c = start_coordinator(&household, &fakes, &http).await?;
+            (Route::Coordinator(c.base_url().to_owned()), Some(c))
+        }
+    };
+    let ctx = Arc::new(Context {
+        http: http.clone(),
+        route,
+        scale: options.scale,
+        timeout: REQUEST_TIMEOUT.div_f64(options.scale),
+    });
+    let started = Instant::now();
+    let sessions = futures::future::join_all(
+        plan.people
+            .iter()
+            .map(|person| session::run(ctx.clone(), person.clone())),
+    )
+    .await;
+    let length = ctx.life(started.elapsed());
+    if let Some(c) = coordinator {
+        c.drained(&http).await?;
+        c.stop().await?;
+    }
+    let mut records = Vec::with_capacity(fakes.len());
+    for (machine, fake) in household.iter().zip(&fakes) {
+        settled(fake).await;
+        records.push((machine.name.to_owned(), fake.stats(), fake.generations()));
+    }
+    for fake in fakes {
+        fake.shutdown().await?;
+    }
+    Ok(RowReport::new(kind, length, &sessions, records))
+}
+
+fn direct(policy: Policy, household: &[Machine], fakes: &[FakeLlmServer]) -> Route {
+    let urls = household
+        .iter()
+        .zip(fakes)
+        .map(|(machine, fake)| Url {
+            base: fake.base_url(),
+            models: machine.models.iter().map(|m| m.model.to_owned()).collect(),
+        })
+        .collect();
+    Route::Direct(Chooser::new(policy, urls))
+}
+
+async fn start_coordinator(
+    household: &[Machine],
+    fakes: &[FakeLlmServer],
+    http: &reqwest::Client,
+) -> anyhow::Result<InProcess> {
+    let backends: Vec<(&str, String)> = household
+        .iter()
+        .zip(fakes)
+        .map(|(machine, fake)| (machine.name, fake.base_url()))
+        .collect();
+    let coordinator = InProcess::start(&backends).await?;
+    let expected: Vec<(&str, Vec<&str>)> = household
+        .iter()
+        .map(|m| (m.name, m.models.iter().map(|s| s.model).collect()))
+        .collect();
+    coordinator.discovered(http, &expected).await?;
+    Ok(coordinator)
+}
+
+/// Waits until every request the machine admitted has its generation recorded (a stopped
+/// client's generation ends when the machine notices it left), for at most [`DRAIN`]: a
+/// request whose client left while it was still queued never gets one, and the report
+/// shows the difference.
+async fn settled(fake: &FakeLlmServer) {
+    let deadline = Instant::now() + DRAIN;
+    while (fake.generations().len() as u64) < fake.stats().requests && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
