@@ -269,30 +269,39 @@ impl Directory for RedisDirectory {
 }
 
 /// Among workers serving `model`, a healthy one expected to give the first token of a
-/// `prompt_tokens` prompt soonest (see [`expected_ttft_on`]); on a tie, the one configured
-/// (or, in a cluster, heard from) first, so that with nothing learned yet the first
-/// machine in the config is preferred.
+/// `prompt_tokens` prompt soonest (see [`expected_ttft_on`]). Expectations that differ by
+/// less than [`SAME_WITHIN`] count as the same, and then one that has the model resident
+/// wins (a load evicts someone else's model), then the worker configured (or, in a
+/// cluster, heard from) first: with nothing learned yet, the first machine in the config
+/// is preferred, and noise in the figures does not move work around.
 pub fn best_of(
     statuses: &[WorkerStatus],
     model: &ModelName,
     prompt_tokens: u32,
 ) -> Option<WorkerName> {
     let fleet = fleet_rates(statuses, model);
-    statuses
+    let serving: Vec<(&WorkerStatus, f64)> = statuses
         .iter()
-        .enumerate()
-        .filter(|(_, s)| s.models.contains(model))
-        .map(|(i, s)| {
-            let expected = expected_ttft_on(s, model, prompt_tokens, fleet, 0);
-            (!s.healthy, expected, i, s)
-        })
-        .min_by(|a, b| {
-            (a.0, a.1, a.2)
-                .partial_cmp(&(b.0, b.1, b.2))
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })
-        .map(|(.., s)| s.name.clone())
+        .filter(|s| s.models.contains(model))
+        .map(|s| (s, expected_ttft_on(s, model, prompt_tokens, fleet, 0)))
+        .collect();
+    let healthy: Vec<(&WorkerStatus, f64)> =
+        serving.iter().copied().filter(|(s, _)| s.healthy).collect();
+    let candidates = if healthy.is_empty() { serving } else { healthy };
+    let soonest = candidates.iter().map(|(_, t)| *t).reduce(f64::min)?;
+    let (same_factor, same_s) = SAME_WITHIN;
+    let mut soonest_ones = candidates
+        .iter()
+        .filter(|(_, t)| *t <= soonest * same_factor + same_s);
+    let first = soonest_ones.clone().next();
+    soonest_ones
+        .find(|(s, _)| s.loaded.contains(model))
+        .or(first)
+        .map(|(s, _)| s.name.clone())
 }
+
+/// Expected times within this factor and these seconds of the soonest count as the same.
+pub const SAME_WITHIN: (f64, f64) = (1.1, 0.1);
 
 /// What is assumed of `model` where it has not run yet: the best any machine has shown.
 pub fn fleet_rates(statuses: &[WorkerStatus], model: &ModelName) -> perf::Rates {

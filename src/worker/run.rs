@@ -5,6 +5,7 @@ use futures::StreamExt;
 
 use super::{MAX_ATTEMPTS, Worker};
 use crate::backend::perf::Sample;
+use crate::backend::registry::WorkerStatus;
 use crate::backend::{BackendError, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
 use crate::domain::{Lane, TaskStatus, WorkerName};
@@ -13,12 +14,6 @@ use crate::memory::Exchange;
 use crate::queue::{Delivery, Job};
 use crate::store::{Claim, StoreError, TaskOutcome};
 use crate::web::web_stream;
-
-/// A job is left for another worker only when that one is expected to give its first
-/// token in under this share of the time here, and at least this much sooner: small
-/// differences are noise, and every hand-on costs a trip through the queue.
-const SOONER_FACTOR: f64 = 0.75;
-const SOONER_BY_S: f64 = 1.0;
 
 /// An answer that has started: its chunks, and why the web lane fell back to the local
 /// model alone, if it did.
@@ -367,43 +362,42 @@ impl Worker {
         tokio::spawn(async move { handle.refresh_loaded().await });
     }
 
-    /// Placement, seen from the worker that got a fresh job from the lane: when another
-    /// healthy worker is expected to give its first token clearly sooner (a warm model
-    /// where this one would load it, a faster machine that frees up first), the job is
-    /// left for it. Only once per job, and never for jobs pinned to this worker.
+    /// Placement, seen from the worker that got a job from the lane rather than directly:
+    /// when placement ([`crate::cluster::best_of`], among the workers the job has not
+    /// been left by yet) prefers another worker (a warm model where this one would load
+    /// it, a faster machine that frees up first, or an equal one configured earlier), the
+    /// job is left for it, and this worker is added to the job's avoid list, so a job
+    /// moves at most once per worker. Never for retries or jobs pinned to this worker.
     async fn hand_to_sooner_worker(&self, job: &Job) -> bool {
         let me = self.handle.name();
         let model = &job.request.model;
-        if job.attempt > 0 || !job.avoid.is_empty() || job.lane.is_pinned() {
+        if job.attempt > 0 || job.avoid.contains(me) || job.lane.is_pinned() {
             return false;
         }
-        let statuses = self.directory.statuses();
-        let fleet = crate::cluster::fleet_rates(&statuses, model);
+        let statuses: Vec<WorkerStatus> = self
+            .directory
+            .statuses()
+            .into_iter()
+            .filter(|s| !job.avoid.contains(&s.name))
+            .collect();
         let tokens = job.request.estimated_prompt_tokens();
-        let mine = crate::cluster::expected_ttft_on(&self.handle.status(), model, tokens, fleet, 0);
-        let sooner = statuses
-            .iter()
-            .filter(|s| &s.name != me && s.healthy && s.models.contains(model))
-            .map(|s| {
-                (
-                    s,
-                    crate::cluster::expected_ttft_on(s, model, tokens, fleet, 0),
-                )
-            })
-            .filter(|(_, t)| *t < mine * SOONER_FACTOR && mine - *t > SOONER_BY_S)
-            .min_by(|a, b| a.1.total_cmp(&b.1));
-        let Some((warmer, _)) = sooner else {
+        let Some(best) = crate::cluster::best_of(&statuses, model, tokens) else {
             return false;
         };
+        if &best == me {
+            return false;
+        }
+        let mut avoid = job.avoid.clone();
+        avoid.push(me.clone());
         let next = Job {
-            avoid: vec![me.clone()],
+            avoid,
             ..job.clone()
         };
         if let Err(e) = self.queue.enqueue(next).await {
             tracing::warn!(error = %e, "could not hand the task on; running it here");
             return false;
         }
-        tracing::info!(worker = %me, to = %warmer.name, model = %model, "another worker is expected to answer sooner; left for it");
+        tracing::info!(worker = %me, to = %best, model = %model, "placement prefers another worker; left for it");
         true
     }
 

@@ -271,3 +271,35 @@ async fn a_queued_task_whose_client_left_never_starts() {
     assert_eq!(ran, ["hold the machine"]);
     app.stop().await;
 }
+
+/// Three machines, none of which has run anything: the first in the config gets the first
+/// task (the household lists its best machine first), not whichever worker wakes first.
+#[tokio::test]
+async fn with_nothing_learned_the_first_configured_machine_answers() {
+    let moon = one_model_machine((20, 40)).await;
+    let ai_core = one_model_machine((20, 40)).await;
+    let laptop = one_model_machine((20, 40)).await;
+    let (ai_core_url, laptop_url) = (ai_core.base_url(), laptop.base_url());
+    let app = spawn_app_with(moon, |c| {
+        c.backends[0].max_concurrency = 1;
+        for (name, url) in [("ai-core", ai_core_url), ("laptop", laptop_url)] {
+            let mut b = c.backends[0].clone();
+            b.name = name.to_owned();
+            b.url = url;
+            c.backends.push(b);
+        }
+    })
+    .await;
+    for text in ["first question", "second question"] {
+        let res = app
+            .post(
+                "/v1/chat/completions",
+                json!({"model": CHAT, "messages": [{"role": "user", "content": text}]}),
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["x-coordinator-worker"], "moon", "{text}");
+    }
+    assert_eq!(ai_core.stats().requests + laptop.stats().requests, 0);
+    app.stop().await;
+}
