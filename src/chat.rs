@@ -208,6 +208,18 @@ pub struct Usage {
     /// Backend-reported total duration in milliseconds, when it reports one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend_total_ms: Option<u64>,
+    /// Ollama's own account of where the time went, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_timings: Option<BackendTimings>,
+}
+
+/// Ollama's final-record durations (`load_duration`, `prompt_eval_duration`,
+/// `eval_duration`), in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BackendTimings {
+    pub load_s: f64,
+    pub prompt_eval_s: f64,
+    pub eval_s: f64,
 }
 
 /// Why a generation stopped.

@@ -101,6 +101,7 @@ fn stored_events(task: &TaskRecord) -> Vec<TaskEvent> {
                     prompt_tokens: task.prompt_tokens.unwrap_or(0).try_into().unwrap_or(0),
                     completion_tokens: task.completion_tokens.unwrap_or(0).try_into().unwrap_or(0),
                     backend_total_ms: None,
+                    backend_timings: None,
                 },
             },
         });

@@ -14,8 +14,8 @@ use serde_json::Value;
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
 use crate::chat::{
-    AnswerFormat, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall, ToolChoice, ToolSpec,
-    Usage,
+    AnswerFormat, BackendTimings, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall,
+    ToolChoice, ToolSpec, Usage,
 };
 use crate::domain::ModelName;
 
@@ -346,6 +346,9 @@ struct Record {
     prompt_eval_count: Option<u32>,
     eval_count: Option<u32>,
     total_duration: Option<u64>,
+    load_duration: Option<u64>,
+    prompt_eval_duration: Option<u64>,
+    eval_duration: Option<u64>,
     error: Option<String>,
 }
 
@@ -400,6 +403,18 @@ impl Decoder for NdjsonDecoder {
                 prompt_tokens: record.prompt_eval_count.unwrap_or(0),
                 completion_tokens: record.eval_count.unwrap_or(0),
                 backend_total_ms: record.total_duration.map(|ns| ns / 1_000_000),
+                backend_timings: match (
+                    record.load_duration,
+                    record.prompt_eval_duration,
+                    record.eval_duration,
+                ) {
+                    (Some(load), Some(prompt), Some(eval)) => Some(BackendTimings {
+                        load_s: load as f64 / 1e9,
+                        prompt_eval_s: prompt as f64 / 1e9,
+                        eval_s: eval as f64 / 1e9,
+                    }),
+                    _ => None,
+                },
             };
             out.push_back(Chunk::Done {
                 finish_reason,

@@ -62,6 +62,11 @@ async fn streams_text_and_ends_with_done() {
                 prompt_tokens: 2,
                 completion_tokens: 5,
                 backend_total_ms: Some(6),
+                backend_timings: Some(BackendTimings {
+                    load_s: 0.001,
+                    prompt_eval_s: 0.0002,
+                    eval_s: 0.005,
+                }),
             },
         })
     );
@@ -423,6 +428,7 @@ fn decoder_handles_any_split_ids_and_unicode() {
                 prompt_tokens: 3,
                 completion_tokens: 4,
                 backend_total_ms: Some(2),
+                backend_timings: None,
             },
         }),
     ];

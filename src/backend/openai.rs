@@ -534,6 +534,7 @@ impl SseDecoder {
                 prompt_tokens: usage.prompt_tokens,
                 completion_tokens: usage.completion_tokens,
                 backend_total_ms: None,
+                backend_timings: None,
             });
         }
         let Some(choice) = event.choices.and_then(|c| c.into_iter().next()) else {

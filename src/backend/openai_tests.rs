@@ -64,6 +64,7 @@ async fn streams_text_with_usage_and_bearer_auth() {
                 prompt_tokens: 2,
                 completion_tokens: 5,
                 backend_total_ms: None,
+                backend_timings: None,
             },
         })
     );
@@ -124,6 +125,7 @@ async fn tools_round_trip() {
                     prompt_tokens: 4,
                     completion_tokens: 1,
                     backend_total_ms: None,
+                    backend_timings: None,
                 },
             }),
         ]
@@ -453,6 +455,7 @@ fn decoder_merges_tool_calls_by_index_across_any_split() {
                 prompt_tokens: 7,
                 completion_tokens: 3,
                 backend_total_ms: None,
+                backend_timings: None,
             },
         }),
     ];
@@ -602,6 +605,7 @@ fn a_pretty_printed_whole_answer_is_decoded() {
                     prompt_tokens: 3,
                     completion_tokens: 2,
                     backend_total_ms: None,
+                    backend_timings: None,
                 },
             },
         ]

@@ -53,6 +53,8 @@ pub struct Sample {
     pub generation_s: f64,
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    /// The backend's own account (Ollama), which separates load, prompt and generation.
+    pub backend: Option<crate::chat::BackendTimings>,
 }
 
 fn blend(old: Option<f64>, new: f64) -> Option<f64> {
@@ -79,6 +81,10 @@ impl ModelPerf {
     /// beyond the prompt at the known rate).
     pub fn learn(&mut self, s: Sample) {
         self.samples += 1;
+        if let Some(b) = s.backend {
+            self.learn_reported(&s, b);
+            return;
+        }
         if s.was_loaded {
             if s.prompt_tokens >= MIN_PROMPT_SAMPLE {
                 self.prompt_tps = blend(self.prompt_tps, f64::from(s.prompt_tokens) / s.ttft_s);
@@ -94,6 +100,27 @@ impl ModelPerf {
                 self.eval_tps,
                 f64::from(s.completion_tokens.saturating_sub(1)) / s.generation_s,
             );
+        }
+        if s.completion_tokens > 0 {
+            self.answer_tokens = blend(self.answer_tokens, f64::from(s.completion_tokens));
+        }
+    }
+
+    /// Learns from Ollama's durations. Its prompt rate counts only from a freshly loaded
+    /// model: otherwise part of the prompt may have come from the slot's cache, and the
+    /// count over the duration would flatter the machine.
+    fn learn_reported(&mut self, s: &Sample, b: crate::chat::BackendTimings) {
+        if !s.was_loaded {
+            self.load_s = blend(self.load_s, b.load_s.max(0.001));
+            if s.prompt_tokens >= MIN_PROMPT_SAMPLE && b.prompt_eval_s > 0.0 {
+                self.prompt_tps = blend(
+                    self.prompt_tps,
+                    f64::from(s.prompt_tokens) / b.prompt_eval_s,
+                );
+            }
+        }
+        if s.completion_tokens >= MIN_ANSWER_SAMPLE && b.eval_s > 0.0 {
+            self.eval_tps = blend(self.eval_tps, f64::from(s.completion_tokens) / b.eval_s);
         }
         if s.completion_tokens > 0 {
             self.answer_tokens = blend(self.answer_tokens, f64::from(s.completion_tokens));
@@ -169,6 +196,7 @@ mod tests {
             generation_s: 5.0,
             prompt_tokens: 1000,
             completion_tokens: 401,
+            backend: None,
         });
         assert_eq!(p.prompt_tps, Some(1000.0));
         assert_eq!(p.eval_tps, Some(80.0));
@@ -179,6 +207,7 @@ mod tests {
             generation_s: 5.0,
             prompt_tokens: 1000,
             completion_tokens: 401,
+            backend: None,
         });
         assert_eq!(p.load_s, Some(3.0));
         // A short prompt says nothing of the rate; the average moves by ALPHA per sample.
@@ -188,10 +217,45 @@ mod tests {
             generation_s: 10.0,
             prompt_tokens: 10,
             completion_tokens: 401,
+            backend: None,
         });
         assert_eq!(p.prompt_tps, Some(1000.0));
         assert!((p.eval_tps.unwrap() - (80.0 + 0.3 * (40.0 - 80.0))).abs() < 1e-9);
         assert_eq!(p.samples, 3);
+    }
+
+    #[test]
+    fn ollamas_durations_separate_load_prompt_and_generation() {
+        let mut p = ModelPerf::new(model());
+        let reported = |load_s, prompt_eval_s, eval_s| {
+            Some(crate::chat::BackendTimings {
+                load_s,
+                prompt_eval_s,
+                eval_s,
+            })
+        };
+        p.learn(Sample {
+            was_loaded: false,
+            ttft_s: 13.0,
+            generation_s: 30.0,
+            prompt_tokens: 450,
+            completion_tokens: 300,
+            backend: reported(10.0, 3.0, 30.0),
+        });
+        assert_eq!(
+            (p.load_s, p.prompt_tps, p.eval_tps),
+            (Some(10.0), Some(150.0), Some(10.0))
+        );
+        // A warm turn of the same chat, mostly from the cache: its prompt rate is not taken.
+        p.learn(Sample {
+            was_loaded: true,
+            ttft_s: 0.2,
+            generation_s: 30.0,
+            prompt_tokens: 900,
+            completion_tokens: 300,
+            backend: reported(0.01, 0.1, 30.0),
+        });
+        assert_eq!((p.load_s, p.prompt_tps), (Some(10.0), Some(150.0)));
     }
 
     #[test]

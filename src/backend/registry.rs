@@ -150,6 +150,14 @@ impl BackendHandle {
         lock(&self.loaded).contains(model)
     }
 
+    /// Counts `model` as resident: a task for it has started here.
+    pub fn note_resident(&self, model: &ModelName) {
+        let mut loaded = lock(&self.loaded);
+        if !loaded.contains(model) {
+            loaded.push(model.clone());
+        }
+    }
+
     /// Reads the resident models again (Ollama's `/api/ps`), as after every task.
     pub async fn refresh_loaded(&self) {
         if let Ok(loaded) = self.backend.loaded_models().await {

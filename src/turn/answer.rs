@@ -72,6 +72,7 @@ mod tests {
                     prompt_tokens: 3,
                     completion_tokens: 4,
                     backend_total_ms: None,
+                    backend_timings: None,
                 },
             },
         ];

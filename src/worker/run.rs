@@ -95,6 +95,9 @@ impl Worker {
         }
         let started = Utc::now();
         let was_loaded = self.handle.has_loaded(&job.request.model);
+        // Resident from now on, as far as placement can tell (the look at `/api/ps` after
+        // the task corrects what it evicted).
+        self.handle.note_resident(&job.request.model);
         let in_flight = self.handle.start_request();
         let opened = self.claim_and_open(delivery, started).await?;
         let mut got = Collected::default();
@@ -356,6 +359,7 @@ impl Worker {
             generation_s: seconds(first, Utc::now()),
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
+            backend: usage.backend_timings,
         };
         self.handle.learn(&job.request.model, sample);
         let handle = self.handle.clone();

@@ -31,6 +31,7 @@ pub(crate) fn representative_stream() -> Vec<Chunk> {
                 prompt_tokens: 12,
                 completion_tokens: 7,
                 backend_total_ms: Some(1500),
+                backend_timings: None,
             },
         },
     ]
