@@ -92,6 +92,7 @@ fn sse_encoding(c: &mut Criterion) {
                 prompt_tokens: 24,
                 completion_tokens: 32,
                 backend_total_ms: None,
+                backend_timings: None,
             },
         }))
         .collect();
