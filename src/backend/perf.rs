@@ -81,6 +81,9 @@ impl ModelPerf {
     /// beyond the prompt at the known rate).
     pub fn learn(&mut self, s: Sample) {
         self.samples += 1;
+        if s.completion_tokens > 0 {
+            self.answer_tokens = blend(self.answer_tokens, f64::from(s.completion_tokens));
+        }
         if let Some(b) = s.backend {
             self.learn_reported(&s, b);
             return;
@@ -101,9 +104,6 @@ impl ModelPerf {
                 f64::from(s.completion_tokens.saturating_sub(1)) / s.generation_s,
             );
         }
-        if s.completion_tokens > 0 {
-            self.answer_tokens = blend(self.answer_tokens, f64::from(s.completion_tokens));
-        }
     }
 
     /// Learns from Ollama's durations. Its prompt rate counts only from a freshly loaded
@@ -121,9 +121,6 @@ impl ModelPerf {
         }
         if s.completion_tokens >= MIN_ANSWER_SAMPLE && b.eval_s > 0.0 {
             self.eval_tps = blend(self.eval_tps, f64::from(s.completion_tokens) / b.eval_s);
-        }
-        if s.completion_tokens > 0 {
-            self.answer_tokens = blend(self.answer_tokens, f64::from(s.completion_tokens));
         }
     }
 

@@ -283,7 +283,7 @@ pub fn best_of(
     let serving: Vec<(&WorkerStatus, f64)> = statuses
         .iter()
         .filter(|s| s.models.contains(model))
-        .map(|s| (s, expected_ttft_on(s, model, prompt_tokens, fleet, 0)))
+        .map(|s| (s, expected_ttft_on(s, model, prompt_tokens, fleet)))
         .collect();
     let healthy: Vec<(&WorkerStatus, f64)> =
         serving.iter().copied().filter(|(s, _)| s.healthy).collect();
@@ -304,7 +304,7 @@ pub fn best_of(
 pub const SAME_WITHIN: (f64, f64) = (1.1, 0.1);
 
 /// What is assumed of `model` where it has not run yet: the best any machine has shown.
-pub fn fleet_rates(statuses: &[WorkerStatus], model: &ModelName) -> perf::Rates {
+fn fleet_rates(statuses: &[WorkerStatus], model: &ModelName) -> perf::Rates {
     perf::fleet_best(
         statuses
             .iter()
@@ -314,22 +314,20 @@ pub fn fleet_rates(statuses: &[WorkerStatus], model: &ModelName) -> perf::Rates 
 }
 
 /// Seconds until the first token of a task for `model` on the worker `s`: the answers
-/// ahead of it when its slots are full (counting `extra` more in flight), the load when
-/// the model is not resident, the prompt at the rate this machine has shown (else the
-/// fleet's best).
-pub fn expected_ttft_on(
+/// ahead of it when its slots are full, the load when the model is not resident, the
+/// prompt at the rate this machine has shown (else the fleet's best).
+fn expected_ttft_on(
     s: &WorkerStatus,
     model: &ModelName,
     prompt_tokens: u32,
     fleet: perf::Rates,
-    extra: usize,
 ) -> f64 {
     let rates = s
         .perf
         .iter()
         .find(|p| &p.model == model)
         .map_or(fleet, |p| p.rates(fleet));
-    let busy_ahead = (s.in_flight + extra + 1).saturating_sub(s.max_concurrency);
+    let busy_ahead = (s.in_flight + 1).saturating_sub(s.max_concurrency);
     perf::expected_ttft(
         rates,
         s.loaded.contains(model),
