@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::gate::{self, Api, Ask, STREAM_ERROR};
 use super::reply::{self, Finish, Last, Prompt, Reply, Timings};
 use super::sim::{KeepAlive, SimMessage};
-use super::stream::{self, Frames, to_vec};
+use super::stream::{self, Frames, Pace, to_vec};
 use super::{Call, Model, Shared};
 
 /// The fixed timestamp of every record.
@@ -291,7 +291,12 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         return json_bytes(content_type(false), whole_record(model, &reply, timings));
     }
     let frames = frames(model, &reply, timings);
-    ndjson(stream::body(frames, &call.knobs, shared.shutdown.clone()))
+    ndjson(stream::body(
+        frames,
+        Pace::Every(call.knobs.token_delay),
+        &call.knobs,
+        shared.shutdown.clone(),
+    ))
 }
 
 fn ndjson(body: Body) -> Response {
@@ -362,15 +367,15 @@ async fn realistic_chat(
         let timings = run.timings(run.total);
         return json_bytes(content_type(false), whole_record(model, &reply, timings));
     }
-    let planned = frames(model, &reply, Timings::default());
-    let count = u32::try_from(planned.tokens.len()).unwrap_or(u32::MAX);
+    // One frame per generated token (and one for a tool call): the completion count.
+    let count = reply.completion_tokens();
     let frames = frames(model, &reply, run.timings(count));
     if count > 0 && !run.until_due(0, &shared.shutdown).await {
         return stream::dropped();
     }
-    ndjson(stream::paced(
+    ndjson(stream::body(
         frames,
-        run,
+        Pace::Simulated(run),
         &call.knobs,
         shared.shutdown.clone(),
     ))

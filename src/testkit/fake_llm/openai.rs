@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::gate::{self, Api, Ask, STREAM_ERROR};
 use super::reply::{self, Finish, Last, Prompt, Reply};
 use super::sim::SimMessage;
-use super::stream::{self, Frames, to_vec};
+use super::stream::{self, Frames, Pace, to_vec};
 use super::{Call, Model, Shared};
 
 /// The fixed `created` of every object (2025-01-01T00:00:00Z).
@@ -161,7 +161,12 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     }
     let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
     let frames = frames(&id, model, &reply, include_usage);
-    event_stream(stream::body(frames, &call.knobs, shared.shutdown.clone()))
+    event_stream(stream::body(
+        frames,
+        Pace::Every(call.knobs.token_delay),
+        &call.knobs,
+        shared.shutdown.clone(),
+    ))
 }
 
 fn event_stream(body: Body) -> Response {
@@ -226,9 +231,9 @@ async fn realistic_chat(
     if !frames.tokens.is_empty() && !run.until_due(0, &shared.shutdown).await {
         return stream::dropped();
     }
-    event_stream(stream::paced(
+    event_stream(stream::body(
         frames,
-        run,
+        Pace::Simulated(run),
         &call.knobs,
         shared.shutdown.clone(),
     ))

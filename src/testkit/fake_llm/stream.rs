@@ -1,6 +1,8 @@
 //! Response bodies of the fake: pre-encoded frames sent with per-token delays, stalls,
 //! in-stream errors, and connections dropped on purpose.
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -24,13 +26,47 @@ pub(crate) struct Frames {
     pub error: Bytes,
 }
 
-/// Streams the frames, honouring the knobs. Every wait ends at shutdown, so a stalled
-/// stream never holds the server open.
-pub(crate) fn body(frames: Frames, knobs: &Knobs, shutdown: CancellationToken) -> Body {
+/// How token frames are spaced out.
+pub(crate) enum Pace {
+    /// A fixed wait before each token (the instant mode's `token_delay`).
+    Every(Duration),
+    /// Each token when the realistic run says it is due; the caller has waited for the
+    /// first. The run records itself when the body is dropped (the client went away).
+    Simulated(Run),
+}
+
+impl Pace {
+    /// Waits for the next token; `false` when the server shuts down first.
+    async fn next(&mut self, shutdown: &CancellationToken) -> bool {
+        match self {
+            Self::Every(delay) if delay.is_zero() => true,
+            Self::Every(delay) => tokio::select! {
+                () = tokio::time::sleep(*delay) => true,
+                () = shutdown.cancelled() => false,
+            },
+            Self::Simulated(run) => {
+                let due = run.until_due(run.sent, shutdown).await;
+                run.sent += u32::from(due);
+                due
+            }
+        }
+    }
+}
+
+/// Streams the frames, honouring the knobs and the pace. Every wait ends at shutdown, so
+/// a stalled stream never holds the server open.
+pub(crate) fn body(
+    frames: Frames,
+    mut pace: Pace,
+    knobs: &Knobs,
+    shutdown: CancellationToken,
+) -> Body {
     let n = frames.tokens.len();
+    if let Pace::Simulated(run) = &mut pace {
+        run.total = u32::try_from(n).unwrap_or(u32::MAX);
+    }
     let stall_at = knobs.stall_after.map(|s| s.min(n));
     let error_at = knobs.error_after.map(|e| e.min(n));
-    let delay = knobs.token_delay;
     Body::from_stream(async_stream::stream! {
         for frame in frames.head {
             yield Ok::<Bytes, std::io::Error>(frame);
@@ -46,58 +82,10 @@ pub(crate) fn body(frames: Frames, knobs: &Knobs, shutdown: CancellationToken) -
                 return;
             }
             let Some(frame) = tokens.next() else { break };
-            if !delay.is_zero() {
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = shutdown.cancelled() => return,
-                }
-            }
-            yield Ok(frame);
-        }
-        for frame in frames.tail {
-            yield Ok(frame);
-        }
-    })
-}
-
-/// Streams the frames of a realistic run, each token when it comes due. The caller has
-/// waited for the first. Dropping the body (the client went away) ends the generation.
-pub(crate) fn paced(
-    frames: Frames,
-    mut run: Run,
-    knobs: &Knobs,
-    shutdown: CancellationToken,
-) -> Body {
-    let n = frames.tokens.len();
-    run.total = u32::try_from(n).unwrap_or(u32::MAX);
-    let stall_at = knobs.stall_after.map(|s| s.min(n));
-    let error_at = knobs.error_after.map(|e| e.min(n));
-    Body::from_stream(async_stream::stream! {
-        for frame in frames.head {
-            yield Ok::<Bytes, std::io::Error>(frame);
-        }
-        for (i, frame) in frames.tokens.into_iter().enumerate() {
-            if stall_at == Some(i) {
-                shutdown.cancelled().await;
+            if !pace.next(&shutdown).await {
                 return;
             }
-            if error_at == Some(i) {
-                yield Ok(frames.error);
-                return;
-            }
-            if !run.until_due(run.sent, &shutdown).await {
-                return;
-            }
-            run.sent += 1;
             yield Ok(frame);
-        }
-        if stall_at == Some(n) {
-            shutdown.cancelled().await;
-            return;
-        }
-        if error_at == Some(n) {
-            yield Ok(frames.error);
-            return;
         }
         for frame in frames.tail {
             yield Ok(frame);
