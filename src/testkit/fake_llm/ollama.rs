@@ -375,7 +375,7 @@ async fn realistic_chat(
     }
     ndjson(stream::body(
         frames,
-        Pace::Simulated(run),
+        Pace::Simulated(Box::new(run)),
         &call.knobs,
         shared.shutdown.clone(),
     ))

@@ -233,7 +233,7 @@ async fn realistic_chat(
     }
     event_stream(stream::body(
         frames,
-        Pace::Simulated(run),
+        Pace::Simulated(Box::new(run)),
         &call.knobs,
         shared.shutdown.clone(),
     ))

@@ -32,7 +32,7 @@ pub(crate) enum Pace {
     Every(Duration),
     /// Each token when the realistic run says it is due; the caller has waited for the
     /// first. The run records itself when the body is dropped (the client went away).
-    Simulated(Run),
+    Simulated(Box<Run>),
 }
 
 impl Pace {
