@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use coordinator::domain::{TaskId, ThreadId};
+use coordinator::domain::{Person, TaskId, ThreadId};
 use coordinator::memory::embed::{Embedder, HashEmbedder};
 use coordinator::memory::store::sqlite::SqliteMemoryStore;
 use coordinator::memory::{Memory, MemoryConfig, MemoryItem, MemoryStore};
@@ -113,6 +113,7 @@ async fn build(dir: &std::path::Path) -> Memory {
         let text = text(&mut rng, i);
         batch.push(MemoryItem {
             id: Uuid::now_v7(),
+            person: Person::default(),
             thread_id: format!("thread-{}", i % THREADS),
             task_id: TaskId::new(),
             seq: 0,
@@ -153,7 +154,7 @@ fn percentiles(rt: &tokio::runtime::Runtime, memory: &Memory) {
     for i in 0..2_000 {
         let q = QUERIES[i % QUERIES.len()];
         let started = Instant::now();
-        let hits = rt.block_on(memory.recall(q, &thread));
+        let hits = rt.block_on(memory.recall(q, &Person::default(), &thread));
         samples.push(started.elapsed());
         std::hint::black_box(hits);
     }
@@ -174,9 +175,10 @@ fn bench(c: &mut Criterion) {
     let memory = rt.block_on(build(dir.path()));
     percentiles(&rt, &memory);
     let thread = ThreadId::parse("thread-42").unwrap();
+    let person = Person::default();
     c.bench_function("memory_recall_100k", |b| {
         b.to_async(&rt)
-            .iter(|| memory.recall("私の猫の名前は何でしたっけ？", &thread));
+            .iter(|| memory.recall("私の猫の名前は何でしたっけ？", &person, &thread));
     });
 }
 

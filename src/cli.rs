@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use crate::chat::ChatMessage;
 use crate::config::{self, BackendConfig, BackendKind, Config, QueueConfig, StoreConfig};
-use crate::domain::{InternalTask, TaskId, TaskStatus};
+use crate::domain::{InternalTask, Person, TaskId, TaskStatus};
 use crate::routing::Decider;
 use crate::startup::{build_registry, open_store};
 use crate::store::TaskFilter;
@@ -101,30 +101,36 @@ pub async fn eval_routing(cfg: &Config, file: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Which tasks `tasks list` shows, as given on the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct TasksWanted<'a> {
+    pub status: Option<&'a str>,
+    pub internal: bool,
+    pub person: Option<&'a str>,
+    pub limit: u32,
+}
+
 /// `tasks list`: the most recent tasks, one line each.
-pub async fn tasks_list(
-    cfg: &Config,
-    status: Option<&str>,
-    internal: bool,
-    limit: u32,
-) -> anyhow::Result<()> {
-    let store = open_store(cfg).await?;
+pub async fn tasks_list(cfg: &Config, wanted: &TasksWanted<'_>) -> anyhow::Result<()> {
     let filter = TaskFilter {
-        status: status.map(TaskStatus::parse).transpose()?,
-        internal_only: internal,
+        status: wanted.status.map(TaskStatus::parse).transpose()?,
+        internal_only: wanted.internal,
         thread_id: None,
-        limit,
+        person: wanted.person.map(Person::parse).transpose()?,
+        limit: wanted.limit,
     };
+    let store = open_store(cfg).await?;
     println!(
-        "{:<36}  {:<19}  {:<7}  {:<18}  {:<12}  prompt",
-        "task_id", "created_at", "status", "model", "internal"
+        "{:<36}  {:<19}  {:<7}  {:<16}  {:<18}  {:<12}  prompt",
+        "task_id", "created_at", "status", "person", "model", "internal"
     );
     for t in store.list(&filter).await? {
         println!(
-            "{:<36}  {:<19}  {:<7}  {:<18}  {:<12}  {}",
+            "{:<36}  {:<19}  {:<7}  {:<16}  {:<18}  {:<12}  {}",
             t.task_id,
             t.created_at.format("%Y-%m-%d %H:%M:%S"),
             t.status,
+            t.person,
             t.model,
             t.internal_task.map_or("-", InternalTask::as_str),
             one_line(&t.prompt, 60)

@@ -188,6 +188,48 @@ impl ThreadId {
 }
 
 string_newtype!(
+    /// A person of the household: the owner of tasks and memories. The name of their API
+    /// key (`alice`), a flat key's stable hash (`key-1a2b3c4d`), `<key>/<user id>` for a
+    /// user a trusted front end vouches for (`openwebui/6f1c…`), or [`Person::DEFAULT`]
+    /// when no keys are configured.
+    Person
+);
+
+impl Person {
+    /// Who owns everything when no API keys are configured (and every row from before
+    /// there were people).
+    pub const DEFAULT: &'static str = "default";
+
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(ParseError::new("person", "it is empty"));
+        }
+        if s.len() > 200 {
+            return Err(ParseError::new("person", "it is longer than 200 bytes"));
+        }
+        if s.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(ParseError::new(
+                "person",
+                format!("{s:?} contains whitespace or control characters"),
+            ));
+        }
+        Ok(Self(s.to_owned()))
+    }
+
+    /// The person of a household without keys.
+    pub fn default_person() -> Self {
+        Self(Self::DEFAULT.to_owned())
+    }
+}
+
+impl Default for Person {
+    fn default() -> Self {
+        Self::default_person()
+    }
+}
+
+string_newtype!(
     /// What a prompt is about (`general`, `code`, or a domain of `[routing.domains]`): it
     /// picks the model of an `auto` turn.
     Domain

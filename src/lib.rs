@@ -15,6 +15,7 @@ pub mod events;
 pub mod lang;
 pub mod memory;
 pub mod metrics;
+pub mod people;
 pub mod queue;
 pub mod routing;
 pub mod service;

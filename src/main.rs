@@ -106,6 +106,9 @@ enum MemoryCommand {
     List {
         #[arg(long)]
         thread: Option<String>,
+        /// Only this person's (the name of their key; `default` without keys).
+        #[arg(long)]
+        person: Option<String>,
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
@@ -114,6 +117,9 @@ enum MemoryCommand {
         query: String,
         #[arg(long)]
         thread: Option<String>,
+        /// Only this person's (the name of their key; `default` without keys).
+        #[arg(long)]
+        person: Option<String>,
         #[arg(long, default_value_t = 10)]
         limit: usize,
     },
@@ -122,6 +128,9 @@ enum MemoryCommand {
         id: Option<String>,
         #[arg(long)]
         thread: Option<String>,
+        /// Only this person's (the name of their key; `default` without keys).
+        #[arg(long)]
+        person: Option<String>,
     },
 }
 
@@ -171,6 +180,9 @@ enum TasksCommand {
         /// Only Open WebUI background (internal) tasks.
         #[arg(long)]
         internal: bool,
+        /// Only this person's (the name of their key; `default` without keys).
+        #[arg(long)]
+        person: Option<String>,
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
@@ -270,9 +282,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 TasksCommand::List {
                     status,
                     internal,
+                    person,
                     limit,
                 } => {
-                    cli::tasks_list(&cfg, status.as_deref(), internal, limit).await?;
+                    let filter = cli::TasksWanted {
+                        status: status.as_deref(),
+                        internal,
+                        person: person.as_deref(),
+                        limit,
+                    };
+                    cli::tasks_list(&cfg, &filter).await?;
                 }
                 TasksCommand::Show { id } => cli::tasks_show(&cfg, &id).await?,
             }
@@ -281,18 +300,26 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cfg = cli::load_config(config)?;
             match command {
                 MemoryCommand::Backfill => memory_cli::run_backfill(&cfg).await?,
-                MemoryCommand::List { thread, limit } => {
-                    memory_cli::run_list(&cfg, thread.as_deref(), limit).await?
+                MemoryCommand::List {
+                    thread,
+                    person,
+                    limit,
+                } => {
+                    let scope = memory_cli::Scope::of(person.as_deref(), thread.as_deref())?;
+                    memory_cli::run_list(&cfg, &scope, limit).await?
                 }
                 MemoryCommand::Search {
                     query,
                     thread,
+                    person,
                     limit,
                 } => {
-                    memory_cli::run_search(&cfg, &query, thread.as_deref(), limit).await?;
+                    let scope = memory_cli::Scope::of(person.as_deref(), thread.as_deref())?;
+                    memory_cli::run_search(&cfg, &query, &scope, limit).await?;
                 }
-                MemoryCommand::Forget { id, thread } => {
-                    memory_cli::run_forget(&cfg, id.as_deref(), thread.as_deref()).await?;
+                MemoryCommand::Forget { id, thread, person } => {
+                    let scope = memory_cli::Scope::of(person.as_deref(), thread.as_deref())?;
+                    memory_cli::run_forget(&cfg, id.as_deref(), &scope).await?;
                 }
             }
         }

@@ -18,7 +18,15 @@ pub struct Metrics {
     web: AtomicU64,
     named: AtomicU64,
     templates_in_user_lanes: AtomicU64,
+    unauthorized: AtomicU64,
+    /// The count of refusals when one was last logged (see [`Metrics::refused`]).
+    unauthorized_logged: AtomicU64,
+    /// When a refusal was last logged, in ms since `UNIX_EPOCH`.
+    unauthorized_logged_at_ms: AtomicU64,
 }
+
+/// How often refused requests are logged at most: a guessing device must not fill the log.
+const REFUSAL_LOG_EVERY_MS: u64 = 10_000;
 
 impl Metrics {
     /// Counts one routed turn.
@@ -41,6 +49,26 @@ impl Metrics {
         if decision.internal_task.is_none() && prompt.trim_start().starts_with("### Task:") {
             self.templates_in_user_lanes.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a request refused for its API key. Returns how many refusals the log has
+    /// not told of yet (this one included) when it is time to log one, at most once per
+    /// ten seconds; `None` when this one goes unlogged.
+    pub fn refused(&self) -> Option<u64> {
+        let total = self.unauthorized.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let last = self.unauthorized_logged_at_ms.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < REFUSAL_LOG_EVERY_MS {
+            return None;
+        }
+        // One of the requests racing here logs.
+        self.unauthorized_logged_at_ms
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .ok()?;
+        let before = self.unauthorized_logged.swap(total, Ordering::Relaxed);
+        Some(total.saturating_sub(before))
     }
 
     /// The counters in Prometheus' text format.
@@ -93,6 +121,31 @@ impl Metrics {
             "Prompts starting with an Open WebUI task template that were routed as user turns.",
             self.templates_in_user_lanes.load(Ordering::Relaxed),
         );
+        counter(
+            &mut out,
+            "coordinator_unauthorized_total",
+            "Requests refused for a missing or invalid API key.",
+            self.unauthorized.load(Ordering::Relaxed),
+        );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_all_counted_but_logged_at_most_every_ten_seconds() {
+        let m = Metrics::default();
+        assert_eq!(m.refused(), Some(1));
+        for _ in 0..2_999 {
+            assert_eq!(m.refused(), None);
+        }
+        assert!(m.render().contains("coordinator_unauthorized_total 3000\n"));
+        // Ten seconds on, the next refusal is logged with the count of those unlogged.
+        m.unauthorized_logged_at_ms
+            .fetch_sub(REFUSAL_LOG_EVERY_MS, Ordering::Relaxed);
+        assert_eq!(m.refused(), Some(3000));
     }
 }

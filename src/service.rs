@@ -76,6 +76,8 @@ pub struct AppState {
     /// When this process started (shown as model creation times).
     pub started_at: chrono::DateTime<Utc>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The API keys and whose they are.
+    pub keys: Arc<crate::people::Keys>,
     /// Conversation memory (`[memory]`); `None` when it could not be opened at start.
     pub memory: Option<crate::memory::Memory>,
 }
@@ -136,6 +138,7 @@ impl AppState {
         let mut task = NewTask {
             task_id,
             created_at,
+            person: turn.person.clone(),
             thread_id: turn.thread_id.clone(),
             prompt: turn.prompt.clone(),
             domain: decision.domain.clone(),
@@ -173,13 +176,15 @@ impl AppState {
         let facts = decision.memory_facts(remember);
         let memory_context = match &self.memory {
             Some(m) if policy::may_recall(&facts) => {
-                m.context_for(&turn.prompt, &turn.thread_id).await
+                m.context_for(&turn.prompt, &turn.person, &turn.thread_id)
+                    .await
             }
             _ => None,
         };
         // What the worker needs to remember the turn once answered, when it may be.
         let memory_note =
             (self.memory.is_some() && policy::may_remember(&facts).is_ok()).then(|| MemoryNote {
+                person: turn.person.clone(),
                 thread_id: turn.thread_id.to_string(),
                 prompt: turn.prompt.clone(),
             });

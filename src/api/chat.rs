@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
@@ -25,6 +26,7 @@ use crate::domain::TaskId;
 use crate::events::TaskEvent;
 use crate::lang::{Lang, detect_language};
 use crate::memory::thread_allows_memory;
+use crate::people::Caller;
 use crate::routing::RouteDecision;
 use crate::service::AppState;
 use crate::turn::decoration::{Decoration, RouteInfo};
@@ -72,16 +74,18 @@ pub trait ChatWire: Send + 'static {
 /// A chat request in wire format `W`.
 pub async fn chat<W: ChatWire>(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, W::Error> {
-    reply::<W>(&state, &headers, &body)
+    reply::<W>(&state, &caller, &headers, &body)
         .await
         .map_err(W::Error::from)
 }
 
 async fn reply<W: ChatWire>(
     state: &AppState,
+    caller: &Caller,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, ApiError> {
@@ -89,7 +93,7 @@ async fn reply<W: ChatWire>(
     if let Some(res) = W::answer_at_once(&req) {
         return Ok(res);
     }
-    let (input, options) = W::into_turn_input(req, client_context(headers))?;
+    let (input, options) = W::into_turn_input(req, client_context(headers, caller))?;
     let mut turn = build_turn(input, &state.config.history)?;
     turn.remember &= thread_allows_memory(&turn.thread_id);
     let mode = turn.response;

@@ -22,6 +22,9 @@ pub enum ApiError {
     },
     #[error("missing or invalid API key")]
     Unauthorized,
+    /// The key is valid but may not do this (another person's memories).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -78,6 +81,7 @@ impl ApiError {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) | Self::UnknownModel(_) => StatusCode::NOT_FOUND,
             Self::NoModels(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Busy { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -90,6 +94,7 @@ impl ApiError {
         match self {
             Self::BadRequest { .. } => ("invalid_request_error", "invalid_request"),
             Self::Unauthorized => ("authentication_error", "invalid_api_key"),
+            Self::Forbidden(_) => ("permission_error", "forbidden"),
             Self::NotFound(_) => ("invalid_request_error", "not_found"),
             Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
             Self::NoModels(_) => ("server_error", "no_models"),

@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use crate::people::Caller;
 use crate::turn::ClientContext;
 
 /// A request body that could not be understood; `path` names the field (`messages[2].content`).
@@ -116,13 +117,14 @@ fn allows_memory(headers: &HeaderMap) -> bool {
     })
 }
 
-/// The client's identity, its Open WebUI headers and its say on memory.
-pub fn client_context(headers: &HeaderMap) -> ClientContext {
+/// The client's identity, its Open WebUI headers and its say on memory, for `caller`.
+pub fn client_context(headers: &HeaderMap, caller: &Caller) -> ClientContext {
     ClientContext {
         chat_id_header: header(headers, "x-openwebui-chat-id"),
         task_header: header(headers, "x-openwebui-task"),
         client_identity: client_identity(headers),
         remember: allows_memory(headers),
+        person: caller.person.clone(),
     }
 }
 
@@ -170,22 +172,26 @@ mod tests {
         h
     }
 
+    fn client_context_of(h: &HeaderMap) -> ClientContext {
+        client_context(h, &Caller::household())
+    }
+
     #[test]
     fn the_remember_header_opts_out_with_any_no_word() {
         for no in ["false", "0", "no", "off", " OFF "] {
-            let c = client_context(&headers(&[("x-coordinator-remember", no)]));
+            let c = client_context_of(&headers(&[("x-coordinator-remember", no)]));
             assert!(!c.remember, "{no:?}");
         }
         for yes in ["true", "1", "yes", "", "maybe"] {
-            let c = client_context(&headers(&[("x-coordinator-remember", yes)]));
+            let c = client_context_of(&headers(&[("x-coordinator-remember", yes)]));
             assert!(c.remember, "{yes:?}");
         }
-        assert!(client_context(&HeaderMap::new()).remember);
+        assert!(client_context_of(&HeaderMap::new()).remember);
     }
 
     #[test]
     fn blank_headers_are_absent_and_the_user_header_comes_before_the_key() {
-        let c = client_context(&headers(&[
+        let c = client_context_of(&headers(&[
             ("x-openwebui-chat-id", "  "),
             ("x-openwebui-task", "title_generation"),
             ("x-openwebui-user-id", "u-1"),
@@ -194,7 +200,7 @@ mod tests {
         assert_eq!(c.chat_id_header, None);
         assert_eq!(c.task_header.as_deref(), Some("title_generation"));
         assert_eq!(c.client_identity.as_deref(), Some("u-1"));
-        let by_key = client_context(&headers(&[("authorization", "Bearer k")]));
+        let by_key = client_context_of(&headers(&[("authorization", "Bearer k")]));
         assert_eq!(by_key.client_identity.map(|k| k.len()), Some(16));
     }
 }

@@ -1,18 +1,20 @@
 //! Managing conversation memory over HTTP: `GET /memory?thread_id=&q=&limit=` lists (or,
 //! with `q`, searches) memories, `DELETE /memory/{id}` forgets one, and
-//! `DELETE /memory?thread_id=` forgets a whole thread.
+//! `DELETE /memory?thread_id=` forgets a whole thread. Each person sees and forgets only
+//! their own memories; an admin sees everyone's, or one person's with `person=`.
 
-use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
 
 use super::error::ApiError;
-use crate::domain::ThreadId;
+use crate::domain::{Person, ThreadId};
 use crate::memory::{Memory, MemoryHit, MemoryItem};
+use crate::people::Caller;
 use crate::service::AppState;
 
 const DEFAULT_LIMIT: u32 = 50;
@@ -24,6 +26,8 @@ pub struct MemoryQuery {
     thread_id: Option<String>,
     q: Option<String>,
     limit: Option<u32>,
+    /// An admin's choice of whose memories; anyone else may only name themselves.
+    person: Option<String>,
 }
 
 /// One listed memory; `score` only when searching.
@@ -56,17 +60,42 @@ fn thread(raw: Option<&str>) -> Result<Option<ThreadId>, ApiError> {
         })
 }
 
+/// Whose memories a request is about: the caller's own, or (for an admin) everyone's or
+/// the person the query names.
+fn scope(caller: &Caller, q: &MemoryQuery) -> Result<Option<Person>, ApiError> {
+    let named = q
+        .person
+        .as_deref()
+        .map(Person::parse)
+        .transpose()
+        .map_err(|e| ApiError::BadRequest {
+            message: e.to_string(),
+            param: Some("person".to_owned()),
+        })?;
+    match named {
+        Some(p) if caller.may_see(&p) => Ok(Some(p)),
+        Some(_) => Err(ApiError::Forbidden(
+            "only an admin key can see another person's memories".to_owned(),
+        )),
+        None => Ok(caller.scope().cloned()),
+    }
+}
+
 pub async fn list(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     q: Result<Query<MemoryQuery>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let memory = memory(&state)?;
     let q = query(q)?;
+    let person = scope(&caller, &q)?;
     let thread = thread(q.thread_id.as_deref())?;
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let items: Vec<Listed> = match q.q.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         Some(text) => {
-            let hits: Vec<MemoryHit> = memory.search(text, thread.as_ref(), limit as usize).await;
+            let hits: Vec<MemoryHit> = memory
+                .search(text, person.as_ref(), thread.as_ref(), limit as usize)
+                .await;
             hits.into_iter()
                 .map(|h| Listed {
                     item: h.item,
@@ -75,7 +104,7 @@ pub async fn list(
                 .collect()
         }
         None => memory
-            .list(thread.as_ref(), limit)
+            .list(person.as_ref(), thread.as_ref(), limit)
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?
             .into_iter()
@@ -87,6 +116,7 @@ pub async fn list(
 
 pub async fn forget_one(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let memory = memory(&state)?;
@@ -94,7 +124,7 @@ pub async fn forget_one(
         message: format!("memory id: {e}"),
         param: Some("id".to_owned()),
     })?;
-    match memory.forget(id).await {
+    match memory.forget(id, caller.scope()).await {
         Ok(true) => Ok(StatusCode::NO_CONTENT),
         Ok(false) => Err(ApiError::NotFound(format!("no memory {id}"))),
         Err(e) => Err(ApiError::Internal(e.to_string())),
@@ -103,10 +133,12 @@ pub async fn forget_one(
 
 pub async fn forget_thread(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     q: Result<Query<MemoryQuery>, QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let memory = memory(&state)?;
     let q = query(q)?;
+    let person = scope(&caller, &q)?;
     let Some(thread) = thread(q.thread_id.as_deref())? else {
         return Err(ApiError::BadRequest {
             message: "thread_id is required: DELETE /memory?thread_id=…".to_owned(),
@@ -114,7 +146,7 @@ pub async fn forget_thread(
         });
     };
     let deleted = memory
-        .forget_thread(&thread)
+        .forget_thread(person.as_ref(), &thread)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(Json(json!({ "thread_id": thread, "deleted": deleted })))

@@ -15,13 +15,13 @@ pub mod wait;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 
 pub use error::{ApiError, OllamaError};
 
+use crate::people::AuthError;
 use crate::service::AppState;
 
 /// All routes, with the shared state.
@@ -61,24 +61,33 @@ pub fn router(state: AppState) -> Router {
     open.merge(guarded).with_state(state)
 }
 
-/// Checks `Authorization: Bearer <key>` when `[server] api_keys` is set.
+/// Identifies the caller by their API key (see [`crate::people`]) and hands the
+/// [`Caller`](crate::people::Caller) to the route; refuses a missing or unknown key with
+/// 401, counted in `/metrics` and logged at WARN (at most every ten seconds).
 async fn require_api_key(
     State(state): State<AppState>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let keys = &state.config.server.api_keys;
-    if keys.is_empty() {
-        return Ok(next.run(req).await);
-    }
-    let presented = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        Some(k) if keys.iter().any(|key| key == k) => Ok(next.run(req).await),
-        _ => Err(ApiError::Unauthorized),
+    match state.keys.identify(req.headers()) {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            Ok(next.run(req).await)
+        }
+        Err(AuthError::BadUser(reason)) => Err(ApiError::BadRequest {
+            message: format!("X-OpenWebUI-User-Id: {reason}"),
+            param: None,
+        }),
+        Err(e) => {
+            if let Some(unlogged) = state.metrics.refused() {
+                tracing::warn!(
+                    reason = %e,
+                    path = %req.uri().path(),
+                    refused_since_last_log = unlogged,
+                    "request refused: missing or invalid API key"
+                );
+            }
+            Err(ApiError::Unauthorized)
+        }
     }
 }

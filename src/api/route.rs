@@ -1,9 +1,9 @@
 //! The seed's own API: `POST /route` answers as soon as the task is queued;
 //! `/route/preview` shows the decision without running anything.
 
-use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
@@ -14,6 +14,7 @@ use super::openai::ChatCompletionRequest;
 use crate::chat::{ChatMessage, ResponseMode, Role};
 use crate::domain::WorkerName;
 use crate::memory::thread_allows_memory;
+use crate::people::Caller;
 use crate::routing::RouteDecision;
 use crate::service::AppState;
 use crate::turn::{History, Turn, TurnInput, build_turn};
@@ -62,6 +63,7 @@ pub fn turn_from_route(
     state: &AppState,
     req: RouteRequest,
     headers: &HeaderMap,
+    caller: &Caller,
 ) -> Result<Turn, ApiError> {
     let mut messages = Vec::new();
     let mut text_history = None;
@@ -73,7 +75,7 @@ pub fn turn_from_route(
         _ => {}
     }
     messages.push(ChatMessage::user(req.prompt));
-    let client = client_context(headers);
+    let client = client_context(headers, caller);
     let input = TurnInput {
         messages,
         model: req.model,
@@ -105,10 +107,11 @@ fn keep_tail(text: &str, max_chars: usize) -> String {
 
 pub async fn route(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     ApiJson(req): ApiJson<RouteRequest>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
-    let turn = turn_from_route(&state, req, &headers)?;
+    let turn = turn_from_route(&state, req, &headers, &caller)?;
     let sub = state.submit(turn).await?;
     let worker = sub
         .worker_hint
@@ -144,6 +147,7 @@ pub struct PreviewQuery {
 
 pub async fn preview_get(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     Query(q): Query<PreviewQuery>,
 ) -> Result<Json<RouteDecision>, ApiError> {
@@ -154,7 +158,7 @@ pub async fn preview_get(
         model: q.model,
         remember: None,
     };
-    let turn = turn_from_route(&state, req, &headers)?;
+    let turn = turn_from_route(&state, req, &headers, &caller)?;
     Ok(Json(state.preview(&turn).await?))
 }
 
@@ -162,17 +166,18 @@ pub async fn preview_get(
 /// so the decision for an Open WebUI request can be checked without running it.
 pub async fn preview_post(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<RouteDecision>, ApiError> {
     let probe: serde_json::Value = parse_body(&body)?;
     let turn = if probe.get("messages").is_some() {
         let req: ChatCompletionRequest = parse_body(&body)?;
-        let parsed = req.into_turn_input(client_context(&headers))?;
+        let parsed = req.into_turn_input(client_context(&headers, &caller))?;
         build_turn(parsed.input, &state.config.history)?
     } else {
         let req: RouteRequest = parse_body(&body)?;
-        turn_from_route(&state, req, &headers)?
+        turn_from_route(&state, req, &headers, &caller)?
     };
     Ok(Json(state.preview(&turn).await?))
 }

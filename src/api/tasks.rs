@@ -3,9 +3,9 @@
 
 use std::convert::Infallible;
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
 
 use super::error::ApiError;
@@ -13,6 +13,7 @@ use crate::chat::Chunk;
 use crate::dispatch::Cancelled;
 use crate::domain::{TaskId, TaskStatus};
 use crate::events::{EventStream, TaskEvent};
+use crate::people::Caller;
 use crate::service::AppState;
 use crate::store::TaskRecord;
 
@@ -23,30 +24,36 @@ fn parse_id(id: &str) -> Result<TaskId, ApiError> {
     })
 }
 
-async fn load(state: &AppState, id: TaskId) -> Result<TaskRecord, ApiError> {
+/// The task, when `caller` may see it: another person's task is answered exactly like one
+/// that does not exist, so ids cannot be probed.
+async fn load(state: &AppState, caller: &Caller, id: TaskId) -> Result<TaskRecord, ApiError> {
     state
         .store
         .get(id)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
+        .filter(|task| caller.may_see(&task.person))
         .ok_or_else(|| ApiError::NotFound(format!("no task {id}")))
 }
 
 pub async fn get_task(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<TaskRecord>, ApiError> {
     let id = parse_id(&id)?;
-    Ok(Json(load(&state, id).await?))
+    Ok(Json(load(&state, &caller, id).await?))
 }
 
 /// Cancels a queued or running task: `{"task_id", "status": "cancelled"}`, or
 /// `"already_ended"` for a task that had ended; 404 for an unknown one.
 pub async fn cancel_task(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = parse_id(&id)?;
+    load(&state, &caller, id).await?;
     let status = match state.dispatch.cancel(id, "asked by the client").await {
         Ok(Cancelled::Cancelled) => "cancelled",
         Ok(Cancelled::AlreadyEnded) => "already_ended",
@@ -65,11 +72,12 @@ pub async fn cancel_task(
 /// ended is answered from the store, one still running from its live events.
 pub async fn task_events(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = parse_id(&id)?;
     let live = state.events.subscribe(id).await;
-    let task = load(&state, id).await?;
+    let task = load(&state, &caller, id).await?;
     let events: EventStream = if task.status.is_final() {
         drop(live);
         Box::pin(futures::stream::iter(stored_events(&task)))

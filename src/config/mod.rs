@@ -38,8 +38,11 @@ pub struct Config {
 #[serde(default)]
 pub struct ServerConfig {
     pub listen: String,
-    /// API keys clients must present as `Authorization: Bearer <key>`; empty = no auth.
+    /// API keys clients must present as `Authorization: Bearer <key>`, each its own
+    /// person; with neither these nor `keys` there is no auth (loopback only).
     pub api_keys: Vec<String>,
+    /// The household's people, one key each (`[[server.keys]]`).
+    pub keys: Vec<KeyConfig>,
     /// Whether answers carry the routing header and/or footer.
     pub routing_info: RoutingInfo,
     /// How long shutdown waits for running tasks before it gives up on them.
@@ -51,10 +54,57 @@ impl Default for ServerConfig {
         Self {
             listen: "127.0.0.1:8000".to_owned(),
             api_keys: Vec::new(),
+            keys: Vec::new(),
             routing_info: RoutingInfo::Off,
             shutdown_grace_s: 30,
         }
     }
+}
+
+impl ServerConfig {
+    /// Whether any API key is configured (then every guarded route needs one).
+    pub fn has_keys(&self) -> bool {
+        !self.api_keys.is_empty() || !self.keys.is_empty()
+    }
+}
+
+/// One person's key: `[[server.keys]]` with a `name` and exactly one of `key`, `key_env`
+/// (an environment variable holding it) or `key_file` (a file holding it).
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KeyConfig {
+    /// The person (`alice`); their tasks and memories are theirs alone.
+    pub name: String,
+    pub key: Option<String>,
+    pub key_env: Option<String>,
+    pub key_file: Option<PathBuf>,
+    pub role: KeyRole,
+    /// The key a front end such as Open WebUI uses: its `X-OpenWebUI-User-Id` header names
+    /// the person behind each request (`<name>/<user id>`). Other keys cannot assert one.
+    pub trusted_frontend: bool,
+}
+
+/// Never prints the key itself.
+impl std::fmt::Debug for KeyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyConfig")
+            .field("name", &self.name)
+            .field("key", &self.key.as_ref().map(|_| "***"))
+            .field("key_env", &self.key_env)
+            .field("key_file", &self.key_file)
+            .field("role", &self.role)
+            .field("trusted_frontend", &self.trusted_frontend)
+            .finish()
+    }
+}
+
+/// What a key may see: its own person's tasks and memories, or everyone's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyRole {
+    #[default]
+    User,
+    Admin,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,8 +301,8 @@ impl Config {
                 self.server.listen
             ));
         }
-        if self.server.api_keys.iter().any(|k| k.trim().is_empty()) {
-            problems.push("server.api_keys: a key is empty".to_owned());
+        if let Err(key_problems) = crate::people::Keys::from_config(&self.server) {
+            problems.extend(key_problems);
         }
         match &self.store {
             StoreConfig::Sqlite { path } if path.as_os_str().is_empty() => {
@@ -362,7 +412,7 @@ impl Config {
             .map(|b| format!("{}={}", b.name, b.url))
             .collect();
         format!(
-            "listen={} store={} queue={} backends=[{}] history={} internal_tasks={:?} route_timeout={}s api_keys={}",
+            "listen={} store={} queue={} backends=[{}] history={} internal_tasks={:?} route_timeout={}s keys={}",
             self.server.listen,
             store,
             queue,
@@ -370,7 +420,7 @@ impl Config {
             if self.history.enabled { "on" } else { "off" },
             self.internal_tasks.mode,
             self.timeouts.route_s,
-            self.server.api_keys.len(),
+            self.server.api_keys.len() + self.server.keys.len(),
         )
     }
 }

@@ -12,7 +12,7 @@ use super::embed::Embedder;
 use super::{Memory, MemoryHit, MemoryItem};
 use crate::backend::Backend;
 use crate::config::Config;
-use crate::domain::ThreadId;
+use crate::domain::{Person, ThreadId};
 
 /// The backends `[memory] embedding_model` may be served by (none needed otherwise).
 fn backends(config: &Config) -> Vec<Backend> {
@@ -69,11 +69,33 @@ pub async fn run_backfill(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whose memories and which thread a command is about (everyone's and every thread when
+/// not given: the command line reads the store as an admin).
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub person: Option<Person>,
+    pub thread: Option<ThreadId>,
+}
+
+impl Scope {
+    pub fn of(person: Option<&str>, thread_id: Option<&str>) -> anyhow::Result<Self> {
+        Ok(Self {
+            person: person.map(Person::parse).transpose()?,
+            thread: thread(thread_id)?,
+        })
+    }
+}
+
 /// Prints stored memories, newest first.
-pub async fn run_list(config: &Config, thread_id: Option<&str>, limit: u32) -> anyhow::Result<()> {
+pub async fn run_list(config: &Config, scope: &Scope, limit: u32) -> anyhow::Result<()> {
     let memory = open(config).await?;
-    let items = memory.list(thread(thread_id)?.as_ref(), limit).await?;
-    println!("{:<36}  {:<19}  {:<24}  text", "id", "created_at", "thread");
+    let items = memory
+        .list(scope.person.as_ref(), scope.thread.as_ref(), limit)
+        .await?;
+    println!(
+        "{:<36}  {:<19}  {:<16}  {:<24}  text",
+        "id", "created_at", "person", "thread"
+    );
     for item in &items {
         print_item(item, None);
     }
@@ -85,16 +107,16 @@ pub async fn run_list(config: &Config, thread_id: Option<&str>, limit: u32) -> a
 pub async fn run_search(
     config: &Config,
     query: &str,
-    thread_id: Option<&str>,
+    scope: &Scope,
     limit: usize,
 ) -> anyhow::Result<()> {
     let memory = open(config).await?;
     let hits: Vec<MemoryHit> = memory
-        .search(query, thread(thread_id)?.as_ref(), limit)
+        .search(query, scope.person.as_ref(), scope.thread.as_ref(), limit)
         .await;
     println!(
-        "{:<6}  {:<36}  {:<19}  {:<24}  text",
-        "score", "id", "created_at", "thread"
+        "{:<6}  {:<36}  {:<19}  {:<16}  {:<24}  text",
+        "score", "id", "created_at", "person", "thread"
     );
     for hit in &hits {
         print_item(&hit.item, Some(hit.score));
@@ -103,24 +125,22 @@ pub async fn run_search(
     Ok(())
 }
 
-/// Forgets one item (`id`) or a whole thread (`thread_id`).
-pub async fn run_forget(
-    config: &Config,
-    id: Option<&str>,
-    thread_id: Option<&str>,
-) -> anyhow::Result<()> {
+/// Forgets one item (`id`) or a whole thread (the scope's), of the scope's person or
+/// anyone's.
+pub async fn run_forget(config: &Config, id: Option<&str>, scope: &Scope) -> anyhow::Result<()> {
     let memory = open(config).await?;
-    match (id, thread(thread_id)?) {
+    let person = scope.person.as_ref();
+    match (id, &scope.thread) {
         (Some(id), None) => {
             let id = Uuid::parse_str(id).context("memory id")?;
-            if memory.forget(id).await? {
+            if memory.forget(id, person).await? {
                 println!("forgot {id}");
             } else {
                 anyhow::bail!("no memory {id}");
             }
         }
         (None, Some(t)) => {
-            let n = memory.forget_thread(&t).await?;
+            let n = memory.forget_thread(person, t).await?;
             println!("forgot {n} item(s) of thread {t}");
         }
         _ => anyhow::bail!("give either a memory id or --thread, not both"),
@@ -151,9 +171,10 @@ fn print_item(item: &MemoryItem, score: Option<f32>) {
         print!("{s:<6.3}  ");
     }
     println!(
-        "{:<36}  {:<19}  {:<24}  {short}{ellipsis}",
+        "{:<36}  {:<19}  {:<16}  {:<24}  {short}{ellipsis}",
         item.id,
         item.created_at.format("%Y-%m-%d %H:%M:%S"),
+        item.person,
         item.thread_id,
     );
 }

@@ -214,6 +214,7 @@ async fn recall(case: &Case, config: &MemoryConfig, embedder: &Embedder) -> Vec<
     {
         index.insert(MemoryItem {
             id: Uuid::now_v7(),
+            person: crate::domain::Person::default(),
             thread_id: case.exchanges[owner].thread.clone(),
             task_id: task_ids[owner],
             seq: u32::try_from(seq).unwrap_or(u32::MAX),

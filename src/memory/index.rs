@@ -291,6 +291,7 @@ mod tests {
     fn item(thread: &str, vector: Vec<f32>) -> MemoryItem {
         MemoryItem {
             id: Uuid::now_v7(),
+            person: crate::domain::Person::default(),
             thread_id: thread.into(),
             task_id: TaskId::new(),
             seq: 0,

@@ -11,7 +11,7 @@ use super::policy::{self, Facts};
 use super::service::MAX_ITEMS_PER_TASK;
 use super::store::MemoryItem;
 use super::{Memory, MemoryError};
-use crate::domain::{TaskId, TaskStatus};
+use crate::domain::{Person, TaskId, TaskStatus};
 use crate::store::{TaskRecord, TaskStore};
 
 /// The longest prompt kept in an exchange item, in characters.
@@ -81,6 +81,8 @@ pub fn eligibility(task: &TaskRecord) -> Result<(), Skip> {
 #[derive(Debug, Clone, Copy)]
 pub struct Exchange<'a> {
     pub task_id: TaskId,
+    /// Whose exchange it is; the items are theirs alone.
+    pub person: &'a Person,
     pub thread_id: &'a str,
     /// The user's original prompt.
     pub prompt: &'a str,
@@ -173,6 +175,7 @@ impl Memory {
         }
         self.remember_exchange(&Exchange {
             task_id: task.task_id,
+            person: &task.person,
             thread_id: &task.thread_id,
             prompt: &task.prompt,
             response: task.response.as_deref().unwrap_or(""),
@@ -195,7 +198,7 @@ impl Memory {
         }
         let mut pieces = condense(exchange.prompt, answer);
         // The same exchange again in the same thread (a repeated question) adds nothing.
-        pieces.retain(|(_, text)| !self.knows(exchange.thread_id, text));
+        pieces.retain(|(_, text)| !self.knows(exchange.person, exchange.thread_id, text));
         if pieces.is_empty() {
             return Ok(0);
         }
@@ -207,6 +210,7 @@ impl Memory {
             .enumerate()
             .map(|(seq, ((kind, text), vector))| MemoryItem {
                 id: Uuid::now_v7(),
+                person: exchange.person.clone(),
                 thread_id: exchange.thread_id.to_owned(),
                 task_id: exchange.task_id,
                 seq: u32::try_from(seq).unwrap_or(u32::MAX),

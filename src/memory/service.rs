@@ -1,5 +1,7 @@
 //! [`Memory`]: the handle the rest of Coordinator uses. It owns the store, the embedder
-//! and one in-memory index per embedder, and applies the scope rules on recall.
+//! and the in-memory indexes, one per person and embedder, and applies the scope rules on
+//! recall. A recall only ever looks into the asking person's own indexes: another
+//! person's memory is not filtered out, it is never searched.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -16,7 +18,7 @@ use super::{MemoryConfig, MemoryError, Scope};
 use crate::backend::Backend;
 use crate::chat::ChatMessage;
 use crate::config::Config;
-use crate::domain::ThreadId;
+use crate::domain::{Person, ThreadId};
 use crate::lang::{Lang, detect_language};
 
 /// How many items one task can have at most (see `producer::condense`).
@@ -53,8 +55,7 @@ pub(super) struct Inner {
     pub(super) config: MemoryConfig,
     pub(super) store: Arc<dyn MemoryStore>,
     pub(super) embedder: Embedder,
-    /// One index per embedder id.
-    indexes: RwLock<HashMap<String, Index>>,
+    indexes: RwLock<Indexes>,
     /// The newest item time the indexes hold from the store (where a refresh reads from).
     newest: Mutex<Option<DateTime<Utc>>>,
 }
@@ -94,41 +95,53 @@ impl Memory {
         &self.inner.config
     }
 
-    /// Whether `thread` already remembers exactly `text` (under any embedder).
-    pub(crate) fn knows(&self, thread: &str, text: &str) -> bool {
-        self.indexes().values().any(|i| i.has_text(thread, text))
+    /// Whether `person`'s `thread` already remembers exactly `text` (under any embedder).
+    pub(crate) fn knows(&self, person: &Person, thread: &str, text: &str) -> bool {
+        self.indexes()
+            .get(person)
+            .is_some_and(|own| own.values().any(|i| i.has_text(thread, text)))
     }
 
-    /// Items in the in-memory indexes, over all embedders.
+    /// Items in the in-memory indexes, over all people and embedders.
     pub fn len(&self) -> usize {
-        self.indexes().values().map(Index::len).sum()
+        count(&self.indexes())
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The memories most relevant to `prompt` under `[memory] scope`, best first, at most
-    /// `top_k`, one per task. Empty when memory is disabled.
-    pub async fn recall(&self, prompt: &str, thread_id: &ThreadId) -> Vec<MemoryHit> {
+    /// `person`'s memories most relevant to `prompt` under `[memory] scope`, best first,
+    /// at most `top_k`, one per task. Empty when memory is disabled.
+    pub async fn recall(
+        &self,
+        prompt: &str,
+        person: &Person,
+        thread_id: &ThreadId,
+    ) -> Vec<MemoryHit> {
         let config = &self.inner.config;
         if !config.enabled || prompt.trim().is_empty() {
             return Vec::new();
         }
         let query = {
             let indexes = self.indexes();
-            indexes
-                .get(self.inner.embedder.preferred_id())
-                .or_else(|| indexes.get(HashEmbedder::ID))
-                .and_then(|index| standalone_query(index, prompt, thread_id.as_str()))
-                .unwrap_or_else(|| prompt.to_owned())
+            let own = indexes.get(person);
+            own.and_then(|own| {
+                own.get(self.inner.embedder.preferred_id())
+                    .or_else(|| own.get(HashEmbedder::ID))
+            })
+            .and_then(|index| standalone_query(index, prompt, thread_id.as_str()))
+            .unwrap_or_else(|| prompt.to_owned())
         };
         let embedded = self.inner.embedder.embed(&[query]).await;
         let Some(query) = embedded.vectors.first() else {
             return Vec::new();
         };
         let indexes = self.indexes();
-        let Some(index) = indexes.get(&embedded.embedder) else {
+        let Some(index) = indexes
+            .get(person)
+            .and_then(|own| own.get(&embedded.embedder))
+        else {
             return Vec::new();
         };
         select(index, query, thread_id.as_str(), config)
@@ -145,8 +158,13 @@ impl Memory {
 
     /// [`recall`](Self::recall) and [`context_block`](Self::context_block) in one: the
     /// memory context for a prompt, in its language, or `None`.
-    pub async fn context_for(&self, prompt: &str, thread_id: &ThreadId) -> Option<String> {
-        let hits = self.recall(prompt, thread_id).await;
+    pub async fn context_for(
+        &self,
+        prompt: &str,
+        person: &Person,
+        thread_id: &ThreadId,
+    ) -> Option<String> {
+        let hits = self.recall(prompt, person, thread_id).await;
         self.context_block(&hits, detect_language(prompt))
     }
 
@@ -156,7 +174,7 @@ impl Memory {
         let items = self.inner.store.load(None).await?;
         let newest = items.iter().map(|i| i.created_at).max();
         let fresh = build_indexes(items);
-        let count = fresh.values().map(Index::len).sum();
+        let count = count(&fresh);
         *self.indexes_mut() = fresh;
         *lock(&self.inner.newest) = newest;
         Ok(count)
@@ -180,26 +198,29 @@ impl Memory {
         Ok(added)
     }
 
-    /// Stored items, newest first, of one thread or all.
+    /// Stored items, newest first, of one person (`None`: everyone's, for an admin), of
+    /// one thread or all.
     pub async fn list(
         &self,
+        person: Option<&Person>,
         thread_id: Option<&ThreadId>,
         limit: u32,
     ) -> Result<Vec<MemoryItem>, MemoryError> {
         let mut items = self
             .inner
             .store
-            .list(thread_id.map(ThreadId::as_str), limit)
+            .list(person, thread_id.map(ThreadId::as_str), limit)
             .await?;
         items.iter_mut().for_each(|i| i.vector = Vec::new());
         Ok(items)
     }
 
     /// The items most similar to `query` with no threshold (for people looking), of one
-    /// thread or all, best first.
+    /// person (`None`: everyone's, for an admin), of one thread or all, best first.
     pub async fn search(
         &self,
         query: &str,
+        person: Option<&Person>,
         thread_id: Option<&ThreadId>,
         limit: usize,
     ) -> Vec<MemoryHit> {
@@ -208,33 +229,53 @@ impl Memory {
             return Vec::new();
         };
         let indexes = self.indexes();
-        let Some(index) = indexes.get(&embedded.embedder) else {
-            return Vec::new();
-        };
-        let found = match thread_id {
-            Some(t) => index.search_thread(q, limit, t.as_str()),
-            None => index.search(q, limit),
-        };
-        found
-            .into_iter()
-            .filter_map(|s| hit(index, s, thread_id.is_some()))
-            .collect()
+        let mut hits: Vec<MemoryHit> = indexes
+            .iter()
+            .filter(|(owner, _)| person.is_none_or(|p| p == *owner))
+            .filter_map(|(_, own)| own.get(&embedded.embedder))
+            .flat_map(|index| {
+                let found = match thread_id {
+                    Some(t) => index.search_thread(q, limit, t.as_str()),
+                    None => index.search(q, limit),
+                };
+                found
+                    .into_iter()
+                    .filter_map(|s| hit(index, s, thread_id.is_some()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        hits.truncate(limit);
+        hits
     }
 
-    /// Forgets one item (and keeps a backfill from bringing its task back).
-    pub async fn forget(&self, id: Uuid) -> Result<bool, MemoryError> {
-        let existed = self.inner.store.delete(id).await?;
+    /// Forgets one item of `person` (`None`: anyone's, for an admin), and keeps a backfill
+    /// from bringing its task back. Returns whether there was such an item.
+    pub async fn forget(&self, id: Uuid, person: Option<&Person>) -> Result<bool, MemoryError> {
+        let existed = self.inner.store.delete(id, person).await?;
         let mut indexes = self.indexes_mut();
-        let removed = indexes.values_mut().any(|index| index.remove(&id));
+        let removed = indexes
+            .iter_mut()
+            .filter(|(owner, _)| person.is_none_or(|p| p == *owner))
+            .any(|(_, own)| own.values_mut().any(|index| index.remove(&id)));
         Ok(existed || removed)
     }
 
-    /// Forgets everything of a thread. Returns how many items went.
-    pub async fn forget_thread(&self, thread_id: &ThreadId) -> Result<usize, MemoryError> {
-        let ids = self.inner.store.delete_thread(thread_id.as_str()).await?;
+    /// Forgets everything of a thread of `person` (`None`: anyone's, for an admin).
+    /// Returns how many items went.
+    pub async fn forget_thread(
+        &self,
+        person: Option<&Person>,
+        thread_id: &ThreadId,
+    ) -> Result<usize, MemoryError> {
+        let ids = self
+            .inner
+            .store
+            .delete_thread(person, thread_id.as_str())
+            .await?;
         let mut indexes = self.indexes_mut();
         for id in &ids {
-            for index in indexes.values_mut() {
+            for index in indexes.values_mut().flat_map(HashMap::values_mut) {
                 index.remove(id);
             }
         }
@@ -244,18 +285,12 @@ impl Memory {
     /// Writes items to the store, then adds those actually written to the index.
     pub(super) async fn store_items(&self, items: Vec<MemoryItem>) -> Result<usize, MemoryError> {
         let written: HashSet<Uuid> = self.inner.store.insert(&items).await?.into_iter().collect();
-        let mut indexes = self.indexes_mut();
-        for item in items.into_iter().filter(|i| written.contains(&i.id)) {
-            let dim = item.vector.len();
-            indexes
-                .entry(item.embedder.clone())
-                .or_insert_with(|| Index::new(dim))
-                .insert(item);
-        }
+        let written_items = items.into_iter().filter(|i| written.contains(&i.id));
+        add_items(&mut self.indexes_mut(), written_items);
         Ok(written.len())
     }
 
-    fn indexes(&self) -> RwLockReadGuard<'_, HashMap<String, Index>> {
+    fn indexes(&self) -> RwLockReadGuard<'_, Indexes> {
         // A poisoned lock only means a panic elsewhere while holding plain data.
         self.inner
             .indexes
@@ -263,7 +298,7 @@ impl Memory {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn indexes_mut(&self) -> RwLockWriteGuard<'_, HashMap<String, Index>> {
+    fn indexes_mut(&self) -> RwLockWriteGuard<'_, Indexes> {
         self.inner
             .indexes
             .write()
@@ -271,21 +306,33 @@ impl Memory {
     }
 }
 
-/// One index per embedder.
-fn build_indexes(items: Vec<MemoryItem>) -> HashMap<String, Index> {
+/// Each person's indexes, one per embedder id.
+type Indexes = HashMap<Person, HashMap<String, Index>>;
+
+fn build_indexes(items: Vec<MemoryItem>) -> Indexes {
     let mut indexes = HashMap::new();
     add_items(&mut indexes, items);
     indexes
 }
 
-/// Adds `items` to the index of their embedder (made when missing), skipping those held
-/// already; returns how many it added.
-fn add_items(indexes: &mut HashMap<String, Index>, items: Vec<MemoryItem>) -> usize {
+fn count(indexes: &Indexes) -> usize {
+    indexes
+        .values()
+        .flat_map(HashMap::values)
+        .map(Index::len)
+        .sum()
+}
+
+/// Adds `items` to their person's index of their embedder (made when missing), skipping
+/// those held already; returns how many it added.
+fn add_items(indexes: &mut Indexes, items: impl IntoIterator<Item = MemoryItem>) -> usize {
     let mut added = 0;
     for item in items {
         let dim = item.vector.len();
         added += usize::from(
             indexes
+                .entry(item.person.clone())
+                .or_default()
                 .entry(item.embedder.clone())
                 .or_insert_with(|| Index::new(dim))
                 .insert(item),

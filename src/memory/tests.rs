@@ -12,7 +12,7 @@ use super::store::postgres::PostgresMemoryStore;
 use super::store::sqlite::SqliteMemoryStore;
 use super::*;
 use crate::domain::{
-    Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
+    Domain, InternalTask, Lane, ModelName, Person, TaskId, TaskStatus, ThreadId, WorkerName,
 };
 use crate::lang::Lang;
 use crate::store::postgres::PostgresStore;
@@ -24,6 +24,7 @@ pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
         task_id: TaskId::new(),
         created_at: Utc::now(),
         updated_at: Utc::now(),
+        person: Person::default(),
         thread_id: ThreadId::parse(thread).unwrap(),
         prompt: prompt.into(),
         domain: Domain::general(),
@@ -53,6 +54,7 @@ fn new_task(r: &TaskRecord) -> NewTask {
     NewTask {
         task_id: r.task_id,
         created_at: r.created_at,
+        person: r.person.clone(),
         thread_id: r.thread_id.clone(),
         prompt: r.prompt.clone(),
         domain: r.domain.clone(),
@@ -75,6 +77,11 @@ fn new_task(r: &TaskRecord) -> NewTask {
 
 fn thread(t: &str) -> ThreadId {
     ThreadId::parse(t).unwrap()
+}
+
+/// The one person of a household without keys, who owns every record made here.
+fn me() -> Person {
+    Person::default()
 }
 
 struct Sqlite {
@@ -183,7 +190,7 @@ async fn web_rag_internal_failed_and_opted_out_tasks_are_never_written() {
             task.prompt
         );
     }
-    assert!(db.store.list(None, 100).await.unwrap().is_empty());
+    assert!(db.store.list(None, None, 100).await.unwrap().is_empty());
     assert!(memory.is_empty());
     assert_eq!(memory.remember_task(&kept).await.unwrap(), 1);
     assert_eq!(memory.len(), 1);
@@ -197,7 +204,7 @@ async fn web_rag_internal_failed_and_opted_out_tasks_are_never_written() {
     assert_eq!(disabled.remember_task(&other).await.unwrap(), 0);
     assert!(
         disabled
-            .recall("where do I live?", &thread("u"))
+            .recall("where do I live?", &me(), &thread("u"))
             .await
             .is_empty()
     );
@@ -222,7 +229,7 @@ async fn a_cat_named_in_thread_a_is_recalled_in_thread_b() {
     );
     memory.remember_task(&cat).await.unwrap();
     let hits = memory
-        .recall("私の猫の名前は何でしたっけ？", &thread("B"))
+        .recall("私の猫の名前は何でしたっけ？", &me(), &thread("B"))
         .await;
     assert_eq!(
         hits.first().map(|h| h.item.task_id),
@@ -236,12 +243,12 @@ async fn a_cat_named_in_thread_a_is_recalled_in_thread_b() {
         "{block}"
     );
     let ready = memory
-        .context_for("私の猫の名前は何でしたっけ？", &thread("B"))
+        .context_for("私の猫の名前は何でしたっけ？", &me(), &thread("B"))
         .await;
     assert_eq!(ready.as_deref(), Some(block.as_str()));
     assert_eq!(
         memory
-            .context_for("Explain quantum entanglement", &thread("B"))
+            .context_for("Explain quantum entanglement", &me(), &thread("B"))
             .await,
         None
     );
@@ -257,7 +264,7 @@ async fn a_cat_named_in_thread_a_is_recalled_in_thread_b() {
     let reopened = memory_on(db.store.clone(), MemoryConfig::default()).await;
     assert_eq!(reopened.len(), memory.len());
     let again = reopened
-        .recall("私の猫の名前は何でしたっけ？", &thread("B"))
+        .recall("私の猫の名前は何でしたっけ？", &me(), &thread("B"))
         .await;
     assert_eq!(again.first().map(|h| h.item.id), Some(hits[0].item.id));
 }
@@ -317,13 +324,13 @@ async fn scope_rules_thread_global_and_auto() {
 
     let scoped = memory_on(store.clone(), config(Scope::Thread, 0.3)).await;
     assert_eq!(
-        tasks(scoped.recall(ask, &thread("A")).await),
+        tasks(scoped.recall(ask, &me(), &thread("A")).await),
         vec![own.task_id]
     );
-    assert!(scoped.recall(ask, &thread("Z")).await.is_empty());
+    assert!(scoped.recall(ask, &me(), &thread("Z")).await.is_empty());
 
     let global = memory_on(store.clone(), config(Scope::Global, 0.3)).await;
-    let found = tasks(global.recall(ask, &thread("Z")).await);
+    let found = tasks(global.recall(ask, &me(), &thread("Z")).await);
     assert!(
         found.contains(&own.task_id) && found.contains(&other.task_id),
         "{found:?}"
@@ -331,16 +338,20 @@ async fn scope_rules_thread_global_and_auto() {
 
     // Auto: equal scores put the thread's own memory first; the weak match from another
     // thread needs the cross-thread threshold.
-    let auto = tasks(memory.recall(ask, &thread("A")).await);
+    let auto = tasks(memory.recall(ask, &me(), &thread("A")).await);
     assert_eq!(auto.first(), Some(&own.task_id));
     assert!(auto.contains(&other.task_id));
     let strict = memory_on(store.clone(), config(Scope::Auto, 0.99)).await;
     assert_eq!(
-        tasks(strict.recall(ask, &thread("A")).await),
+        tasks(strict.recall(ask, &me(), &thread("A")).await),
         vec![own.task_id]
     );
     let lenient = memory_on(store, config(Scope::Auto, -1.0)).await;
-    assert_eq!(lenient.recall(ask, &thread("A")).await.len(), 3, "top_k 3");
+    assert_eq!(
+        lenient.recall(ask, &me(), &thread("A")).await.len(),
+        3,
+        "top_k 3"
+    );
 }
 
 /// Backfill twice: the second run adds nothing; excluded tasks are never written.
@@ -375,7 +386,7 @@ async fn backfill_is_idempotent(tasks: &dyn TaskStore, store: Arc<dyn MemoryStor
         "every finished task once: {first:?}"
     );
     assert_eq!(calls.last(), Some(&(first.scanned, first.scanned)));
-    let stored = store.list(None, 100).await.unwrap();
+    let stored = store.list(None, None, 100).await.unwrap();
     assert_eq!(stored.len(), 5);
     assert!(
         stored
@@ -388,7 +399,7 @@ async fn backfill_is_idempotent(tasks: &dyn TaskStore, store: Arc<dyn MemoryStor
         (0, 0, 2),
         "{second:?}"
     );
-    assert_eq!(store.list(None, 100).await.unwrap().len(), 5);
+    assert_eq!(store.list(None, None, 100).await.unwrap().len(), 5);
     // The producer writing a task the backfill already wrote adds nothing either.
     assert_eq!(memory.remember_task(&kept).await.unwrap(), 0);
     assert_eq!(memory.len(), 5);
@@ -399,13 +410,13 @@ async fn backfill_is_idempotent(tasks: &dyn TaskStore, store: Arc<dyn MemoryStor
         .find(|i| i.task_id == kept.task_id)
         .unwrap()
         .id;
-    assert!(memory.forget(id).await.unwrap());
-    assert!(!memory.forget(id).await.unwrap());
-    assert_eq!(memory.forget_thread(&thread("t2")).await.unwrap(), 4);
+    assert!(memory.forget(id, None).await.unwrap());
+    assert!(!memory.forget(id, None).await.unwrap());
+    assert_eq!(memory.forget_thread(None, &thread("t2")).await.unwrap(), 4);
     assert!(memory.is_empty());
     let third = memory.backfill(tasks, &mut |_, _| {}).await.unwrap();
     assert_eq!(third.items, 0, "{third:?}");
-    assert!(store.list(None, 100).await.unwrap().is_empty());
+    assert!(store.list(None, None, 100).await.unwrap().is_empty());
     assert!(!tasks.get(kept.task_id).await.unwrap().unwrap().remember);
 }
 
@@ -419,6 +430,78 @@ async fn backfill_is_idempotent_on_sqlite() {
 async fn backfill_is_idempotent_on_postgres() {
     let Some(db) = postgres().await else { return };
     backfill_is_idempotent(&db.tasks, db.store.clone()).await;
+    db.drop().await;
+}
+
+/// Each person's memory is theirs: another person's recall, search, listing and forgetting
+/// never reach it, after a reload from the store as before it; an admin (`None`) reaches
+/// everyone's.
+async fn people_keep_their_own_memories(store: Arc<dyn MemoryStore>) {
+    let u1 = Person::parse("webui/u1").unwrap();
+    let u2 = Person::parse("webui/u2").unwrap();
+    let memory = memory_on(store.clone(), MemoryConfig::default()).await;
+    let mut pin = record("c1", "Remember this: my bank PIN is 4321", "Noted, 4321.");
+    pin.person = u1.clone();
+    memory.remember_task(&pin).await.unwrap();
+    let mut own = record("c2", "I like green tea", "A fine choice.");
+    own.person = u2.clone();
+    memory.remember_task(&own).await.unwrap();
+    let ask = "What is my bank PIN?";
+    for memory in [
+        memory.clone(),
+        memory_on(store, MemoryConfig::default()).await,
+    ] {
+        let hits = memory.recall(ask, &u1, &thread("c9")).await;
+        assert_eq!(hits.first().map(|h| h.item.task_id), Some(pin.task_id));
+        // The same thread id from the other person changes nothing either.
+        for t in ["c9", "c1"] {
+            let theirs = memory.recall(ask, &u2, &thread(t)).await;
+            assert!(theirs.iter().all(|h| h.item.person == u2), "{theirs:?}");
+            assert!(
+                memory
+                    .context_for(ask, &u2, &thread(t))
+                    .await
+                    .is_none_or(|c| !c.contains("4321"))
+            );
+        }
+        let found = memory.search("bank PIN 4321", Some(&u2), None, 10).await;
+        assert!(found.iter().all(|h| h.item.person == u2), "{found:?}");
+        let listed = memory.list(Some(&u2), None, 10).await.unwrap();
+        assert!(listed.iter().all(|i| i.person == u2) && !listed.is_empty());
+        let everyone = memory.search("bank PIN 4321", None, None, 10).await;
+        assert_eq!(everyone.first().map(|h| h.item.task_id), Some(pin.task_id));
+    }
+    // u2 cannot forget u1's item or thread; u1 can.
+    let item = memory.list(Some(&u1), None, 10).await.unwrap()[0].id;
+    assert!(!memory.forget(item, Some(&u2)).await.unwrap());
+    assert_eq!(
+        memory
+            .forget_thread(Some(&u2), &thread("c1"))
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(!memory.recall(ask, &u1, &thread("c9")).await.is_empty());
+    assert_eq!(
+        memory
+            .forget_thread(Some(&u1), &thread("c1"))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(memory.recall(ask, &u1, &thread("c9")).await.is_empty());
+}
+
+#[tokio::test]
+async fn people_keep_their_own_memories_on_sqlite() {
+    let db = sqlite().await;
+    people_keep_their_own_memories(db.store.clone()).await;
+}
+
+#[tokio::test]
+async fn people_keep_their_own_memories_on_postgres() {
+    let Some(db) = postgres().await else { return };
+    people_keep_their_own_memories(db.store.clone()).await;
     db.drop().await;
 }
 
@@ -446,7 +529,7 @@ async fn refresh_reads_what_others_wrote_since(store: Arc<dyn MemoryStore>) {
     assert_eq!(router.len(), 2);
     assert!(
         router
-            .context_for("what is my dog called?", &thread("B"))
+            .context_for("what is my dog called?", &me(), &thread("B"))
             .await
             .is_some()
     );
@@ -454,14 +537,14 @@ async fn refresh_reads_what_others_wrote_since(store: Arc<dyn MemoryStore>) {
     let mut behind = record("C", "I live in Kashiwa", "A nice city.");
     behind.updated_at = Utc::now() - super::service::REFRESH_OVERLAP - chrono::Duration::minutes(1);
     worker.remember_task(&behind).await.unwrap();
-    let gone = store.list(Some("A"), 10).await.unwrap();
+    let gone = store.list(None, Some("A"), 10).await.unwrap();
     assert_eq!(gone.len(), 1);
-    assert!(worker.forget(gone[0].id).await.unwrap());
+    assert!(worker.forget(gone[0].id, None).await.unwrap());
     assert_eq!(router.refresh().await.unwrap(), 0, "outside the window");
     assert_eq!(router.len(), 2, "the deletion is not seen by a refresh");
     assert_eq!(router.reload().await.unwrap(), 2, "B and C");
     let threads: HashSet<String> = router
-        .list(None, 10)
+        .list(None, None, 10)
         .await
         .unwrap()
         .into_iter()
@@ -470,7 +553,7 @@ async fn refresh_reads_what_others_wrote_since(store: Arc<dyn MemoryStore>) {
     assert_eq!(threads, HashSet::from(["B".to_owned(), "C".to_owned()]));
     assert!(
         router
-            .context_for("where do I live?", &thread("C"))
+            .context_for("where do I live?", &me(), &thread("C"))
             .await
             .is_some()
     );
@@ -501,18 +584,28 @@ async fn list_and_search_show_items_without_thresholds() {
         .remember_task(&record("B", "My bike is red", "Nice."))
         .await
         .unwrap();
-    let all = memory.list(None, 10).await.unwrap();
+    let all = memory.list(None, None, 10).await.unwrap();
     assert_eq!(all.len(), 2);
     assert!(
         all.iter().all(|i| i.vector.is_empty()),
         "vectors stay inside"
     );
-    assert_eq!(memory.list(Some(&thread("B")), 10).await.unwrap().len(), 1);
-    let hits = memory.search("violin lessons", None, 5).await;
+    assert_eq!(
+        memory
+            .list(None, Some(&thread("B")), 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let hits = memory.search("violin lessons", None, None, 5).await;
     assert_eq!(hits.len(), 2);
     assert!(hits[0].item.text.contains("violin"));
     assert_eq!(
-        memory.search("violin", Some(&thread("B")), 5).await.len(),
+        memory
+            .search("violin", None, Some(&thread("B")), 5)
+            .await
+            .len(),
         1
     );
 }
@@ -520,6 +613,7 @@ async fn list_and_search_show_items_without_thresholds() {
 fn hit(text: &str) -> MemoryHit {
     let mut r = super::store::MemoryItem {
         id: uuid::Uuid::now_v7(),
+        person: me(),
         thread_id: "t".into(),
         task_id: TaskId::new(),
         seq: 0,

@@ -68,6 +68,10 @@ mod stream_flag {
 /// The part of a turn that memory keeps (see [`Job::memory`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryNote {
+    /// Whose memory the turn becomes (a job queued before there were people has none:
+    /// the default person, like every row of that time).
+    #[serde(default)]
+    pub person: crate::domain::Person,
     pub thread_id: String,
     /// The user's original prompt (the request holds the composed one).
     pub prompt: String,

@@ -54,6 +54,7 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
         directory: Arc::new(Registry::new(vec![handle])),
         started_at: Utc::now(),
         metrics: Arc::default(),
+        keys: Arc::default(),
         memory: None,
     }
 }

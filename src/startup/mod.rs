@@ -85,6 +85,10 @@ impl Application {
             directory: transport.directory,
             started_at: Utc::now(),
             metrics: Arc::default(),
+            keys: Arc::new(
+                crate::people::Keys::from_config(&config.server)
+                    .map_err(|p| anyhow::anyhow!("invalid configuration:\n{}", p.join("\n")))?,
+            ),
             memory: open_memory(&config, &registry).await,
         };
         let listener = TcpListener::bind(&config.server.listen)

@@ -172,3 +172,36 @@ pub(crate) async fn done_pages(s: &dyn TaskStore) {
     assert_eq!(s.count(TaskStatus::Queued).await.unwrap(), 1);
     assert_eq!(s.count(TaskStatus::Failed).await.unwrap(), 0);
 }
+
+/// Every task keeps its person, and a listing can be limited to one person's tasks.
+pub(crate) async fn people(s: &dyn TaskStore) {
+    use crate::domain::Person;
+    use crate::store::TaskFilter;
+    let alice = Person::parse("alice").unwrap();
+    let webui_u1 = Person::parse("webui/u1").unwrap();
+    let mut a = new_task("alice's");
+    a.person = alice.clone();
+    let mut u = new_task("u1's");
+    u.person = webui_u1.clone();
+    let d = new_task("the household's");
+    for t in [&a, &u, &d] {
+        s.insert(t.clone()).await.unwrap().await.unwrap();
+    }
+    assert_eq!(s.get(a.task_id).await.unwrap().unwrap().person, alice);
+    assert_eq!(s.get(u.task_id).await.unwrap().unwrap().person, webui_u1);
+    assert_eq!(
+        s.get(d.task_id).await.unwrap().unwrap().person.as_str(),
+        Person::DEFAULT
+    );
+    let of = |person: Option<Person>| TaskFilter {
+        person,
+        limit: 10,
+        ..Default::default()
+    };
+    let mine = s.list(&of(Some(webui_u1))).await.unwrap();
+    assert_eq!(
+        mine.iter().map(|t| t.task_id).collect::<Vec<_>>(),
+        [u.task_id]
+    );
+    assert_eq!(s.list(&of(None)).await.unwrap().len(), 3);
+}

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::record::task_record_from_row;
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{
-    Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
+    Domain, InternalTask, Lane, ModelName, Person, TaskId, TaskStatus, ThreadId, WorkerName,
 };
 
 const MAX_CONNECTIONS: u32 = 8;
@@ -97,15 +97,15 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
-    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember";
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person";
 
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn insert(&self, t: NewTask) -> Result<Durable, StoreError> {
         sqlx::query(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-             worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember) \
-             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person) \
+             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
         )
         .bind(t.task_id.as_uuid())
         .bind(t.created_at)
@@ -123,6 +123,7 @@ impl TaskStore for PostgresStore {
         .bind(Json(&t.reasons))
         .bind(&t.job)
         .bind(t.remember)
+        .bind(t.person.as_str())
         .execute(&self.pool)
         .await?;
         Ok(Durable::done(()))
@@ -211,12 +212,14 @@ impl TaskStore for PostgresStore {
              WHERE ($1::text IS NULL OR status = $1) \
              AND (NOT $2 OR internal_task IS NOT NULL) \
              AND ($3::text IS NULL OR thread_id = $3) \
+             AND ($5::text IS NULL OR person = $5) \
              ORDER BY created_at DESC, task_id DESC LIMIT $4"
         ))
         .bind(f.status.map(TaskStatus::as_str))
         .bind(f.internal_only)
         .bind(f.thread_id.as_ref().map(ThreadId::as_str))
         .bind(i64::from(f.limit.max(1)))
+        .bind(f.person.as_ref().map(Person::as_str))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(from_row).collect()
@@ -359,6 +362,15 @@ mod tests {
             return;
         };
         super::super::contract_tests::done_pages(&s).await;
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn every_task_keeps_its_person() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        super::super::contract_tests::people(&s).await;
         s.drop_schema(&schema).await.unwrap();
     }
 

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::domain::{
-    Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
+    Domain, InternalTask, Lane, ModelName, Person, TaskId, TaskStatus, ThreadId, WorkerName,
 };
 
 /// A task as the service records it, before any worker touches it.
@@ -12,6 +12,8 @@ use crate::domain::{
 pub struct NewTask {
     pub task_id: TaskId,
     pub created_at: DateTime<Utc>,
+    /// Whose task it is: only they (and an admin) can read it back or follow it.
+    pub person: Person,
     pub thread_id: ThreadId,
     /// The user's original prompt, and nothing else.
     pub prompt: String,
@@ -78,6 +80,7 @@ pub struct TaskRecord {
     pub task_id: TaskId,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub person: Person,
     pub thread_id: ThreadId,
     pub prompt: String,
     pub domain: Domain,
@@ -111,6 +114,8 @@ pub struct TaskFilter {
     /// Only internal tasks (Open WebUI background tasks).
     pub internal_only: bool,
     pub thread_id: Option<ThreadId>,
+    /// Only this person's tasks.
+    pub person: Option<Person>,
     pub limit: u32,
 }
 
@@ -128,6 +133,10 @@ macro_rules! task_record_from_row {
             task_id: $task_id,
             created_at: $r.try_get("created_at")?,
             updated_at: $r.try_get("updated_at")?,
+            person: {
+                let v = text("person")?;
+                Person::parse(&v).map_err(|_| parsed("person", v))?
+            },
             thread_id: {
                 let v = text("thread_id")?;
                 ThreadId::parse(&v).map_err(|_| parsed("thread_id", v))?

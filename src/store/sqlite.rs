@@ -20,7 +20,7 @@ use self::writer::{Done, Op, Writer};
 use super::record::task_record_from_row;
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{
-    Domain, InternalTask, Lane, ModelName, TaskId, TaskStatus, ThreadId, WorkerName,
+    Domain, InternalTask, Lane, ModelName, Person, TaskId, TaskStatus, ThreadId, WorkerName,
 };
 
 mod writer;
@@ -73,7 +73,7 @@ impl SqliteStore {
 
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
-    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember";
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person";
 
 #[async_trait]
 impl TaskStore for SqliteStore {
@@ -143,13 +143,14 @@ impl TaskStore for SqliteStore {
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM tasks \
              WHERE (?1 IS NULL OR status = ?1) AND (?2 = 0 OR internal_task IS NOT NULL) \
-             AND (?3 IS NULL OR thread_id = ?3) \
+             AND (?3 IS NULL OR thread_id = ?3) AND (?5 IS NULL OR person = ?5) \
              ORDER BY created_at DESC, task_id DESC LIMIT ?4"
         ))
         .bind(f.status.map(TaskStatus::as_str))
         .bind(f.internal_only)
         .bind(f.thread_id.as_ref().map(ThreadId::as_str))
         .bind(i64::from(f.limit.max(1)))
+        .bind(f.person.as_ref().map(Person::as_str))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(from_row).collect()
@@ -260,6 +261,12 @@ mod tests {
     async fn finished_tasks_are_paged_oldest_first() {
         let (_d, s) = store().await;
         super::super::contract_tests::done_pages(&s).await;
+    }
+
+    #[tokio::test]
+    async fn every_task_keeps_its_person() {
+        let (_d, s) = store().await;
+        super::super::contract_tests::people(&s).await;
     }
 
     /// The WAL is checkpointed and reused while writes go on, instead of growing with

@@ -34,6 +34,7 @@ pub fn sample_task(prompt: &str) -> NewTask {
     NewTask {
         task_id: TaskId::new(),
         created_at: chrono::Utc::now(),
+        person: crate::domain::Person::default(),
         thread_id: ThreadId::parse("t1").expect("a valid thread id"),
         prompt: prompt.into(),
         domain: Domain::general(),

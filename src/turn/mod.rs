@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::chat::{ChatMessage, ResponseMode, Role, SamplingParams, ToolSpec};
 use crate::config::HistoryConfig;
-use crate::domain::{ModelName, ParseError, ThreadId, WorkerName};
+use crate::domain::{ModelName, ParseError, Person, ThreadId, WorkerName};
 
 pub mod answer;
 pub mod decoration;
@@ -110,6 +110,8 @@ pub struct Turn {
     /// Messages after the prompt in this same turn (an assistant's tool calls and their
     /// results, or a partial answer to continue), in order; empty for a plain chat turn.
     pub continuation: Vec<ChatMessage>,
+    /// Whose turn it is (see [`ClientContext::person`]).
+    pub person: Person,
     pub thread_id: ThreadId,
     pub model: ModelRequest,
     pub tools: Vec<ToolSpec>,
@@ -166,6 +168,9 @@ pub struct ClientContext {
     /// False when the request says `X-Coordinator-Remember: false` (or `0`, `no`, `off`);
     /// the front door folds it into [`TurnInput::remember`].
     pub remember: bool,
+    /// The person the API key names (or, for a trusted front end's key, the user it
+    /// vouches for): the owner of the turn's task and memories.
+    pub person: Person,
 }
 
 /// A client that says nothing: no Open WebUI headers, no identity, memory allowed.
@@ -176,6 +181,7 @@ impl Default for ClientContext {
             task_header: None,
             client_identity: None,
             remember: true,
+            person: Person::default(),
         }
     }
 }
@@ -234,6 +240,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         system,
         history,
         continuation,
+        person: input.client.person.clone(),
         thread_id,
         model,
         tools: input.tools,

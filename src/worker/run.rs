@@ -272,6 +272,7 @@ impl Worker {
         };
         let exchange = Exchange {
             task_id: job.task_id,
+            person: &note.person,
             thread_id: &note.thread_id,
             prompt: &note.prompt,
             response: outcome.response.as_deref().unwrap_or(""),

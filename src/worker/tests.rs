@@ -136,6 +136,7 @@ async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
 fn job_with_a_memory_note() -> Job {
     let mut job = sample_job(&Lane::llm(&ModelName::parse("m").unwrap()));
     job.memory = Some(crate::queue::MemoryNote {
+        person: crate::domain::Person::default(),
         thread_id: "t-old".into(),
         prompt: "hello".into(),
     });

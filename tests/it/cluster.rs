@@ -593,3 +593,46 @@ async fn a_cancel_reaches_the_worker_process_running_the_task() {
     serve.await.unwrap().unwrap();
     cleanup(&env).await;
 }
+
+/// People in cluster mode: the person travels with the job to the worker process, which
+/// writes the memory as theirs, and `serve` keeps each person's tasks and memories from
+/// the others as in embedded mode.
+#[tokio::test]
+async fn people_stay_apart_across_worker_processes() {
+    use crate::people::{ADMIN, Household, U1, U2, household_keys, others_cannot_reach_u1s_things};
+    let Some(env) = env() else { return };
+    let fake = spawn_fake().await;
+    let mut wcfg = cluster_config(&env, &env.redis);
+    wcfg.backends = vec![backend("ollama", &fake)];
+    let worker = WorkerProcess::build(wcfg, Some("ai-core")).await.unwrap();
+    let (wstop, wrx) = oneshot::channel::<()>();
+    let wtask = tokio::spawn(worker.run_until_stopped(async move {
+        let _ = wrx.await;
+    }));
+    let mut scfg = cluster_config(&env, &env.redis);
+    household_keys(&mut scfg);
+    let (base, stop, serve) = serve_in_process(scfg).await;
+    let h = Household {
+        base,
+        http: reqwest::Client::new(),
+    };
+    eventually(Duration::from_secs(10), "the worker shows up", || async {
+        let (_, body) = h.get(ADMIN, "/workers").await;
+        body.to_string().contains("ai-core")
+    })
+    .await;
+
+    let told = h.chat(U1, "c1", "Remember this: my bank PIN is 4321").await;
+    h.remembered(U1, "c1", false).await;
+    h.chat(U2, "c2", "What is my bank PIN?").await;
+    h.remembered(U2, "c2", false).await;
+    let prompt = fake.requests_to("/api/chat").pop().unwrap().body.unwrap();
+    assert!(!prompt.to_string().contains("4321"), "{prompt}");
+    others_cannot_reach_u1s_things(&h, &told).await;
+
+    wstop.send(()).unwrap();
+    wtask.await.unwrap().unwrap();
+    stop.send(()).unwrap();
+    serve.await.unwrap().unwrap();
+    cleanup(&env).await;
+}

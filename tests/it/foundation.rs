@@ -335,7 +335,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
 #[tokio::test]
 async fn api_keys_guard_everything_but_health() {
     let app = spawn_app_with(spawn_fake().await, |c| {
-        c.server.api_keys = vec!["sk-home".into()]
+        c.server.api_keys = vec!["sk-home-0123456789".into()]
     })
     .await;
     assert_eq!(app.get("/healthz").await.status(), 200);
@@ -361,7 +361,7 @@ async fn api_keys_guard_everything_but_health() {
     let res = app
         .http
         .post(app.url("/route"))
-        .bearer_auth("sk-home")
+        .bearer_auth("sk-home-0123456789")
         .json(&json!({"prompt": "x"}))
         .send()
         .await
@@ -437,6 +437,7 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         directory: Arc::new(registry),
         started_at: chrono::Utc::now(),
         metrics: Arc::default(),
+        keys: Arc::default(),
         memory: None,
     };
     // Another process holds the database's write lock, so the task's row cannot be

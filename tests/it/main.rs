@@ -9,6 +9,7 @@ mod front_door;
 mod helpers;
 mod household;
 mod memory;
+mod people;
 mod placement;
 mod routing;
 mod web;

@@ -14,6 +14,7 @@ use crate::helpers::{spawn_fake, start, test_config};
 fn item(thread: &str, text: &str) -> MemoryItem {
     MemoryItem {
         id: Uuid::now_v7(),
+        person: coordinator::domain::Person::default(),
         thread_id: thread.to_owned(),
         task_id: TaskId::new(),
         seq: 0,

@@ -17,13 +17,15 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::config::StoreConfig;
-use crate::domain::TaskId;
+use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
 
 /// One remembered piece of an exchange.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MemoryItem {
     pub id: Uuid,
+    /// Whose memory it is: recalled, listed and forgotten only for them (or an admin).
+    pub person: Person,
     pub thread_id: String,
     pub task_id: TaskId,
     /// Position among the items condensed from one task (0 = the exchange itself).
@@ -48,9 +50,10 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// bring an index up to date), oldest first.
     async fn load(&self, since: Option<DateTime<Utc>>) -> Result<Vec<MemoryItem>, StoreError>;
 
-    /// Newest first, of one thread or all.
+    /// Newest first, of one person or everyone, of one thread or all.
     async fn list(
         &self,
+        person: Option<&Person>,
         thread_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<MemoryItem>, StoreError>;
@@ -58,13 +61,17 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// Whether a task already has items made by `embedder`.
     async fn has_task(&self, task_id: TaskId, embedder: &str) -> Result<bool, StoreError>;
 
-    /// Deletes one item and marks its task not to be remembered again. Returns whether
-    /// the item existed.
-    async fn delete(&self, id: Uuid) -> Result<bool, StoreError>;
+    /// Deletes one item (when `person` is given, only theirs) and marks its task not to be
+    /// remembered again. Returns whether such an item existed.
+    async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError>;
 
-    /// Deletes every item of a thread and marks the thread's tasks not to be remembered
-    /// again. Returns the deleted ids.
-    async fn delete_thread(&self, thread_id: &str) -> Result<Vec<Uuid>, StoreError>;
+    /// Deletes every item of a thread (when `person` is given, only theirs) and marks
+    /// those tasks not to be remembered again. Returns the deleted ids.
+    async fn delete_thread(
+        &self,
+        person: Option<&Person>,
+        thread_id: &str,
+    ) -> Result<Vec<Uuid>, StoreError>;
 }
 
 /// Opens the memory store in the database `[store]` names (applying the migrations).

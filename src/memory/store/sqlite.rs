@@ -7,10 +7,11 @@ use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
 use super::{MemoryItem, MemoryStore, corrupt, decode_vector, encode_vector, limit};
-use crate::domain::TaskId;
+use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
 
-const COLUMNS: &str = "id, thread_id, task_id, seq, kind, text, embedder, dim, vector, created_at";
+const COLUMNS: &str =
+    "id, person, thread_id, task_id, seq, kind, text, embedder, dim, vector, created_at";
 
 #[derive(Debug, Clone)]
 pub struct SqliteMemoryStore {
@@ -31,11 +32,12 @@ impl MemoryStore for SqliteMemoryStore {
         let mut written = Vec::new();
         for item in items {
             let done = sqlx::query(
-                "INSERT INTO memory_items (id, thread_id, task_id, seq, kind, text, embedder, dim, \
-                 vector, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                "INSERT INTO memory_items (id, person, thread_id, task_id, seq, kind, text, embedder, \
+                 dim, vector, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (task_id, embedder, seq) DO NOTHING",
             )
             .bind(item.id.to_string())
+            .bind(item.person.as_str())
             .bind(&item.thread_id)
             .bind(item.task_id.to_string())
             .bind(i64::from(item.seq))
@@ -65,13 +67,19 @@ impl MemoryStore for SqliteMemoryStore {
         rows.iter().map(from_row).collect()
     }
 
-    async fn list(&self, thread_id: Option<&str>, max: u32) -> Result<Vec<MemoryItem>, StoreError> {
+    async fn list(
+        &self,
+        person: Option<&Person>,
+        thread_id: Option<&str>,
+        max: u32,
+    ) -> Result<Vec<MemoryItem>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM memory_items WHERE (?1 IS NULL OR thread_id = ?1) \
-             ORDER BY created_at DESC, id DESC LIMIT ?2"
+             AND (?3 IS NULL OR person = ?3) ORDER BY created_at DESC, id DESC LIMIT ?2"
         ))
         .bind(thread_id)
         .bind(limit(max))
+        .bind(person.map(Person::as_str))
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(from_row).collect()
@@ -87,32 +95,47 @@ impl MemoryStore for SqliteMemoryStore {
         Ok(row.is_some())
     }
 
-    async fn delete(&self, id: Uuid) -> Result<bool, StoreError> {
+    async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "UPDATE tasks SET remember = 0 WHERE task_id = (SELECT task_id FROM memory_items WHERE id = ?)",
+            "UPDATE tasks SET remember = 0 WHERE task_id = \
+             (SELECT task_id FROM memory_items WHERE id = ?1 AND (?2 IS NULL OR person = ?2))",
         )
         .bind(id.to_string())
+        .bind(person.map(Person::as_str))
         .execute(&mut *tx)
         .await?;
-        let done = sqlx::query("DELETE FROM memory_items WHERE id = ?")
-            .bind(id.to_string())
-            .execute(&mut *tx)
-            .await?;
+        let done =
+            sqlx::query("DELETE FROM memory_items WHERE id = ?1 AND (?2 IS NULL OR person = ?2)")
+                .bind(id.to_string())
+                .bind(person.map(Person::as_str))
+                .execute(&mut *tx)
+                .await?;
         tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 
-    async fn delete_thread(&self, thread_id: &str) -> Result<Vec<Uuid>, StoreError> {
+    async fn delete_thread(
+        &self,
+        person: Option<&Person>,
+        thread_id: &str,
+    ) -> Result<Vec<Uuid>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("UPDATE tasks SET remember = 0 WHERE thread_id = ?")
-            .bind(thread_id)
-            .execute(&mut *tx)
-            .await?;
-        let rows = sqlx::query("DELETE FROM memory_items WHERE thread_id = ? RETURNING id")
-            .bind(thread_id)
-            .fetch_all(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE tasks SET remember = 0 WHERE thread_id = ?1 AND (?2 IS NULL OR person = ?2)",
+        )
+        .bind(thread_id)
+        .bind(person.map(Person::as_str))
+        .execute(&mut *tx)
+        .await?;
+        let rows = sqlx::query(
+            "DELETE FROM memory_items WHERE thread_id = ?1 AND (?2 IS NULL OR person = ?2) \
+             RETURNING id",
+        )
+        .bind(thread_id)
+        .bind(person.map(Person::as_str))
+        .fetch_all(&mut *tx)
+        .await?;
         tx.commit().await?;
         rows.iter()
             .map(|r| {
@@ -140,6 +163,10 @@ fn from_row(r: &SqliteRow) -> Result<MemoryItem, StoreError> {
         })?;
     Ok(MemoryItem {
         id: Uuid::parse_str(&id).map_err(|e| corrupt(&id, e.to_string()))?,
+        person: {
+            let v: String = r.try_get("person")?;
+            Person::parse(&v).map_err(|e| corrupt(&id, e.to_string()))?
+        },
         thread_id: r.try_get("thread_id")?,
         task_id: TaskId::parse(&task).map_err(|e| corrupt(&id, e.to_string()))?,
         seq: u32::try_from(seq).map_err(|e| corrupt(&id, e.to_string()))?,

@@ -245,8 +245,8 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
             let created = ts(&t.created_at);
             conn.prepare_cached(
                 "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-                 worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?
             .execute(params![
                 t.task_id.to_string(),
@@ -266,6 +266,7 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                 reasons,
                 t.job,
                 t.remember,
+                t.person.as_str(),
             ])?;
             Ok(Done::Inserted)
         }
