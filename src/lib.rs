@@ -13,6 +13,7 @@ pub mod dispatch;
 pub mod domain;
 pub mod events;
 pub mod lang;
+pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod people;

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::dispatch::{DispatchError, Dispatcher, Until};
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
+use crate::limits::Refusal;
 use crate::memory::policy;
 use crate::queue::{Job, MemoryNote, QueueError};
 use crate::routing::{Decider, RouteDecision, RouteError, Target};
@@ -32,6 +33,9 @@ pub enum SubmitError {
     Store(#[from] StoreError),
     #[error("could not queue task {task_id}: {source}")]
     Queue { task_id: TaskId, source: QueueError },
+    /// Refused before anything was recorded: too many requests, or a full lane.
+    #[error("refused: {0:?}")]
+    Limited(Refusal),
     /// The job could not be written down for the store (nothing was recorded).
     #[error("task {task_id}: its job could not be serialized: {source}")]
     Job {
@@ -78,6 +82,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The API keys and whose they are.
     pub keys: Arc<crate::people::Keys>,
+    /// How much work each person may ask for, and each lane hold.
+    pub limits: Arc<crate::limits::Limits>,
     /// Conversation memory (`[memory]`); `None` when it could not be opened at start.
     pub memory: Option<crate::memory::Memory>,
 }
@@ -100,10 +106,21 @@ impl AppState {
     }
 
     async fn submit_until(&self, turn: Turn, until: Until) -> Result<Submitted, SubmitError> {
+        self.limits
+            .admit(&turn.person)
+            .map_err(SubmitError::Limited)?;
         let decision = self
             .decider
             .decide(&turn, &self.directory.catalog())
             .await?;
+        if let Target::Lane(lane) = &decision.target
+            && self.limits.bounds_lanes()
+        {
+            let waiting = self.dispatch.waiting(lane).await;
+            self.limits
+                .room_in_lane(waiting)
+                .map_err(SubmitError::Limited)?;
+        }
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();
         let span = crate::telemetry::task_span(task_id, Some(&turn.thread_id), decision.lane());

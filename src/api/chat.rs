@@ -263,7 +263,10 @@ impl ChatReply {
         };
         // Structured output (JSON) is returned as the backend wrote it: no routing info.
         let structured = turn.params.format.is_some();
-        let sub = state.submit_for_answer(turn).await?;
+        let sub = state
+            .submit_for_answer(turn)
+            .await
+            .map_err(|e| ApiError::from(e).in_language(lang))?;
         let mut stop = StopOnDisconnect::new(state.dispatch.clone(), sub.task_id);
         let timeout = Duration::from_secs(state.config.timeouts.route_s);
         let first = match first_chunk(sub.task_id, sub.events, timeout, deadline)

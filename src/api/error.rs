@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::domain::TaskId;
 use crate::lang::Lang;
+use crate::limits::Refusal;
 use crate::routing::RouteError;
 use crate::service::SubmitError;
 use crate::turn::TurnError;
@@ -44,6 +45,9 @@ pub enum ApiError {
         message: String,
         task_id: Option<TaskId>,
     },
+    /// Refused before anything was recorded; try again after `retry_after_s`.
+    #[error("{}", limited_message(*.refusal, *.lang))]
+    Limited { refusal: Refusal, lang: Lang },
     #[error("{0}")]
     Unavailable(String),
     #[error("internal error")]
@@ -62,6 +66,7 @@ impl ApiError {
                 waited_s,
                 lang,
             },
+            Self::Limited { refusal, .. } => Self::Limited { refusal, lang },
             Self::Upstream { message, task_id } if lang == Lang::Ja => Self::Upstream {
                 message: format!("バックエンドでエラーが発生しました（{message}）"),
                 task_id,
@@ -85,6 +90,7 @@ impl ApiError {
             Self::NotFound(_) | Self::UnknownModel(_) => StatusCode::NOT_FOUND,
             Self::NoModels(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Busy { .. } => StatusCode::GATEWAY_TIMEOUT,
+            Self::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -99,6 +105,14 @@ impl ApiError {
             Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
             Self::NoModels(_) => ("server_error", "no_models"),
             Self::Busy { .. } => ("server_error", "cluster_busy"),
+            Self::Limited {
+                refusal: Refusal::TooFast { .. },
+                ..
+            } => ("rate_limit_error", "rate_limit_exceeded"),
+            Self::Limited {
+                refusal: Refusal::LaneFull { .. },
+                ..
+            } => ("rate_limit_error", "queue_full"),
             Self::Upstream { .. } => ("server_error", "backend_error"),
             Self::Unavailable(_) => ("server_error", "unavailable"),
             Self::Internal(_) => ("server_error", "internal_error"),
@@ -146,12 +160,37 @@ fn busy_message(task_id: TaskId, waited_s: u64, lang: Lang) -> String {
     }
 }
 
-/// Errors about a recorded task name it in a header too, like successful answers do.
-fn with_task_header(mut res: Response, task_id: Option<TaskId>) -> Response {
-    if let Some(id) = task_id
+fn limited_message(refusal: Refusal, lang: Lang) -> String {
+    let s = refusal.retry_after_s();
+    match (refusal, lang) {
+        (Refusal::TooFast { .. }, Lang::Ja) => {
+            format!("リクエストが多すぎます。{s} 秒ほど待ってからもう一度お試しください。")
+        }
+        (Refusal::TooFast { .. }, Lang::En) => {
+            format!("too many requests: try again in {s} s")
+        }
+        (Refusal::LaneFull { .. }, Lang::Ja) => format!(
+            "このモデルの待ち行列が満杯です。何も記録していません。{s} 秒ほど待ってからもう一度お試しください。"
+        ),
+        (Refusal::LaneFull { .. }, Lang::En) => {
+            format!("the queue for this model is full; nothing was recorded: try again in {s} s")
+        }
+    }
+}
+
+/// Errors about a recorded task name it in a header too, like successful answers do; a
+/// refusal says when to come back.
+fn with_task_header(mut res: Response, error: &ApiError) -> Response {
+    if let Some(id) = error.task_id()
         && let Ok(v) = axum::http::HeaderValue::from_str(&id.to_string())
     {
         res.headers_mut().insert("x-coordinator-task-id", v);
+    }
+    if let ApiError::Limited { refusal, .. } = error {
+        res.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from(refusal.retry_after_s()),
+        );
     }
     res
 }
@@ -159,11 +198,8 @@ fn with_task_header(mut res: Response, task_id: Option<TaskId>) -> Response {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.log();
-        let task_id = self.task_id();
-        with_task_header(
-            (self.status(), Json(self.openai_body())).into_response(),
-            task_id,
-        )
+        let res = (self.status(), Json(self.openai_body())).into_response();
+        with_task_header(res, &self)
     }
 }
 
@@ -180,9 +216,8 @@ impl From<ApiError> for OllamaError {
 impl IntoResponse for OllamaError {
     fn into_response(self) -> Response {
         self.0.log();
-        let task_id = self.0.task_id();
         let res = (self.0.status(), Json(json!({"error": self.0.to_string()}))).into_response();
-        with_task_header(res, task_id)
+        with_task_header(res, &self.0)
     }
 }
 
@@ -232,6 +267,10 @@ impl From<SubmitError> for ApiError {
                     "task {task_id} was recorded but could not be queued; it will be queued again when the queue is back"
                 ))
             }
+            SubmitError::Limited(refusal) => Self::Limited {
+                refusal,
+                lang: Lang::En,
+            },
             e @ SubmitError::Job { .. } => Self::Internal(e.to_string()),
         }
     }

@@ -112,7 +112,11 @@ pub async fn route(
     ApiJson(req): ApiJson<RouteRequest>,
 ) -> Result<impl axum::response::IntoResponse, ApiError> {
     let turn = turn_from_route(&state, req, &headers, &caller)?;
-    let sub = state.submit(turn).await?;
+    let lang = crate::lang::detect_language(&turn.prompt);
+    let sub = state
+        .submit(turn)
+        .await
+        .map_err(|e| ApiError::from(e).in_language(lang))?;
     let worker = sub
         .worker_hint
         .as_ref()

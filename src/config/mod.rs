@@ -32,6 +32,7 @@ pub struct Config {
     pub timeouts: TimeoutsConfig,
     pub web: crate::web::WebConfig,
     pub memory: crate::memory::MemoryConfig,
+    pub limits: crate::limits::LimitsConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -304,6 +305,7 @@ impl Config {
         if let Err(key_problems) = crate::people::Keys::from_config(&self.server) {
             problems.extend(key_problems);
         }
+        self.limits.validate(&mut problems);
         match &self.store {
             StoreConfig::Sqlite { path } if path.as_os_str().is_empty() => {
                 problems.push("store.path: it is empty".to_owned());

@@ -1,11 +1,13 @@
 //! Cluster mode: the row is durable before the job is queued, since a worker in another
 //! process may take it at once and must find the row.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::cancel::{self, Cancels};
 use super::{DispatchError, spawn_to_completion};
-use crate::domain::TaskId;
+use crate::domain::{Lane, TaskId};
 use crate::events::{EventBus, EventStream};
 use crate::queue::redis::connection::Redis;
 use crate::queue::{Job, Queue};
@@ -18,6 +20,69 @@ pub struct Cluster {
     events: Arc<dyn EventBus>,
     cancels: Cancels,
     cancel: Option<CancelChannel>,
+    backlog: Arc<Backlog>,
+}
+
+/// How long the queue's depths, as last read, stand for the backlog.
+const BACKLOG_FRESH_FOR: Duration = Duration::from_millis(500);
+
+/// What waits in each lane, from the queue's depths read at most every
+/// [`BACKLOG_FRESH_FOR`] plus the tasks this process queued since: a bound on a lane holds
+/// without a round trip to Redis for every request.
+#[derive(Default)]
+struct Backlog {
+    /// Held while the depths are read, so that one request reads them for all.
+    reading: tokio::sync::Mutex<()>,
+    seen: std::sync::Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    at: Option<Instant>,
+    depths: HashMap<Lane, usize>,
+    queued_since: HashMap<Lane, usize>,
+}
+
+impl Backlog {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn estimate(&self, lane: &Lane) -> Option<usize> {
+        let seen = self.lock();
+        let fresh = seen.at.is_some_and(|at| at.elapsed() < BACKLOG_FRESH_FOR);
+        fresh.then(|| {
+            seen.depths.get(lane).copied().unwrap_or(0)
+                + seen.queued_since.get(lane).copied().unwrap_or(0)
+        })
+    }
+
+    async fn waiting(&self, queue: &dyn Queue, lane: &Lane) -> usize {
+        if let Some(n) = self.estimate(lane) {
+            return n;
+        }
+        let _reading = self.reading.lock().await;
+        if let Some(n) = self.estimate(lane) {
+            return n;
+        }
+        match queue.depths().await {
+            Ok(depths) => {
+                let mut seen = self.lock();
+                seen.depths = depths.into_iter().collect();
+                seen.queued_since.clear();
+                seen.at = Some(Instant::now());
+            }
+            // A queue that cannot be read bounds nothing; queueing then fails on its own.
+            Err(e) => tracing::warn!(error = %e, "could not read the queue's depths"),
+        }
+        self.estimate(lane).unwrap_or(0)
+    }
+
+    fn queued(&self, lane: &Lane) {
+        *self.lock().queued_since.entry(lane.clone()).or_default() += 1;
+    }
 }
 
 /// Where cancellations are published for every process's workers: the Redis of the queue,
@@ -52,7 +117,13 @@ impl Cluster {
             events,
             cancels: Cancels::default(),
             cancel,
+            backlog: Arc::default(),
         }
+    }
+
+    /// About how many tasks wait in `lane`, across every process (see [`Backlog`]).
+    pub(super) async fn waiting(&self, lane: &Lane) -> usize {
+        self.backlog.waiting(self.queue.as_ref(), lane).await
     }
 
     /// Tells every process's workers that task `id` was cancelled (this one's directly).
@@ -96,6 +167,7 @@ impl Cluster {
         job: Job,
     ) -> Result<EventStream, DispatchError> {
         let task_id = task.task_id;
+        self.backlog.queued(&job.lane);
         let (store, events, queue) = (self.store.clone(), self.events.clone(), self.queue.clone());
         spawn_to_completion(task_id, async move {
             store.insert(task).await?.await?;

@@ -61,6 +61,11 @@ impl Start {
 }
 
 impl Embedded {
+    /// How many tasks wait in `lane` (exactly: every consumer is in this process).
+    pub(super) fn waiting(&self, lane: &crate::domain::Lane) -> usize {
+        self.queue.waiting(lane)
+    }
+
     pub(super) fn new(
         store: Arc<dyn TaskStore>,
         queue: Arc<InProcessQueue>,

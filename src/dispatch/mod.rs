@@ -112,6 +112,16 @@ impl Dispatcher {
         }
     }
 
+    /// About how many tasks wait in `lane` to be started: exactly in embedded mode; in
+    /// cluster mode from the queue's depths read at most twice a second, plus what this
+    /// process queued since.
+    pub async fn waiting(&self, lane: &crate::domain::Lane) -> usize {
+        match self {
+            Self::Embedded(e) => e.waiting(lane),
+            Self::Cluster(c) => c.waiting(lane).await,
+        }
+    }
+
     /// Records a task that is finished already (an internal task answered by rules);
     /// returns once its row is durable.
     pub async fn record_finished(&self, task: NewTask) -> Result<(), DispatchError> {

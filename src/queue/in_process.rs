@@ -29,6 +29,11 @@ impl InProcessQueue {
         Self::default()
     }
 
+    /// How many jobs wait in `lane`.
+    pub fn waiting(&self, lane: &Lane) -> usize {
+        self.lock().lanes.get(lane).map_or(0, VecDeque::len)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner
             .lock()

@@ -55,6 +55,7 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
         started_at: Utc::now(),
         metrics: Arc::default(),
         keys: Arc::default(),
+        limits: Arc::default(),
         memory: None,
     }
 }

@@ -89,6 +89,7 @@ impl Application {
                 crate::people::Keys::from_config(&config.server)
                     .map_err(|p| anyhow::anyhow!("invalid configuration:\n{}", p.join("\n")))?,
             ),
+            limits: Arc::new(crate::limits::Limits::new(&config.limits)),
             memory: open_memory(&config, &registry).await,
         };
         let listener = TcpListener::bind(&config.server.listen)

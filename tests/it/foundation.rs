@@ -438,6 +438,7 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         started_at: chrono::Utc::now(),
         metrics: Arc::default(),
         keys: Arc::default(),
+        limits: Arc::default(),
         memory: None,
     };
     // Another process holds the database's write lock, so the task's row cannot be

@@ -8,6 +8,7 @@ mod foundation;
 mod front_door;
 mod helpers;
 mod household;
+mod limits;
 mod memory;
 mod people;
 mod placement;

@@ -1,0 +1,126 @@
+//! Bounded work: a person who sends too much, and a lane that holds too much, are refused
+//! with 429 and `Retry-After` in the front door's own error shape, and nothing is recorded.
+
+use coordinator::limits::LimitsConfig;
+use serde_json::{Value, json};
+
+use crate::helpers::{MODEL, spawn_app_with, spawn_fake};
+
+async fn tasks_in_store(db: &std::path::Path) -> i64 {
+    use sqlx::Connection;
+    let mut c = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    sqlx::query_scalar("SELECT count(*) FROM tasks")
+        .fetch_one(&mut c)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_person_past_their_rate_gets_429_with_retry_after_in_each_shape() {
+    let app = spawn_app_with(spawn_fake().await, |c| {
+        c.limits = LimitsConfig {
+            requests_per_minute: 1,
+            burst: 3,
+            queued_per_lane: 0,
+        };
+    })
+    .await;
+    for n in 0..3 {
+        app.route(json!({"prompt": format!("hello {n}")})).await;
+    }
+    let before = tasks_in_store(&app.db_path).await;
+
+    let res = app.post("/route", json!({"prompt": "one more"})).await;
+    assert_eq!(res.status(), 429);
+    let wait: u64 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limit_exceeded", "{body}");
+
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "もう一つ質問です"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 429);
+    assert!(res.headers().contains_key("retry-after"));
+    let body: Value = res.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("リクエストが多すぎます"), "{message}");
+
+    let res = app
+        .post(
+            "/api/chat",
+            json!({"model": MODEL, "messages": [{"role": "user", "content": "and another"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 429);
+    assert!(res.headers().contains_key("retry-after"));
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("too many requests"),
+        "Ollama's shape: {body}"
+    );
+    assert_eq!(
+        tasks_in_store(&app.db_path).await,
+        before,
+        "nothing recorded"
+    );
+}
+
+#[tokio::test]
+async fn a_full_lane_refuses_new_work_until_it_drains() {
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.stall_after = Some(1));
+    let app = spawn_app_with(fake, |c| {
+        c.backends[0].max_concurrency = 1;
+        c.limits.queued_per_lane = 2;
+    })
+    .await;
+    // One runs (stalled), two wait: the lane is full.
+    let running = app.route(json!({"prompt": "first"})).await;
+    let first = running["task_id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while app.task(&first).await["status"] != "running" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first task never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let waiting = [
+        app.route(json!({"prompt": "second"})).await,
+        app.route(json!({"prompt": "third"})).await,
+    ];
+    let res = app.post("/route", json!({"prompt": "fourth"})).await;
+    assert_eq!(res.status(), 429);
+    assert_eq!(res.headers()["retry-after"], "10");
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "queue_full", "{body}");
+    assert_eq!(tasks_in_store(&app.db_path).await, 3);
+
+    // Once the backend answers again the lane drains and takes work again.
+    app.fake.update_knobs(|k| k.stall_after = None);
+    let said: Value = app
+        .post(&format!("/tasks/{first}/cancel"), json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(said["status"], "cancelled");
+    for w in &waiting {
+        let done = app.finished_task(w["task_id"].as_str().unwrap()).await;
+        assert_eq!(done["status"], "done", "{done}");
+    }
+    app.route(json!({"prompt": "fourth, again"})).await;
+}
