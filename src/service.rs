@@ -109,6 +109,8 @@ impl AppState {
         self.limits
             .admit(&turn.person)
             .map_err(SubmitError::Limited)?;
+        // A store that cannot write now refuses at once, not after its lock's timeout.
+        self.store.writable()?;
         let decision = self
             .decider
             .decide(&turn, &self.directory.catalog())

@@ -368,6 +368,11 @@ impl ChatReply {
                             yield Piece::Failed(failure_message(task_id, &message, lang));
                             break;
                         }
+                        Some(TaskEvent::Unrecorded) => {
+                            stop.disarm();
+                            yield Piece::Failed(ApiError::StoreUnavailable { lang }.to_string());
+                            break;
+                        }
                         Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => continue,
                         None => {
                             stop.disarm();

@@ -50,6 +50,9 @@ pub enum ApiError {
     Limited { refusal: Refusal, lang: Lang },
     #[error("{0}")]
     Unavailable(String),
+    /// The task store cannot write: nothing was recorded; try again shortly.
+    #[error("{}", store_message(*.lang))]
+    StoreUnavailable { lang: Lang },
     #[error("internal error")]
     Internal(String),
 }
@@ -67,6 +70,7 @@ impl ApiError {
                 lang,
             },
             Self::Limited { refusal, .. } => Self::Limited { refusal, lang },
+            Self::StoreUnavailable { .. } => Self::StoreUnavailable { lang },
             Self::Upstream { message, task_id } if lang == Lang::Ja => Self::Upstream {
                 message: format!("バックエンドでエラーが発生しました（{message}）"),
                 task_id,
@@ -88,7 +92,9 @@ impl ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) | Self::UnknownModel(_) => StatusCode::NOT_FOUND,
-            Self::NoModels(_) | Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NoModels(_) | Self::Unavailable(_) | Self::StoreUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Busy { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
@@ -115,6 +121,7 @@ impl ApiError {
             } => ("rate_limit_error", "queue_full"),
             Self::Upstream { .. } => ("server_error", "backend_error"),
             Self::Unavailable(_) => ("server_error", "unavailable"),
+            Self::StoreUnavailable { .. } => ("server_error", "store_unavailable"),
             Self::Internal(_) => ("server_error", "internal_error"),
         }
     }
@@ -160,6 +167,20 @@ fn busy_message(task_id: TaskId, waited_s: u64, lang: Lang) -> String {
     }
 }
 
+/// How long a client is asked to wait when the task store cannot write.
+const STORE_RETRY_S: u64 = 5;
+
+fn store_message(lang: Lang) -> String {
+    match lang {
+        Lang::Ja => format!(
+            "タスクを記録できないため、受け付けられませんでした（記録用データベースに書き込めません）。{STORE_RETRY_S} 秒ほど待ってからもう一度お試しください。"
+        ),
+        Lang::En => format!(
+            "the task store cannot write right now, so nothing was recorded; try again in {STORE_RETRY_S} s"
+        ),
+    }
+}
+
 fn limited_message(refusal: Refusal, lang: Lang) -> String {
     let s = refusal.retry_after_s();
     match (refusal, lang) {
@@ -186,10 +207,15 @@ fn with_task_header(mut res: Response, error: &ApiError) -> Response {
     {
         res.headers_mut().insert("x-coordinator-task-id", v);
     }
-    if let ApiError::Limited { refusal, .. } = error {
+    let retry_after = match error {
+        ApiError::Limited { refusal, .. } => Some(refusal.retry_after_s()),
+        ApiError::StoreUnavailable { .. } => Some(STORE_RETRY_S),
+        _ => None,
+    };
+    if let Some(s) = retry_after {
         res.headers_mut().insert(
             axum::http::header::RETRY_AFTER,
-            axum::http::HeaderValue::from(refusal.retry_after_s()),
+            axum::http::HeaderValue::from(s),
         );
     }
     res
@@ -258,8 +284,8 @@ impl From<SubmitError> for ApiError {
         match e {
             SubmitError::Route(r) => r.into(),
             SubmitError::Store(s) => {
-                tracing::error!(error = %s, "task store failed");
-                Self::Unavailable("the task store is unavailable; nothing was recorded".to_owned())
+                tracing::error!(error = %s, "task store failed; the turn was refused");
+                Self::StoreUnavailable { lang: Lang::En }
             }
             SubmitError::Queue { task_id, source } => {
                 tracing::error!(task_id = %task_id, error = %source, "queue failed");

@@ -1,5 +1,5 @@
-//! Health: `/healthz` (alive), `/readyz` (store answers and a backend is healthy),
-//! `/workers` (each worker and the queue depths).
+//! Health: `/healthz` (alive), `/readyz` (the store answers and can write, and a backend
+//! is healthy), `/workers` (each worker and the queue depths).
 
 use axum::Json;
 use axum::extract::State;
@@ -13,7 +13,11 @@ pub async fn healthz() -> Json<Value> {
 }
 
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let store = state.store.ping().await;
+    // Reads can go on while another program holds the write lock: ask for both.
+    let store = match state.store.writable() {
+        Ok(()) => state.store.ping().await,
+        Err(e) => Err(e),
+    };
     let queue = state.dispatch.queue().ping().await;
     let backends = state.directory.any_healthy();
     let mut problems = Vec::new();

@@ -126,6 +126,10 @@ fn sse_event(ev: &TaskEvent) -> Event {
             serde_json::json!({ "worker": worker, "reason": reason }),
         ),
         TaskEvent::Failed { message } => ("error", serde_json::json!({ "message": message })),
+        TaskEvent::Unrecorded => (
+            "error",
+            serde_json::json!({ "message": ApiError::StoreUnavailable { lang: crate::lang::Lang::En }.to_string() }),
+        ),
         TaskEvent::Chunk { chunk } => match chunk {
             Chunk::Content { text } => ("token", serde_json::json!({ "text": text })),
             Chunk::Reasoning { text } => ("reasoning", serde_json::json!({ "text": text })),

@@ -96,6 +96,11 @@ pub async fn first_chunk(
                 });
             }
             Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message)),
+            Some(TaskEvent::Unrecorded) => {
+                return Err(ApiError::StoreUnavailable {
+                    lang: crate::lang::Lang::En,
+                });
+            }
             None => {
                 return Err(ApiError::Internal(format!(
                     "the event stream of task {task_id} ended early"
@@ -115,6 +120,11 @@ pub async fn collect(task_id: TaskId, first: FirstChunk) -> Result<Answer, ApiEr
         match rest.next().await {
             Some(TaskEvent::Chunk { chunk }) => out.push(&chunk),
             Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message)),
+            Some(TaskEvent::Unrecorded) => {
+                return Err(ApiError::StoreUnavailable {
+                    lang: crate::lang::Lang::En,
+                });
+            }
             Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => {}
             None => {
                 return Err(ApiError::Internal(format!(
@@ -177,6 +187,23 @@ mod tests {
             .err()
             .unwrap();
         assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
+    }
+
+    /// A task whose row could not be written answers 503 (the store), not 502 (a backend).
+    #[tokio::test]
+    async fn an_unrecorded_task_is_the_stores_failure() {
+        let id = TaskId::new();
+        let err = first_chunk(
+            id,
+            events(vec![started(), TaskEvent::Unrecorded]),
+            ROUTE,
+            Deadline::RouteTimeout,
+        )
+        .await
+        .err()
+        .unwrap();
+        assert_eq!(err.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(err.openai_body()["error"]["code"], "store_unavailable");
     }
 
     #[tokio::test(start_paused = true)]

@@ -227,7 +227,8 @@ impl Reservation {
 }
 
 /// A task's events, of which the answer's pieces and any failure are held back until the
-/// task's row is durable; if it could not be written, the store's error is the last event.
+/// task's row is durable; if it could not be written, [`TaskEvent::Unrecorded`] is the last
+/// event (and the store's error is logged).
 /// `Started` and `Retrying` (news of the queue, not of the answer) pass at once.
 ///
 /// The recording is looked at only when a held event is ready, so a row committed before
@@ -299,11 +300,9 @@ impl Stream for HeldUntilRecorded {
             }
             Poll::Ready(Err(e)) => {
                 this.span
-                    .in_scope(|| tracing::error!(error = %e, "could not record the task"));
+                    .in_scope(|| tracing::error!(task_id = %this.task_id, error = %e, "could not record the task; its answer is not shown"));
                 this.state = State::Ended;
-                Poll::Ready(Some(TaskEvent::Failed {
-                    message: format!("task {} could not be recorded: {e}", this.task_id),
-                }))
+                Poll::Ready(Some(TaskEvent::Unrecorded))
             }
         }
     }

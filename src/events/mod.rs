@@ -30,6 +30,9 @@ pub enum TaskEvent {
     Retrying { worker: WorkerName, reason: String },
     /// The task failed; the message is safe to show to the user.
     Failed { message: String },
+    /// The task's row could not be written, so nothing of it was kept (its answer is
+    /// never shown); the store's error is in the log.
+    Unrecorded,
 }
 
 impl TaskEvent {
@@ -37,6 +40,7 @@ impl TaskEvent {
         matches!(
             self,
             Self::Failed { .. }
+                | Self::Unrecorded
                 | Self::Chunk {
                     chunk: Chunk::Done { .. }
                 }

@@ -32,6 +32,9 @@ pub enum StoreError {
     Corrupt { task_id: String, detail: String },
     #[error("task store cannot open {path}: {detail}")]
     Open { path: String, detail: String },
+    /// The database cannot be written now (locked by another program, read-only, full).
+    #[error("the task store cannot write: {0}")]
+    Unavailable(String),
 }
 
 /// What a worker learns when it claims a task.
@@ -121,4 +124,11 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Checks the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Whether a write would go through now, without trying one: `Err` when the store
+    /// knows it cannot write (its writer stuck on another program's lock, or failing),
+    /// so that new work is refused at once rather than after the lock's timeout.
+    fn writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

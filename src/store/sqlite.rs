@@ -195,6 +195,10 @@ impl TaskStore for SqliteStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    fn writable(&self) -> Result<(), StoreError> {
+        self.writer.health().map_err(StoreError::Unavailable)
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

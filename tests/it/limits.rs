@@ -124,3 +124,99 @@ async fn a_full_lane_refuses_new_work_until_it_drains() {
     }
     app.route(json!({"prompt": "fourth, again"})).await;
 }
+
+/// Another program holds the database's write lock (the `sqlite3` shell in a transaction,
+/// a backup): once the writer has waited for it a moment, `/readyz` says the store cannot
+/// write and new turns are refused at once with 503 `store_unavailable`, nothing recorded;
+/// when the lock goes, the waiting turn is recorded and answered and new turns go through.
+#[tokio::test]
+async fn a_locked_store_refuses_new_turns_at_once_and_readyz_says_so() {
+    use sqlx::Connection;
+    let app = crate::helpers::spawn_app().await;
+    app.route(json!({"prompt": "before the lock"})).await;
+    let mut holder =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}", app.db_path.display()))
+            .await
+            .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+
+    // This turn's row waits for the lock.
+    let waiting = {
+        let http = app.http.clone();
+        let url = app.url("/v1/chat/completions");
+        tokio::spawn(async move {
+            http.post(url)
+                .json(&json!({"model": "auto", "messages": [{"role": "user", "content": "during the lock"}]}))
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    let ready = loop {
+        let res = app.get("/readyz").await;
+        if res.status() == 503 {
+            break res.json::<Value>().await.unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "readyz never saw the lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(ready["store"], false, "{ready}");
+    assert!(
+        ready["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("task store"),
+        "{ready}"
+    );
+
+    for (path, body) in [
+        ("/route", json!({"prompt": "refused"})),
+        (
+            "/v1/chat/completions",
+            json!({"model": "auto", "messages": [{"role": "user", "content": "記録できますか"}]}),
+        ),
+    ] {
+        let res = app.post(path, body).await;
+        assert_eq!(res.status(), 503, "{path}");
+        assert_eq!(res.headers()["retry-after"], "5");
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "store_unavailable", "{body}");
+        if path == "/v1/chat/completions" {
+            let m = body["error"]["message"].as_str().unwrap();
+            assert!(m.contains("記録"), "{m}");
+        }
+    }
+    let res = app
+        .post(
+            "/api/chat",
+            json!({"model": MODEL, "messages": [{"role": "user", "content": "x"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 503);
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("task store"),
+        "{body}"
+    );
+
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    let res = waiting.await.unwrap();
+    assert_eq!(res.status(), 200, "the turn that waited is answered");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    while app.get("/readyz").await.status() != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store never recovered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    app.route(json!({"prompt": "after the lock"})).await;
+    assert_eq!(tasks_in_store(&app.db_path).await, 3);
+}

@@ -27,7 +27,9 @@
 //! alone runs as a single statement (autocommit), without `BEGIN`/`COMMIT`.
 
 use std::path::Path;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -42,6 +44,93 @@ pub(super) const MAX_BATCH: usize = 256;
 const CHANNEL_CAPACITY: usize = 4 * MAX_BATCH;
 /// How long a write waits for a lock another process holds (the `sqlite3` CLI, a backup).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A write that has not finished after this long is taken as stuck on a lock that another
+/// program holds: new work is refused at once (503) instead of queueing behind it.
+pub(super) const STALLED_AFTER: Duration = Duration::from_secs(2);
+
+/// Whether the writer can write: read by the service before it records a task and by
+/// `/readyz`, kept by the writer thread.
+#[derive(Debug, Default)]
+pub(super) struct Health {
+    /// When the write in progress started (ms since the epoch); 0 when idle.
+    writing_since_ms: AtomicU64,
+    /// When a write last failed for the database (locked, busy, read-only, I/O, full);
+    /// 0 once a write has succeeded since.
+    failed_at_ms: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Health {
+    /// `Err` with why, when a write is stuck or one just failed for the database.
+    pub(super) fn check(&self) -> Result<(), String> {
+        let now = now_ms();
+        let stalled = u64::try_from(STALLED_AFTER.as_millis()).unwrap_or(u64::MAX);
+        let since = self.writing_since_ms.load(Ordering::Relaxed);
+        if since != 0 && now.saturating_sub(since) >= stalled {
+            return Err(format!(
+                "a write has been waiting {} s for the database (another program holds its lock?)",
+                now.saturating_sub(since) / 1000
+            ));
+        }
+        // After a failure, new work is refused for as long as a write may stall; the one
+        // that comes after is the probe that finds the database writable again.
+        let failed = self.failed_at_ms.load(Ordering::Relaxed);
+        if failed != 0 && now.saturating_sub(failed) < stalled {
+            let why = self
+                .last_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+                .unwrap_or_default();
+            return Err(format!("the last write failed: {why}"));
+        }
+        Ok(())
+    }
+
+    fn writing(&self) {
+        self.writing_since_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn wrote(&self, result: Result<(), &rusqlite::Error>) {
+        self.writing_since_ms.store(0, Ordering::Relaxed);
+        match result {
+            Ok(()) => self.failed_at_ms.store(0, Ordering::Relaxed),
+            Err(e) if is_database_failure(e) => {
+                *self
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
+                self.failed_at_ms.store(now_ms(), Ordering::Relaxed);
+            }
+            // One bad write (a constraint) says nothing about the database.
+            Err(_) => {}
+        }
+    }
+}
+
+/// Whether an error is the database's (it cannot be written now), not one write's.
+fn is_database_failure(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode::*;
+    matches!(
+        e.sqlite_error_code(),
+        Some(
+            DatabaseBusy
+                | DatabaseLocked
+                | ReadOnly
+                | SystemIoFailure
+                | DiskFull
+                | CannotOpen
+                | FileLockingProtocolFailed
+        )
+    )
+}
 
 /// One write, owning what it binds.
 #[derive(Debug)]
@@ -101,6 +190,7 @@ struct Request {
 #[derive(Debug, Clone)]
 pub(super) struct Writer {
     tx: mpsc::Sender<Request>,
+    health: Arc<Health>,
 }
 
 /// A write the writer has taken, in order; [`Pending::done`] waits for its commit.
@@ -120,14 +210,21 @@ impl Writer {
     pub(super) fn start(path: &Path) -> Result<Self, StoreError> {
         let conn = open(path)?;
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
+        let health = Arc::new(Health::default());
+        let kept = health.clone();
         std::thread::Builder::new()
             .name("sqlite-writer".to_owned())
-            .spawn(move || run(conn, rx))
+            .spawn(move || run(conn, rx, &kept))
             .map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
                 detail: format!("cannot start the writer thread: {e}"),
             })?;
-        Ok(Self { tx })
+        Ok(Self { tx, health })
+    }
+
+    /// Whether writes go through now (see [`Health::check`]).
+    pub(super) fn health(&self) -> Result<(), String> {
+        self.health.check()
     }
 
     /// Hands `op` to the writer. Once this returns, `op` is ordered before every write
@@ -171,7 +268,7 @@ fn open(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>) {
+fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, health: &Health) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -181,14 +278,16 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>) {
                 Err(_) => break,
             }
         }
+        health.writing();
         if let [alone] = batch.as_slice() {
             // Alone: its own statement is its transaction.
-            let result = apply(&conn, &alone.op).map_err(StoreError::from);
+            let result = apply(&conn, &alone.op);
+            health.wrote(result.as_ref().map(|_| ()));
             if let Some(req) = batch.pop() {
-                answer(req, result);
+                answer(req, result.map_err(StoreError::from));
             }
         } else {
-            commit(&mut conn, &mut batch);
+            commit(&mut conn, &mut batch, health);
         }
     }
 }
@@ -204,18 +303,28 @@ fn answer(req: Request, result: Reply) {
 }
 
 /// Runs `batch` in one transaction and answers every caller; empties `batch`.
-fn commit(conn: &mut Connection, batch: &mut Vec<Request>) {
+fn commit(conn: &mut Connection, batch: &mut Vec<Request>, health: &Health) {
     match apply_all(conn, batch) {
         Ok(results) => {
+            health.wrote(Ok(()));
             for (req, done) in batch.drain(..).zip(results) {
                 answer(req, Ok(done));
+            }
+        }
+        Err(e) if is_database_failure(&e) => {
+            // Locked, read-only, full: each write alone would wait and fail the same way.
+            health.wrote(Err(&e));
+            for req in batch.drain(..) {
+                answer(req, Err(StoreError::Unavailable(e.to_string())));
             }
         }
         Err(e) => {
             tracing::debug!(writes = batch.len(), error = %e, "batched write failed; retrying one by one");
             for req in batch.drain(..) {
-                let result = apply(conn, &req.op).map_err(StoreError::from);
-                answer(req, result);
+                health.writing();
+                let result = apply(conn, &req.op);
+                health.wrote(result.as_ref().map(|_| ()));
+                answer(req, result.map_err(StoreError::from));
             }
         }
     }
