@@ -33,6 +33,9 @@ pub enum SubmitError {
     Store(#[from] StoreError),
     #[error("could not queue task {task_id}: {source}")]
     Queue { task_id: TaskId, source: QueueError },
+    /// Refused before anything was recorded: the process is shutting down.
+    #[error("the process is shutting down")]
+    ShuttingDown,
     /// Refused before anything was recorded: too many requests, or a full lane.
     #[error("refused: {0:?}")]
     Limited(Refusal),
@@ -84,6 +87,9 @@ pub struct AppState {
     pub keys: Arc<crate::people::Keys>,
     /// How much work each person may ask for, and each lane hold.
     pub limits: Arc<crate::limits::Limits>,
+    /// Cancelled when the process begins to shut down: new work is refused, and clients
+    /// whose task has not started are told so (it stays queued for the next start).
+    pub shutdown: tokio_util::sync::CancellationToken,
     /// Conversation memory (`[memory]`); `None` when it could not be opened at start.
     pub memory: Option<crate::memory::Memory>,
 }
@@ -106,6 +112,9 @@ impl AppState {
     }
 
     async fn submit_until(&self, turn: Turn, until: Until) -> Result<Submitted, SubmitError> {
+        if self.shutdown.is_cancelled() {
+            return Err(SubmitError::ShuttingDown);
+        }
         self.limits
             .admit(&turn.person)
             .map_err(SubmitError::Limited)?;

@@ -269,7 +269,7 @@ impl ChatReply {
             .map_err(|e| ApiError::from(e).in_language(lang))?;
         let mut stop = StopOnDisconnect::new(state.dispatch.clone(), sub.task_id);
         let timeout = Duration::from_secs(state.config.timeouts.route_s);
-        let first = match first_chunk(sub.task_id, sub.events, timeout, deadline)
+        let first = match first_chunk(sub.task_id, sub.events, timeout, deadline, &state.shutdown)
             .instrument(sub.span)
             .await
         {

@@ -50,6 +50,10 @@ pub enum ApiError {
     Limited { refusal: Refusal, lang: Lang },
     #[error("{0}")]
     Unavailable(String),
+    /// The process is shutting down: the task (if one was made) stays queued for the
+    /// next start; try again shortly.
+    #[error("{}", shutdown_message(*.task_id, *.lang))]
+    ShuttingDown { task_id: Option<TaskId>, lang: Lang },
     /// The task store cannot write: nothing was recorded; try again shortly.
     #[error("{}", store_message(*.lang))]
     StoreUnavailable { lang: Lang },
@@ -71,6 +75,7 @@ impl ApiError {
             },
             Self::Limited { refusal, .. } => Self::Limited { refusal, lang },
             Self::StoreUnavailable { .. } => Self::StoreUnavailable { lang },
+            Self::ShuttingDown { task_id, .. } => Self::ShuttingDown { task_id, lang },
             Self::Upstream { message, task_id } if lang == Lang::Ja => Self::Upstream {
                 message: format!("バックエンドでエラーが発生しました（{message}）"),
                 task_id,
@@ -92,9 +97,10 @@ impl ApiError {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) | Self::UnknownModel(_) => StatusCode::NOT_FOUND,
-            Self::NoModels(_) | Self::Unavailable(_) | Self::StoreUnavailable { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::NoModels(_)
+            | Self::Unavailable(_)
+            | Self::StoreUnavailable { .. }
+            | Self::ShuttingDown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Busy { .. } => StatusCode::GATEWAY_TIMEOUT,
             Self::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
@@ -122,6 +128,7 @@ impl ApiError {
             Self::Upstream { .. } => ("server_error", "backend_error"),
             Self::Unavailable(_) => ("server_error", "unavailable"),
             Self::StoreUnavailable { .. } => ("server_error", "store_unavailable"),
+            Self::ShuttingDown { .. } => ("server_error", "shutting_down"),
             Self::Internal(_) => ("server_error", "internal_error"),
         }
     }
@@ -136,7 +143,7 @@ impl ApiError {
     pub fn task_id(&self) -> Option<TaskId> {
         match self {
             Self::Busy { task_id, .. } => Some(*task_id),
-            Self::Upstream { task_id, .. } => *task_id,
+            Self::Upstream { task_id, .. } | Self::ShuttingDown { task_id, .. } => *task_id,
             _ => None,
         }
     }
@@ -169,6 +176,26 @@ fn busy_message(task_id: TaskId, waited_s: u64, lang: Lang) -> String {
 
 /// How long a client is asked to wait when the task store cannot write.
 const STORE_RETRY_S: u64 = 5;
+
+/// How long a client is asked to wait when the process is shutting down (a restart).
+const SHUTDOWN_RETRY_S: u64 = 10;
+
+fn shutdown_message(task_id: Option<TaskId>, lang: Lang) -> String {
+    match (task_id, lang) {
+        (Some(id), Lang::Ja) => format!(
+            "Coordinator が再起動のため停止中です。タスク {id} はキューに残り、次の起動後に実行されます（GET /tasks/{id} で結果を確認できます）。{SHUTDOWN_RETRY_S} 秒ほど待ってからもう一度お試しください。"
+        ),
+        (Some(id), Lang::En) => format!(
+            "Coordinator is shutting down; task {id} stays queued and runs after the next start (GET /tasks/{id} shows it); try again in {SHUTDOWN_RETRY_S} s"
+        ),
+        (None, Lang::Ja) => format!(
+            "Coordinator が再起動のため停止中です。何も記録していません。{SHUTDOWN_RETRY_S} 秒ほど待ってからもう一度お試しください。"
+        ),
+        (None, Lang::En) => format!(
+            "Coordinator is shutting down; nothing was recorded; try again in {SHUTDOWN_RETRY_S} s"
+        ),
+    }
+}
 
 fn store_message(lang: Lang) -> String {
     match lang {
@@ -210,6 +237,7 @@ fn with_task_header(mut res: Response, error: &ApiError) -> Response {
     let retry_after = match error {
         ApiError::Limited { refusal, .. } => Some(refusal.retry_after_s()),
         ApiError::StoreUnavailable { .. } => Some(STORE_RETRY_S),
+        ApiError::ShuttingDown { .. } => Some(SHUTDOWN_RETRY_S),
         _ => None,
     };
     if let Some(s) = retry_after {
@@ -293,6 +321,10 @@ impl From<SubmitError> for ApiError {
                     "task {task_id} was recorded but could not be queued; it will be queued again when the queue is back"
                 ))
             }
+            SubmitError::ShuttingDown => Self::ShuttingDown {
+                task_id: None,
+                lang: Lang::En,
+            },
             SubmitError::Limited(refusal) => Self::Limited {
                 refusal,
                 lang: Lang::En,

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
 use crate::chat::Chunk;
@@ -41,12 +42,15 @@ pub enum Deadline {
 /// Waits up to `timeout` for the first chunk (or, with [`Deadline::AfterStart`], for a worker to
 /// start the task, then up to its `answer` limit for the first chunk). A failure before
 /// it is an error response; a timeout before a worker started says the cluster is busy
-/// and names the task, which stays queued.
+/// and names the task, which stays queued. When the process begins `stopping` while no
+/// worker runs the task, the client is told to come back (503) and the task stays queued
+/// for the next start; a task a worker runs is waited for (shutdown lets it finish).
 pub async fn first_chunk(
     task_id: TaskId,
     mut events: EventStream,
     timeout: Duration,
     deadline: Deadline,
+    stopping: &CancellationToken,
 ) -> Result<FirstChunk, ApiError> {
     let busy = || ApiError::Busy {
         task_id,
@@ -58,7 +62,16 @@ pub async fn first_chunk(
     // Set once a worker runs a whole answer: then the wait is for the answer itself.
     let mut answering: Option<Duration> = None;
     loop {
-        let next = match tokio::time::timeout_at(until, events.next()).await {
+        let waited = tokio::select! {
+            waited = tokio::time::timeout_at(until, events.next()) => waited,
+            () = stopping.cancelled(), if worker.is_none() => {
+                return Err(ApiError::ShuttingDown {
+                    task_id: Some(task_id),
+                    lang: crate::lang::Lang::En,
+                });
+            }
+        };
+        let next = match waited {
             Ok(next) => next,
             Err(_) => {
                 return Err(match answering {
@@ -164,10 +177,16 @@ mod tests {
             answer: Duration::from_secs(600),
         };
         let begun = tokio::time::Instant::now();
-        let err = first_chunk(id, events(vec![started()]), ROUTE, deadline)
-            .await
-            .err()
-            .unwrap();
+        let err = first_chunk(
+            id,
+            events(vec![started()]),
+            ROUTE,
+            deadline,
+            &CancellationToken::new(),
+        )
+        .await
+        .err()
+        .unwrap();
         assert!(
             matches!(&err, ApiError::Upstream { message, task_id: Some(t) } if *t == id && message.contains("600 s")),
             "{err:?}"
@@ -175,18 +194,84 @@ mod tests {
         assert_eq!(begun.elapsed(), Duration::from_secs(600));
 
         // Without a start, the route timeout says busy.
-        let err = first_chunk(id, events(vec![]), ROUTE, deadline)
-            .await
-            .err()
-            .unwrap();
+        let err = first_chunk(
+            id,
+            events(vec![]),
+            ROUTE,
+            deadline,
+            &CancellationToken::new(),
+        )
+        .await
+        .err()
+        .unwrap();
         assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
 
         // A stream is not allowed past the route timeout after its start.
-        let err = first_chunk(id, events(vec![started()]), ROUTE, Deadline::RouteTimeout)
+        let err = first_chunk(
+            id,
+            events(vec![started()]),
+            ROUTE,
+            Deadline::RouteTimeout,
+            &CancellationToken::new(),
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
+    }
+
+    /// At shutdown a client whose task no worker runs is told to come back; one whose task
+    /// runs waits for it (the shutdown lets it finish), also when a worker hands it on.
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_answers_the_clients_of_tasks_not_started() {
+        let id = TaskId::new();
+        let stopping = CancellationToken::new();
+        stopping.cancel();
+        let err = first_chunk(id, events(vec![]), ROUTE, Deadline::RouteTimeout, &stopping)
             .await
             .err()
             .unwrap();
-        assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
+        assert!(
+            matches!(err, ApiError::ShuttingDown { task_id: Some(t), .. } if t == id),
+            "{err:?}"
+        );
+        assert_eq!(err.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+
+        let answer = TaskEvent::Chunk {
+            chunk: Chunk::Content { text: "hi".into() },
+        };
+        let running = Box::pin(
+            futures::stream::iter(vec![started()]).chain(
+                futures::stream::once(async move {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    answer
+                })
+                .chain(futures::stream::pending()),
+            ),
+        );
+        let got = first_chunk(id, running, ROUTE, Deadline::RouteTimeout, &stopping)
+            .await
+            .unwrap();
+        assert!(matches!(got.chunk, Chunk::Content { ref text } if text == "hi"));
+
+        let handed_on = TaskEvent::Retrying {
+            worker: WorkerName::parse("laptop").unwrap(),
+            reason: "moon went away".into(),
+        };
+        let err = first_chunk(
+            id,
+            events(vec![started(), handed_on]),
+            ROUTE,
+            Deadline::RouteTimeout,
+            &stopping,
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(
+            matches!(err, ApiError::ShuttingDown { .. }),
+            "back in the queue: {err:?}"
+        );
     }
 
     /// A task whose row could not be written answers 503 (the store), not 502 (a backend).
@@ -198,6 +283,7 @@ mod tests {
             events(vec![started(), TaskEvent::Unrecorded]),
             ROUTE,
             Deadline::RouteTimeout,
+            &CancellationToken::new(),
         )
         .await
         .err()
@@ -226,7 +312,9 @@ mod tests {
         let deadline = Deadline::AfterStart {
             answer: Duration::from_secs(600),
         };
-        let got = first_chunk(id, late, ROUTE, deadline).await.unwrap();
+        let got = first_chunk(id, late, ROUTE, deadline, &CancellationToken::new())
+            .await
+            .unwrap();
         assert_eq!(
             got.chunk,
             Chunk::Content {

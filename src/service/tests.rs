@@ -56,6 +56,7 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
         metrics: Arc::default(),
         keys: Arc::default(),
         limits: Arc::default(),
+        shutdown: Default::default(),
         memory: None,
     }
 }

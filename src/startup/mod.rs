@@ -90,6 +90,7 @@ impl Application {
                     .map_err(|p| anyhow::anyhow!("invalid configuration:\n{}", p.join("\n")))?,
             ),
             limits: Arc::new(crate::limits::Limits::new(&config.limits)),
+            shutdown: CancellationToken::new(),
             memory: open_memory(&config, &registry).await,
         };
         let listener = TcpListener::bind(&config.server.listen)
@@ -131,7 +132,7 @@ impl Application {
             cluster,
         } = self;
         let config = coordinator.config.clone();
-        let stop = CancellationToken::new();
+        let stop = coordinator.shutdown.clone();
         let abort = CancellationToken::new();
         let tracker = TaskTracker::new();
 

@@ -439,6 +439,7 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         metrics: Arc::default(),
         keys: Arc::default(),
         limits: Arc::default(),
+        shutdown: Default::default(),
         memory: None,
     };
     // Another process holds the database's write lock, so the task's row cannot be

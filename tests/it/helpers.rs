@@ -88,6 +88,13 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Tells the server to stop (as SIGTERM would) without waiting; `stop` then waits.
+    pub fn begin_stop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+
     /// Stops the server (as SIGTERM would) and waits for it to finish shutting down.
     pub async fn stop(mut self) -> (tempfile::TempDir, FakeLlmServer) {
         if let Some(tx) = self.stop.take() {

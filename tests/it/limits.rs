@@ -220,3 +220,72 @@ async fn a_locked_store_refuses_new_turns_at_once_and_readyz_says_so() {
     app.route(json!({"prompt": "after the lock"})).await;
     assert_eq!(tasks_in_store(&app.db_path).await, 3);
 }
+
+/// SIGTERM while a person's turn waits in the queue: they hear 503 `shutting_down` with
+/// `Retry-After` before the process exits (not a closed connection), the running turn is
+/// answered, and the waiting task stays queued and runs after the next start.
+#[tokio::test]
+async fn at_shutdown_a_waiting_client_is_told_and_its_task_runs_after_the_restart() {
+    let fake = spawn_fake().await;
+    // The running turn takes a few seconds, well inside the shutdown's grace.
+    fake.update_knobs(|k| k.token_delay = std::time::Duration::from_millis(600));
+    let mut app = spawn_app_with(fake, |c| c.backends[0].max_concurrency = 1).await;
+    let running = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "the running one"}]}),
+        )
+        .await;
+    assert_eq!(running.status(), 200);
+    let waiting = {
+        let http = app.http.clone();
+        let url = app.url("/v1/chat/completions");
+        tokio::spawn(async move {
+            http.post(url)
+                .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "待っている質問"}]}))
+                .send()
+                .await
+                .unwrap()
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let workers: Value = app.get("/workers").await.json().await.unwrap();
+        if workers["queues"].as_array().is_some_and(|q| !q.is_empty()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second turn never queued"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    app.begin_stop();
+    let told = waiting.await.unwrap();
+    assert_eq!(told.status(), 503);
+    assert_eq!(told.headers()["retry-after"], "10");
+    let queued = told.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body: Value = told.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "shutting_down", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("キューに残り"),
+        "{body}"
+    );
+    // The running turn is let finish.
+    let answer = running.text().await.unwrap();
+    assert!(answer.trim_end().ends_with("data: [DONE]"), "{answer}");
+    let (dir, fake) = app.stop().await;
+
+    let config = crate::helpers::test_config(&dir, &fake.base_url());
+    let app = crate::helpers::start(config, dir, fake).await;
+    let task = app.finished_task(&queued).await;
+    assert_eq!(task["status"], "done", "{task}");
+    assert_eq!(task["prompt"], "待っている質問");
+}
