@@ -17,6 +17,7 @@ pub mod memory;
 pub mod metrics;
 pub mod queue;
 pub mod routing;
+pub mod server;
 pub mod service;
 pub mod startup;
 pub mod store;

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cluster;
+mod connections;
 mod foundation;
 mod front_door;
 mod helpers;
