@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use super::error::ApiError;
-use super::http::{client_context, parse_body};
+use super::http::{JsonBody, client_context, parse_body};
 use super::wait::{Deadline, FirstChunk, collect, first_chunk};
 use crate::chat::{Chunk, ResponseMode};
 use crate::dispatch::{Cancelled, Dispatcher};
@@ -73,8 +73,9 @@ pub trait ChatWire: Send + 'static {
 pub async fn chat<W: ChatWire>(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<JsonBody, ApiError>,
 ) -> Result<Response, W::Error> {
+    let JsonBody(body) = body?;
     reply::<W>(&state, &headers, &body)
         .await
         .map_err(W::Error::from)

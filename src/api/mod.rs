@@ -2,6 +2,7 @@
 //! modules) the OpenAI- and Ollama-compatible front doors. Every route maps its request
 //! to one `Turn` and hands it to the service layer.
 
+pub mod browser;
 pub mod chat;
 pub mod error;
 mod health;
@@ -14,13 +15,14 @@ mod tasks;
 pub mod wait;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header::AUTHORIZATION;
+use axum::http::{Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 
-pub use error::{ApiError, OllamaError};
+pub use error::{ApiError, ErrorShape, OllamaError};
 
 use crate::service::AppState;
 
@@ -58,7 +60,33 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             require_api_key,
         ));
-    open.merge(guarded).with_state(state)
+    let origins = browser::AllowedOrigins::from_config(&state.config.server);
+    open.merge(guarded)
+        .fallback(unknown_path)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(http::BODY_LIMIT))
+        .layer(browser::cors(origins.clone()))
+        .layer(middleware::from_fn_with_state(
+            origins,
+            browser::refuse_foreign_origins,
+        ))
+        .with_state(state)
+}
+
+/// 404 for a path no route serves, in the shape of the front door it is under.
+async fn unknown_path(method: Method, uri: Uri) -> Response {
+    let path: String = uri.path().chars().take(200).collect();
+    ApiError::NotFound(format!("there is no {method} {path}"))
+        .into_shaped_response(ErrorShape::for_path(uri.path()))
+}
+
+/// 405 for a route asked with a method it does not serve (axum adds the `Allow` header).
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().chars().take(200).collect(),
+    }
+    .into_shaped_response(ErrorShape::for_path(uri.path()))
 }
 
 /// Checks `Authorization: Bearer <key>` when `[server] api_keys` is set.

@@ -3,13 +3,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod browsers;
 mod cluster;
 mod connections;
+mod error_shapes;
 mod foundation;
 mod front_door;
 mod helpers;
 mod household;
 mod memory;
+mod open_port;
 mod placement;
 mod routing;
 mod web;
