@@ -147,15 +147,13 @@ pub(super) async fn run(
     let answering = activity.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let in_flight = answering.request();
-        let req = req.map(|body| Body::new(DeadlineBody::new(body, limits.body)));
+        let req = req.map(|body| DeadlineBody::new(body, limits.body));
         let app = app.clone();
         async move {
             let res = app.oneshot(req).await?;
-            Ok::<_, Infallible>(res.map(|body| {
-                Body::new(Answering {
-                    body,
-                    _in_flight: in_flight,
-                })
+            Ok::<_, Infallible>(res.map(|body| Answering {
+                body,
+                _in_flight: in_flight,
             }))
         }
     });

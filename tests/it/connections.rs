@@ -8,7 +8,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use crate::helpers::{MODEL, raw, read_sse, spawn_app, spawn_app_with, spawn_fake};
+use crate::helpers::{MODEL, raw, read_sse, spawn_app, spawn_app_with, spawn_fake, start_log};
 
 /// The target, with the default timeouts: 300 connections that send half a
 /// request head are all closed within 40 s, and the server answers others meanwhile.
@@ -240,19 +240,7 @@ async fn with_1100_idle_connections_at_a_soft_limit_of_1024_the_binary_still_ans
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut log = Vec::new();
-    let addr = loop {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("serve did not start")
-            .unwrap()
-            .unwrap_or_else(|| panic!("serve exited: {log:#?}"));
-        if line.contains("coordinator listening") {
-            let at = line.find("addr=").unwrap() + 5;
-            break line[at..].split_whitespace().next().unwrap().to_owned();
-        }
-        log.push(line);
-    };
+    let (addr, log) = start_log(&mut lines).await;
     let raised = log
         .iter()
         .find(|l| l.contains("raised the open-file limit"))

@@ -191,17 +191,28 @@ pub async fn listen_addr<R>(lines: &mut tokio::io::Lines<R>) -> String
 where
     R: tokio::io::AsyncBufRead + Unpin,
 {
+    start_log(lines).await.0
+}
+
+/// Like [`listen_addr`], with the lines logged before it.
+pub async fn start_log<R>(lines: &mut tokio::io::Lines<R>) -> (String, Vec<String>)
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    let mut before = Vec::new();
     loop {
         let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
             .await
             .expect("serve did not start")
             .unwrap()
-            .expect("serve exited before listening");
+            .unwrap_or_else(|| panic!("serve exited before listening: {before:#?}"));
         if line.contains("coordinator listening")
             && let Some(i) = line.find("addr=")
         {
-            return line[i + 5..].split_whitespace().next().unwrap().to_owned();
+            let addr = line[i + 5..].split_whitespace().next().unwrap().to_owned();
+            return (addr, before);
         }
+        before.push(line);
     }
 }
 

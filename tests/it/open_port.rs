@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::helpers::start_log;
+
 fn coordinator(dir: &std::path::Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_coordinator"));
     cmd.current_dir(dir)
@@ -55,20 +57,12 @@ async fn allow_open_starts_with_a_warning() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut warned = false;
-    loop {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("serve did not start")
-            .unwrap()
-            .expect("serve exited before listening");
-        warned |= line.contains("WARN") && line.contains("without API keys");
-        if line.contains("coordinator listening") {
-            break;
-        }
-    }
+    let (_, log) = start_log(&mut lines).await;
+    let warned = log
+        .iter()
+        .any(|l| l.contains("WARN") && l.contains("without API keys"));
     child.kill().await.unwrap();
-    assert!(warned, "no warning about serving without keys");
+    assert!(warned, "no warning about serving without keys: {log:#?}");
 }
 
 #[tokio::test]
