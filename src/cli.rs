@@ -40,26 +40,34 @@ pub fn load_config(explicit: Option<PathBuf>) -> anyhow::Result<Config> {
     })
 }
 
-/// `config check`: prints "ok" and the summary, or every problem. Returns whether it was ok.
+/// `config check`: prints "ok" and the summary, or every problem, including what would
+/// stop `serve` (an open port without keys). Returns whether it was ok.
 pub fn check_config(file: Option<PathBuf>) -> bool {
     let path = config_path(file);
-    match config::load(path.as_deref()) {
-        Ok(cfg) => {
-            println!("ok: {}", cfg.summary());
-            true
-        }
-        Err(e) => {
-            let from = path
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "defaults".into());
-            let problems = e.problems();
-            println!("{from}: {} problem(s)", problems.len());
-            for p in problems {
-                println!("  - {p}");
+    let problems = match config::load(path.as_deref()) {
+        Ok(cfg) => match cfg.server.open_port_problem() {
+            Some(problem) => vec![problem],
+            None => {
+                if cfg.server.is_open() {
+                    println!(
+                        "warning: server.listen {} serves without API keys to every machine that can reach it (allow_open = true)",
+                        cfg.server.listen
+                    );
+                }
+                println!("ok: {}", cfg.summary());
+                return true;
             }
-            false
-        }
+        },
+        Err(e) => e.problems(),
+    };
+    let from = path
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "defaults".into());
+    println!("{from}: {} problem(s)", problems.len());
+    for p in problems {
+        println!("  - {p}");
     }
+    false
 }
 
 /// `route preview`: the decision for one prompt, asking the backends for their models.

@@ -230,6 +230,40 @@ impl Default for Person {
 }
 
 string_newtype!(
+    /// A web page's origin as browsers send it in `Origin`: `scheme://host[:port]`, lower
+    /// case, without the scheme's default port (`http://192.168.1.10:3000`).
+    WebOrigin
+);
+
+impl WebOrigin {
+    /// Accepts `http`/`https` origins; a trailing `/` is allowed, a path, query or user
+    /// name is not. Equal origins parse to equal values (`HTTP://Host:80/` is `http://host`).
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let s = s.trim();
+        let url = reqwest::Url::parse(s)
+            .map_err(|e| ParseError::new("origin", format!("{s:?} is not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(ParseError::new(
+                "origin",
+                format!("{s:?} is not an http(s)://host[:port] origin"),
+            ));
+        }
+        if url.path() != "/"
+            || url.query().is_some()
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
+            return Err(ParseError::new(
+                "origin",
+                format!("{s:?} has more than scheme, host and port (an origin has no path)"),
+            ));
+        }
+        Ok(Self(url.origin().ascii_serialization()))
+    }
+}
+
+string_newtype!(
     /// What a prompt is about (`general`, `code`, or a domain of `[routing.domains]`): it
     /// picks the model of an `auto` turn.
     Domain
@@ -507,6 +541,35 @@ mod tests {
         assert_eq!(id.as_uuid().get_version_num(), 7);
         assert_eq!(TaskId::parse(&id.to_string()), Ok(id));
         assert!(TaskId::parse("not-a-uuid").is_err());
+    }
+
+    #[test]
+    fn origins_parse_to_what_browsers_send() {
+        for (given, canonical) in [
+            ("http://192.168.1.10:3000", "http://192.168.1.10:3000"),
+            ("HTTP://OpenWebUI.lan:80/", "http://openwebui.lan"),
+            ("https://chat.home:443", "https://chat.home"),
+            ("http://[::1]:8080", "http://[::1]:8080"),
+        ] {
+            assert_eq!(
+                WebOrigin::parse(given).unwrap().as_str(),
+                canonical,
+                "{given}"
+            );
+        }
+        for bad in [
+            "",
+            "null",
+            "*",
+            "openwebui.lan:3000",
+            "ftp://h",
+            "http://h/chat",
+            "http://h/?q",
+            "http://u@h",
+            "file:///tmp/x",
+        ] {
+            assert!(WebOrigin::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod people;
 pub mod queue;
 pub mod routing;
+pub mod server;
 pub mod service;
 pub mod startup;
 pub mod store;

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use axum::Extension;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
 use super::error::ApiError;
-use super::http::{client_context, parse_body};
+use super::http::{JsonBody, client_context, parse_body};
 use super::wait::{Deadline, FirstChunk, collect, first_chunk};
 use crate::chat::{Chunk, ResponseMode};
 use crate::dispatch::{Cancelled, Dispatcher};
@@ -76,8 +76,9 @@ pub async fn chat<W: ChatWire>(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<JsonBody, ApiError>,
 ) -> Result<Response, W::Error> {
+    let JsonBody(body) = body?;
     reply::<W>(&state, &caller, &headers, &body)
         .await
         .map_err(W::Error::from)

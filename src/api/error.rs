@@ -3,7 +3,8 @@
 //! 5xx bodies never carry internals; the cause is logged once here.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::extract::rejection::{BytesRejection, FailedToBufferBody, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -59,6 +60,41 @@ pub enum ApiError {
     StoreUnavailable { lang: Lang },
     #[error("internal error")]
     Internal(String),
+    /// A browser request from a web page not listed in `[server] allowed_origins`.
+    #[error(
+        "requests from web pages at {0} are not allowed; list the origin in [server] allowed_origins to allow it"
+    )]
+    OriginNotAllowed(String),
+    #[error("{method} is not allowed on {path}")]
+    MethodNotAllowed { method: String, path: String },
+    #[error("the request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// The client did not send its request in time.
+    #[error("{0}")]
+    RequestTimeout(String),
+    /// The connection cap is reached.
+    #[error("too many open connections; try again shortly")]
+    TooManyConnections,
+}
+
+/// Which wire shape an error takes: the route's own. `/api/*` is Ollama's front door;
+/// `/v1/*` and Coordinator's own routes answer like OpenAI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorShape {
+    OpenAi,
+    Ollama,
+}
+
+impl ErrorShape {
+    pub fn for_path(path: &str) -> Self {
+        if path == "/api" || path.starts_with("/api/") {
+            Self::Ollama
+        } else {
+            Self::OpenAi
+        }
+    }
 }
 
 impl ApiError {
@@ -105,6 +141,12 @@ impl ApiError {
             Self::Limited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Upstream { .. } => StatusCode::BAD_GATEWAY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::OriginNotAllowed(_) => StatusCode::FORBIDDEN,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::TooManyConnections => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -130,6 +172,12 @@ impl ApiError {
             Self::StoreUnavailable { .. } => ("server_error", "store_unavailable"),
             Self::ShuttingDown { .. } => ("server_error", "shutting_down"),
             Self::Internal(_) => ("server_error", "internal_error"),
+            Self::OriginNotAllowed(_) => ("permission_error", "origin_not_allowed"),
+            Self::MethodNotAllowed { .. } => ("invalid_request_error", "method_not_allowed"),
+            Self::PayloadTooLarge { .. } => ("invalid_request_error", "request_too_large"),
+            Self::UnsupportedMediaType(_) => ("invalid_request_error", "unsupported_media_type"),
+            Self::RequestTimeout(_) => ("invalid_request_error", "request_timeout"),
+            Self::TooManyConnections => ("server_error", "too_many_connections"),
         }
     }
 
@@ -230,7 +278,7 @@ fn limited_message(refusal: Refusal, lang: Lang) -> String {
 /// refusal says when to come back.
 fn with_task_header(mut res: Response, error: &ApiError) -> Response {
     if let Some(id) = error.task_id()
-        && let Ok(v) = axum::http::HeaderValue::from_str(&id.to_string())
+        && let Ok(v) = HeaderValue::from_str(&id.to_string())
     {
         res.headers_mut().insert("x-coordinator-task-id", v);
     }
@@ -249,11 +297,27 @@ fn with_task_header(mut res: Response, error: &ApiError) -> Response {
     res
 }
 
+impl ApiError {
+    /// The response in `shape`: the one place both wire shapes are written.
+    pub fn into_shaped_response(self, shape: ErrorShape) -> Response {
+        self.log();
+        let body = match shape {
+            ErrorShape::OpenAi => self.openai_body(),
+            ErrorShape::Ollama => json!({"error": self.to_string()}),
+        };
+        let mut res = (self.status(), Json(body)).into_response();
+        if matches!(self, Self::RequestTimeout(_) | Self::PayloadTooLarge { .. }) {
+            // The rest of the body is not read: the connection cannot carry another request.
+            res.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        with_task_header(res, &self)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        self.log();
-        let res = (self.status(), Json(self.openai_body())).into_response();
-        with_task_header(res, &self)
+        self.into_shaped_response(ErrorShape::OpenAi)
     }
 }
 
@@ -269,9 +333,7 @@ impl From<ApiError> for OllamaError {
 
 impl IntoResponse for OllamaError {
     fn into_response(self) -> Response {
-        self.0.log();
-        let res = (self.0.status(), Json(json!({"error": self.0.to_string()}))).into_response();
-        with_task_header(res, &self.0)
+        self.0.into_shaped_response(ErrorShape::Ollama)
     }
 }
 
@@ -282,6 +344,41 @@ impl From<super::http::BodyError> for ApiError {
             param: (e.path != "body").then(|| e.path.clone()),
         }
     }
+}
+
+/// A body that could not be read: too large (413), too slow (408), or cut off (400).
+impl From<BytesRejection> for ApiError {
+    fn from(e: BytesRejection) -> Self {
+        if let Some(late) = find_cause::<crate::server::BodyTimedOut>(&e) {
+            return Self::RequestTimeout(late.to_string());
+        }
+        if let BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(_)) = e {
+            return Self::PayloadTooLarge {
+                limit: super::http::BODY_LIMIT,
+            };
+        }
+        Self::bad_request(format!("could not read the request body: {e}"))
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(e: QueryRejection) -> Self {
+        Self::bad_request(e.body_text())
+    }
+}
+
+/// The first `E` in `err`'s chain of causes.
+fn find_cause<'a, E: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a E> {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if let Some(found) = e.downcast_ref::<E>() {
+            return Some(found);
+        }
+        next = e.source();
+    }
+    None
 }
 
 /// A request that cannot become a turn is the client's mistake; the message names the field.

@@ -5,6 +5,7 @@
 
 use axum::extract::{FromRequest, Request};
 use axum::http::HeaderMap;
+use axum::http::header::CONTENT_TYPE;
 use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -67,7 +68,46 @@ pub fn write_json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     }
 }
 
-/// Like `axum::Json`, but errors are [`ApiError::BadRequest`] naming the field.
+/// The largest request body read (a chat with a long history fits many times over).
+pub const BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// A JSON request body, still as bytes. It must say `Content-Type: application/json`
+/// (parameters such as `; charset=utf-8` allowed): a web page cannot send that to another
+/// origin without the browser asking first, so a page cannot post prompts behind the
+/// user's back. A body that is too large, too slow or cut off gets our error too.
+#[derive(Debug, Clone)]
+pub struct JsonBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        require_json(req.headers())?;
+        Ok(Self(Bytes::from_request(req, state).await?))
+    }
+}
+
+/// `Ok` when the request says its body is JSON.
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return Err(ApiError::UnsupportedMediaType(
+            "the request has no Content-Type; send the JSON body with Content-Type: application/json"
+                .to_owned(),
+        ));
+    };
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let essence = text.split(';').next().unwrap_or_default().trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        return Ok(());
+    }
+    let shown: String = text.chars().take(100).collect();
+    Err(ApiError::UnsupportedMediaType(format!(
+        "Content-Type {shown:?} is not accepted; send the JSON body with Content-Type: application/json"
+    )))
+}
+
+/// Like `axum::Json`, but errors are ours: 415 without the JSON content type, 413 for a
+/// body over [`BODY_LIMIT`], 400 naming the bad field.
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
 
@@ -79,9 +119,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::bad_request(format!("could not read the request body: {e}")))?;
+        let JsonBody(bytes) = JsonBody::from_request(req, state).await?;
         Ok(ApiJson(parse_body(&bytes)?))
     }
 }

@@ -47,8 +47,7 @@ fn memory(state: &AppState) -> Result<&Memory, ApiError> {
 }
 
 fn query(q: Result<Query<MemoryQuery>, QueryRejection>) -> Result<MemoryQuery, ApiError> {
-    q.map(|Query(q)| q)
-        .map_err(|e| ApiError::bad_request(e.body_text()))
+    q.map(|Query(q)| q).map_err(ApiError::from)
 }
 
 fn thread(raw: Option<&str>) -> Result<Option<ThreadId>, ApiError> {

@@ -2,6 +2,7 @@
 //! modules) the OpenAI- and Ollama-compatible front doors. Every route maps its request
 //! to one `Turn` and hands it to the service layer.
 
+pub mod browser;
 pub mod chat;
 pub mod error;
 mod health;
@@ -14,12 +15,13 @@ mod tasks;
 pub mod wait;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 
-pub use error::{ApiError, OllamaError};
+pub use error::{ApiError, ErrorShape, OllamaError};
 
 use crate::people::AuthError;
 use crate::service::AppState;
@@ -58,26 +60,50 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             require_api_key,
         ));
-    open.merge(guarded).with_state(state)
+    let origins = browser::AllowedOrigins::from_config(&state.config.server);
+    open.merge(guarded)
+        .fallback(unknown_path)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(http::BODY_LIMIT))
+        .layer(browser::cors(origins.clone()))
+        .layer(middleware::from_fn_with_state(
+            origins,
+            browser::refuse_foreign_origins,
+        ))
+        .with_state(state)
+}
+
+/// 404 for a path no route serves, in the shape of the front door it is under.
+async fn unknown_path(method: Method, uri: Uri) -> Response {
+    let path: String = uri.path().chars().take(200).collect();
+    ApiError::NotFound(format!("there is no {method} {path}"))
+        .into_shaped_response(ErrorShape::for_path(uri.path()))
+}
+
+/// 405 for a route asked with a method it does not serve (axum adds the `Allow` header).
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    ApiError::MethodNotAllowed {
+        method: method.to_string(),
+        path: uri.path().chars().take(200).collect(),
+    }
+    .into_shaped_response(ErrorShape::for_path(uri.path()))
 }
 
 /// Identifies the caller by their API key (see [`crate::people`]) and hands the
 /// [`Caller`](crate::people::Caller) to the route; refuses a missing or unknown key with
 /// 401, counted in `/metrics` and logged at WARN (at most every ten seconds).
-async fn require_api_key(
-    State(state): State<AppState>,
-    mut req: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
+async fn require_api_key(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let shape = ErrorShape::for_path(req.uri().path());
     match state.keys.identify(req.headers()) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
-            Ok(next.run(req).await)
+            next.run(req).await
         }
-        Err(AuthError::BadUser(reason)) => Err(ApiError::BadRequest {
+        Err(AuthError::BadUser(reason)) => ApiError::BadRequest {
             message: format!("X-OpenWebUI-User-Id: {reason}"),
             param: None,
-        }),
+        }
+        .into_shaped_response(shape),
         Err(e) => {
             if let Some(unlogged) = state.metrics.refused() {
                 tracing::warn!(
@@ -87,7 +113,7 @@ async fn require_api_key(
                     "request refused: missing or invalid API key"
                 );
             }
-            Err(ApiError::Unauthorized)
+            ApiError::Unauthorized.into_shaped_response(shape)
         }
     }
 }

@@ -1,15 +1,14 @@
 //! The seed's own API: `POST /route` answers as soon as the task is queued;
 //! `/route/preview` shows the decision without running anything.
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
-use super::http::ApiJson;
-use super::http::client_context;
-use super::http::parse_body;
+use super::http::{ApiJson, JsonBody, client_context, parse_body};
 use super::openai::ChatCompletionRequest;
 use crate::chat::{ChatMessage, ResponseMode, Role};
 use crate::domain::WorkerName;
@@ -153,8 +152,9 @@ pub async fn preview_get(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
-    Query(q): Query<PreviewQuery>,
+    q: Result<Query<PreviewQuery>, QueryRejection>,
 ) -> Result<Json<RouteDecision>, ApiError> {
+    let Query(q) = q?;
     let req = RouteRequest {
         prompt: q.prompt,
         thread_id: None,
@@ -172,7 +172,7 @@ pub async fn preview_post(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<RouteDecision>, ApiError> {
     let probe: serde_json::Value = parse_body(&body)?;
     let turn = if probe.get("messages").is_some() {

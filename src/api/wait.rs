@@ -63,6 +63,8 @@ pub async fn first_chunk(
     let mut answering: Option<Duration> = None;
     loop {
         let waited = tokio::select! {
+            // What the task says first: a start that has already come counts.
+            biased;
             waited = tokio::time::timeout_at(until, events.next()) => waited,
             () = stopping.cancelled(), if worker.is_none() => {
                 return Err(ApiError::ShuttingDown {

@@ -278,6 +278,33 @@ mod tests {
     }
 
     #[test]
+    fn keys_and_server_limits_come_from_the_environment_too() {
+        let env = vec![
+            (
+                "COORDINATOR_SERVER__API_KEYS".to_owned(),
+                r#"["sk-home-0123456789"]"#.to_owned(),
+            ),
+            (
+                "COORDINATOR_SERVER__LISTEN".to_owned(),
+                "0.0.0.0:8000".to_owned(),
+            ),
+            (
+                "COORDINATOR_SERVER__ALLOWED_ORIGINS".to_owned(),
+                r#"["http://192.168.1.10:3000"]"#.to_owned(),
+            ),
+            (
+                "COORDINATOR_SERVER__IDLE_TIMEOUT_S".to_owned(),
+                "5".to_owned(),
+            ),
+        ];
+        let c = load_str("", env).unwrap();
+        assert!(c.server.has_keys());
+        assert_eq!(c.server.open_port_problem(), None);
+        assert_eq!(c.server.allowed_origins, ["http://192.168.1.10:3000"]);
+        assert_eq!(c.server.idle_timeout_s, 5);
+    }
+
+    #[test]
     fn implied_types_are_filled_in() {
         let c = load_str("[store]\npath = \"x.db\"\n", no_env()).unwrap();
         assert_eq!(

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigError, load, load_str};
 
-use crate::domain::{ModelName, WorkerName};
+use crate::domain::{ModelName, WebOrigin, WorkerName};
 use crate::routing::RoutingConfig;
 
 /// The whole configuration. Every key is optional.
@@ -48,6 +48,21 @@ pub struct ServerConfig {
     pub routing_info: RoutingInfo,
     /// How long shutdown waits for running tasks before it gives up on them.
     pub shutdown_grace_s: u64,
+    /// Serve on an address other machines can reach without any API key (warned about at
+    /// every start); without it such a start is refused.
+    pub allow_open: bool,
+    /// Web pages (origins like `http://192.168.1.10:3000`) whose scripts may call the API;
+    /// a request with any other `Origin` header is refused.
+    pub allowed_origins: Vec<String>,
+    /// How long a client has to send a request's headers, from the connection's start or
+    /// the first byte of a later request.
+    pub header_timeout_s: u64,
+    /// How long a client has to send a request's whole body, from the end of its headers.
+    pub body_timeout_s: u64,
+    /// How long a connection may wait, with no request in flight, for its next request.
+    pub idle_timeout_s: u64,
+    /// Client connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +73,71 @@ impl Default for ServerConfig {
             keys: Vec::new(),
             routing_info: RoutingInfo::Off,
             shutdown_grace_s: 30,
+            allow_open: false,
+            allowed_origins: Vec::new(),
+            header_timeout_s: 10,
+            body_timeout_s: 30,
+            idle_timeout_s: 60,
+            max_connections: 2048,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Whether clients must present a key.
+    /// Whether `listen` is an address other machines can reach (anything but loopback).
+    pub fn listens_beyond_loopback(&self) -> bool {
+        self.listen
+            .parse::<SocketAddr>()
+            .is_ok_and(|a| !a.ip().to_canonical().is_loopback())
+    }
+
+    /// Whether anyone who can reach the port can use it: it listens beyond loopback, and
+    /// no key is set.
+    pub fn is_open(&self) -> bool {
+        self.listens_beyond_loopback() && !self.has_keys()
+    }
+
+    /// Why `serve` must not start as configured: an [open](Self::is_open) port without
+    /// `allow_open`. `None` when it may.
+    pub fn open_port_problem(&self) -> Option<String> {
+        if !self.is_open() || self.allow_open {
+            return None;
+        }
+        Some(format!(
+            "server.listen: {} can be reached from other machines, but no API key is set, so \
+             anyone on the network could use it. Add a key: `[server] api_keys = [\"<key>\"]` \
+             (or a `[[server.keys]]` entry) in coordinator.toml, or \
+             COORDINATOR_SERVER__API_KEYS='[\"<key>\"]' in the environment (make one with \
+             `openssl rand -hex 32`); clients then send `Authorization: Bearer <key>`. Or listen \
+             on 127.0.0.1, or set `[server] allow_open = true` to serve without keys anyway.",
+            self.listen
+        ))
+    }
+
+    fn validate(&self, problems: &mut Vec<String>) {
+        if self.listen.parse::<SocketAddr>().is_err() {
+            problems.push(format!(
+                "server.listen: {:?} is not an address like 127.0.0.1:8000",
+                self.listen
+            ));
+        }
+        for (i, o) in self.allowed_origins.iter().enumerate() {
+            if let Err(e) = WebOrigin::parse(o) {
+                problems.push(format!("server.allowed_origins[{i}]: {e}"));
+            }
+        }
+        for (key, value) in [
+            ("header_timeout_s", self.header_timeout_s),
+            ("body_timeout_s", self.body_timeout_s),
+            ("idle_timeout_s", self.idle_timeout_s),
+        ] {
+            if value == 0 {
+                problems.push(format!("server.{key}: must be at least 1"));
+            }
+        }
+        if self.max_connections == 0 {
+            problems.push("server.max_connections: must be at least 1".to_owned());
         }
     }
 }
@@ -296,12 +376,7 @@ impl Config {
     /// Every semantic problem in the configuration, not just the first.
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();
-        if self.server.listen.parse::<SocketAddr>().is_err() {
-            problems.push(format!(
-                "server.listen: {:?} is not an address like 127.0.0.1:8000",
-                self.server.listen
-            ));
-        }
+        self.server.validate(&mut problems);
         if let Err(key_problems) = crate::people::Keys::from_config(&self.server) {
             problems.extend(key_problems);
         }
@@ -414,7 +489,7 @@ impl Config {
             .map(|b| format!("{}={}", b.name, b.url))
             .collect();
         format!(
-            "listen={} store={} queue={} backends=[{}] history={} internal_tasks={:?} route_timeout={}s keys={}",
+            "listen={} store={} queue={} backends=[{}] history={} internal_tasks={:?} route_timeout={}s keys={} allowed_origins={} max_connections={}",
             self.server.listen,
             store,
             queue,
@@ -423,6 +498,8 @@ impl Config {
             self.internal_tasks.mode,
             self.timeouts.route_s,
             self.server.api_keys.len() + self.server.keys.len(),
+            self.server.allowed_origins.len(),
+            self.server.max_connections,
         )
     }
 }
@@ -450,6 +527,73 @@ mod tests {
         assert_eq!(c.server.listen, "127.0.0.1:8000");
         assert_eq!(c.timeouts.route_s, 60);
         assert_eq!(c.effective_backends().len(), 1);
+    }
+
+    #[test]
+    fn an_open_port_needs_a_key_or_allow_open() {
+        let mut s = ServerConfig {
+            listen: "0.0.0.0:8000".to_owned(),
+            ..ServerConfig::default()
+        };
+        assert!(s.is_open());
+        let problem = s.open_port_problem().expect("refused");
+        for needle in [
+            "server.listen",
+            "0.0.0.0:8000",
+            "api_keys",
+            "[[server.keys]]",
+            "COORDINATOR_SERVER__API_KEYS",
+            "allow_open",
+        ] {
+            assert!(problem.contains(needle), "{needle}: {problem}");
+        }
+        s.allow_open = true;
+        assert_eq!(s.open_port_problem(), None);
+        assert!(s.is_open(), "still open, only allowed");
+        s.allow_open = false;
+        s.api_keys = vec!["k".to_owned()];
+        assert_eq!(s.open_port_problem(), None);
+        assert!(!s.is_open());
+        for (listen, open) in [
+            ("127.0.0.1:8000", false),
+            ("127.0.0.2:8000", false),
+            ("[::1]:8000", false),
+            ("[::ffff:127.0.0.1]:8000", false),
+            ("[::]:8000", true),
+            ("192.168.1.10:8000", true),
+        ] {
+            let s = ServerConfig {
+                listen: listen.to_owned(),
+                ..ServerConfig::default()
+            };
+            assert_eq!(s.open_port_problem().is_some(), open, "{listen}");
+        }
+    }
+
+    #[test]
+    fn server_limits_and_origins_are_checked_by_name() {
+        let mut c = Config::default();
+        assert!(
+            c.server.header_timeout_s <= 40,
+            "half-open connections close within 40 s"
+        );
+        assert!(c.server.idle_timeout_s > c.server.header_timeout_s);
+        c.server.header_timeout_s = 0;
+        c.server.body_timeout_s = 0;
+        c.server.idle_timeout_s = 0;
+        c.server.max_connections = 0;
+        c.server.allowed_origins = vec!["http://ok.lan:3000".into(), "ok.lan".into()];
+        let all = c.validate().join("\n");
+        for key in [
+            "server.header_timeout_s",
+            "server.body_timeout_s",
+            "server.idle_timeout_s",
+            "server.max_connections",
+            "server.allowed_origins[1]",
+        ] {
+            assert!(all.contains(key), "{key}: {all}");
+        }
+        assert!(!all.contains("allowed_origins[0]"), "{all}");
     }
 
     #[test]

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use chrono::Utc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +25,7 @@ use crate::backend::{Backend, Registry};
 use crate::config::{Config, QueueConfig};
 use crate::memory::Memory;
 use crate::routing::Decider;
+use crate::server;
 use crate::service::AppState;
 
 /// How often cluster mode compares the store with the queue.
@@ -53,6 +53,7 @@ async fn open_memory(config: &Config, registry: &Registry) -> Option<Memory> {
 pub struct Application {
     listener: TcpListener,
     addr: SocketAddr,
+    limits: server::Limits,
     coordinator: AppState,
     registry: Registry,
     cluster: Option<ClusterLink>,
@@ -64,6 +65,18 @@ impl Application {
         if !problems.is_empty() {
             anyhow::bail!("invalid configuration:\n{}", problems.join("\n"));
         }
+        if let Some(problem) = config.server.open_port_problem() {
+            anyhow::bail!("refusing to start: {problem}");
+        }
+        if config.server.is_open() {
+            tracing::warn!(
+                listen = %config.server.listen,
+                "serving without API keys on an address other machines can reach ([server] allow_open = true): anyone on the network can use it"
+            );
+        }
+        let mut limits = server::Limits::from_config(&config.server);
+        limits.max_connections =
+            server::connection_cap(limits.max_connections, server::raise_nofile_limit());
         let config = Arc::new(config);
         let store = open_store(&config).await?;
         let registry = build_registry(&config, None)?;
@@ -100,6 +113,7 @@ impl Application {
         Ok(Self {
             listener,
             addr,
+            limits,
             coordinator,
             registry,
             cluster: transport.cluster,
@@ -127,6 +141,7 @@ impl Application {
         let Self {
             listener,
             addr,
+            limits,
             coordinator,
             registry,
             cluster,
@@ -177,28 +192,16 @@ impl Application {
             &abort,
         );
 
-        tracing::info!(addr = %addr, "coordinator listening");
+        tracing::info!(addr = %addr, max_connections = limits.max_connections, "coordinator listening");
         let app = crate::api::router(coordinator.clone());
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "could not set TCP_NODELAY");
-            }
-        });
-        let http_stop = stop.clone();
-        let server = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { http_stop.cancelled().await });
-        let mut http = tokio::spawn(async move { server.await });
+        let mut http = tokio::spawn(server::serve(listener, app, limits, stop.clone()));
         tokio::select! {
             () = shutdown => stop.cancel(),
             res = &mut http => {
                 stop.cancel();
                 tracker.close();
                 tracker.wait().await;
-                return match res {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(anyhow::anyhow!("HTTP server failed: {e}")),
-                    Err(e) => Err(anyhow::anyhow!("HTTP server task failed: {e}")),
-                };
+                return res.map_err(|e| anyhow::anyhow!("HTTP server task failed: {e}"));
             }
         }
         drain(
@@ -208,8 +211,8 @@ impl Application {
         )
         .await;
         match tokio::time::timeout(Duration::from_secs(1), &mut http).await {
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
-            Ok(_) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
+            Ok(Ok(())) => {}
             Err(_) => {
                 http.abort();
                 tracing::info!("open client connections closed at shutdown");

@@ -198,16 +198,117 @@ pub async fn listen_addr<R>(lines: &mut tokio::io::Lines<R>) -> String
 where
     R: tokio::io::AsyncBufRead + Unpin,
 {
+    start_log(lines).await.0
+}
+
+/// Like [`listen_addr`], with the lines logged before it.
+pub async fn start_log<R>(lines: &mut tokio::io::Lines<R>) -> (String, Vec<String>)
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    let mut before = Vec::new();
     loop {
         let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
             .await
             .expect("serve did not start")
             .unwrap()
-            .expect("serve exited before listening");
+            .unwrap_or_else(|| panic!("serve exited before listening: {before:#?}"));
         if line.contains("coordinator listening")
             && let Some(i) = line.find("addr=")
         {
-            return line[i + 5..].split_whitespace().next().unwrap().to_owned();
+            let addr = line[i + 5..].split_whitespace().next().unwrap().to_owned();
+            return (addr, before);
         }
+        before.push(line);
+    }
+}
+
+/// HTTP/1.1 by hand over one TCP connection, for what an HTTP client hides: half-sent
+/// requests, keep-alive connections, and when the server closes one.
+pub mod raw {
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use serde_json::Value;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// One response as read off the wire.
+    #[derive(Debug)]
+    pub struct Response {
+        pub status: u16,
+        /// The head's header lines, lower-cased.
+        pub head: String,
+        pub body: Vec<u8>,
+    }
+
+    impl Response {
+        pub fn json(&self) -> Value {
+            serde_json::from_slice(&self.body)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+        }
+    }
+
+    pub async fn connect(addr: SocketAddr) -> TcpStream {
+        TcpStream::connect(addr).await.unwrap()
+    }
+
+    /// A keep-alive `GET path` on `stream`, and its response.
+    pub async fn get(stream: &mut TcpStream, path: &str) -> Response {
+        let req = format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n");
+        stream.write_all(req.as_bytes()).await.unwrap();
+        read_response(stream).await
+    }
+
+    /// Reads one response with a `content-length` body (what every JSON answer has).
+    pub async fn read_response(stream: &mut TcpStream) -> Response {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(
+                n > 0,
+                "closed before a response: {:?}",
+                String::from_utf8_lossy(&buf)
+            );
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no status in {head:?}"));
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        let mut body = buf.split_off(head_end);
+        while body.len() < len {
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "closed inside the body");
+            body.extend_from_slice(&chunk[..n]);
+        }
+        Response { status, head, body }
+    }
+
+    /// How long until the server closes `stream`, reading (and dropping) anything it
+    /// sends; `None` if it is still open after `limit`.
+    pub async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Duration> {
+        let start = Instant::now();
+        let mut chunk = [0u8; 1024];
+        tokio::time::timeout(limit, async {
+            loop {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return start.elapsed(),
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+        .ok()
     }
 }

@@ -3,13 +3,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod browsers;
 mod cluster;
+mod connections;
+mod error_shapes;
 mod foundation;
 mod front_door;
 mod helpers;
 mod household;
 mod limits;
 mod memory;
+mod open_port;
 mod people;
 mod placement;
 mod routing;

@@ -1,0 +1,89 @@
+//! Browsers. A request with an `Origin` header comes from a script on a web page, and any
+//! page a person on the home network opens could send one. Only pages listed in
+//! `[server] allowed_origins` may call (others get 403 before any route runs), and only
+//! they get CORS headers, preflight included. Requests without `Origin` (Open WebUI's
+//! server, SDKs, curl) pass untouched. With the JSON content type that
+//! [`super::http::JsonBody`] requires, a page cannot submit prompts behind anyone's back.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::header::ORIGIN;
+use axum::http::{HeaderName, HeaderValue, Method};
+use axum::middleware::Next;
+use axum::response::Response;
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
+
+use super::error::{ApiError, ErrorShape};
+use crate::config::ServerConfig;
+use crate::domain::WebOrigin;
+
+/// The origins whose pages may call: `[server] allowed_origins`, as browsers spell them.
+#[derive(Debug, Clone, Default)]
+pub struct AllowedOrigins(Arc<HashSet<WebOrigin>>);
+
+impl AllowedOrigins {
+    /// The configured origins (the config's validation reports any that do not parse).
+    pub fn from_config(server: &ServerConfig) -> Self {
+        Self(Arc::new(
+            server
+                .allowed_origins
+                .iter()
+                .filter_map(|o| WebOrigin::parse(o).ok())
+                .collect(),
+        ))
+    }
+
+    /// Whether a request's `Origin` is one of them (`null` and malformed ones never are).
+    pub fn allows(&self, origin: &HeaderValue) -> bool {
+        origin
+            .to_str()
+            .ok()
+            .and_then(|o| WebOrigin::parse(o).ok())
+            .is_some_and(|o| self.0.contains(&o))
+    }
+}
+
+/// Refuses requests from pages not allowed to call, in the route's error shape.
+pub async fn refuse_foreign_origins(
+    State(allowed): State<AllowedOrigins>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match req.headers().get(ORIGIN) {
+        Some(origin) if !allowed.allows(origin) => {
+            let shown: String = String::from_utf8_lossy(origin.as_bytes())
+                .chars()
+                .take(100)
+                .collect();
+            tracing::debug!(origin = %shown, path = %req.uri().path(), "refused a request from a web page");
+            ApiError::OriginNotAllowed(shown)
+                .into_shaped_response(ErrorShape::for_path(req.uri().path()))
+        }
+        _ => next.run(req).await,
+    }
+}
+
+/// The headers a page may read from an answer besides the CORS-safelisted ones.
+const EXPOSED: [&str; 5] = [
+    "x-coordinator-task-id",
+    "x-coordinator-domain",
+    "x-coordinator-model",
+    "x-coordinator-worker",
+    "x-coordinator-queue",
+];
+
+/// CORS for the allowed origins: they may use every method and header the API takes
+/// (bearer keys, not cookies, so no credentials mode).
+pub fn cors(allowed: AllowedOrigins) -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin, _| {
+            allowed.allows(origin)
+        }))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers(EXPOSED.map(HeaderName::from_static))
+        .max_age(Duration::from_secs(600))
+}
