@@ -193,7 +193,10 @@ impl From<super::http::BodyError> for ApiError {
 /// A request that cannot become a turn is the client's mistake; the message names the field.
 impl From<TurnError> for ApiError {
     fn from(e: TurnError) -> Self {
-        Self::bad_request(e.to_string())
+        Self::BadRequest {
+            message: e.to_string(),
+            param: Some(e.field().to_owned()),
+        }
     }
 }
 

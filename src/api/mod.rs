@@ -13,6 +13,9 @@ mod route;
 mod tasks;
 pub mod wait;
 
+#[cfg(test)]
+mod request_props;
+
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
