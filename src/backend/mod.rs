@@ -11,6 +11,8 @@ pub mod openai;
 pub mod perf;
 pub mod registry;
 mod wire;
+#[cfg(test)]
+mod wire_props;
 
 use std::time::Duration;
 
