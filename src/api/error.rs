@@ -48,25 +48,6 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// The same error with its message in the language of the user's prompt, for errors a
-    /// chat shows (a busy cluster, a failed backend). Others are unchanged.
-    pub fn in_language(self, lang: Lang) -> Self {
-        match self {
-            Self::Busy {
-                task_id, waited_s, ..
-            } => Self::Busy {
-                task_id,
-                waited_s,
-                lang,
-            },
-            Self::Upstream { message, task_id } if lang == Lang::Ja => Self::Upstream {
-                message: format!("バックエンドでエラーが発生しました（{message}）"),
-                task_id,
-            },
-            other => other,
-        }
-    }
-
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::BadRequest {
             message: message.into(),

@@ -12,6 +12,7 @@ use super::error::ApiError;
 use crate::chat::Chunk;
 use crate::domain::{TaskId, WorkerName};
 use crate::events::{EventStream, TaskEvent};
+use crate::lang::Lang;
 use crate::turn::Answer;
 
 /// The first chunk of an answer and the stream of what follows.
@@ -21,9 +22,27 @@ pub struct FirstChunk {
     pub rest: EventStream,
 }
 
-fn failed(task_id: TaskId, message: &str) -> ApiError {
+/// The task failed; `message` is what its worker said may be shown, in `lang` already.
+fn failed(task_id: TaskId, message: &str, lang: Lang) -> ApiError {
+    let message = match lang {
+        Lang::Ja => format!("タスク {task_id} は失敗しました: {message}"),
+        Lang::En => format!("task {task_id} failed: {message}"),
+    };
     ApiError::Upstream {
-        message: format!("task {task_id} failed: {message}"),
+        message,
+        task_id: Some(task_id),
+    }
+}
+
+/// A worker started a whole answer and gave none within `limit`.
+fn no_answer(task_id: TaskId, limit: Duration, lang: Lang) -> ApiError {
+    let s = limit.as_secs();
+    let message = match lang {
+        Lang::Ja => format!("タスク {task_id} は開始から {s} 秒以内に回答しませんでした"),
+        Lang::En => format!("task {task_id} gave no answer within {s} s of starting"),
+    };
+    ApiError::Upstream {
+        message,
         task_id: Some(task_id),
     }
 }
@@ -41,17 +60,18 @@ pub enum Deadline {
 /// Waits up to `timeout` for the first chunk (or, with [`Deadline::AfterStart`], for a worker to
 /// start the task, then up to its `answer` limit for the first chunk). A failure before
 /// it is an error response; a timeout before a worker started says the cluster is busy
-/// and names the task, which stays queued.
+/// and names the task, which stays queued. Errors are written in `lang`, the prompt's.
 pub async fn first_chunk(
     task_id: TaskId,
     mut events: EventStream,
     timeout: Duration,
     deadline: Deadline,
+    lang: Lang,
 ) -> Result<FirstChunk, ApiError> {
     let busy = || ApiError::Busy {
         task_id,
         waited_s: timeout.as_secs(),
-        lang: crate::lang::Lang::En,
+        lang,
     };
     let mut worker = None;
     let mut until = tokio::time::Instant::now() + timeout;
@@ -62,13 +82,7 @@ pub async fn first_chunk(
             Ok(next) => next,
             Err(_) => {
                 return Err(match answering {
-                    Some(limit) => ApiError::Upstream {
-                        message: format!(
-                            "task {task_id} gave no answer within {} s of starting",
-                            limit.as_secs()
-                        ),
-                        task_id: Some(task_id),
-                    },
+                    Some(limit) => no_answer(task_id, limit, lang),
                     None => busy(),
                 });
             }
@@ -95,7 +109,7 @@ pub async fn first_chunk(
                     rest: events,
                 });
             }
-            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message)),
+            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message, lang)),
             None => {
                 return Err(ApiError::Internal(format!(
                     "the event stream of task {task_id} ended early"
@@ -106,15 +120,15 @@ pub async fn first_chunk(
 }
 
 /// Reads an answer to its end. A failure after the first token is an error response too:
-/// a non-streaming client has nothing else to show.
-pub async fn collect(task_id: TaskId, first: FirstChunk) -> Result<Answer, ApiError> {
+/// a non-streaming client has nothing else to show. Its message is in `lang`.
+pub async fn collect(task_id: TaskId, first: FirstChunk, lang: Lang) -> Result<Answer, ApiError> {
     let mut out = Answer::default();
     out.push(&first.chunk);
     let mut rest = first.rest;
     while out.finish_reason.is_none() {
         match rest.next().await {
             Some(TaskEvent::Chunk { chunk }) => out.push(&chunk),
-            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message)),
+            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message, lang)),
             Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => {}
             None => {
                 return Err(ApiError::Internal(format!(
@@ -154,7 +168,7 @@ mod tests {
             answer: Duration::from_secs(600),
         };
         let begun = tokio::time::Instant::now();
-        let err = first_chunk(id, events(vec![started()]), ROUTE, deadline)
+        let err = first_chunk(id, events(vec![started()]), ROUTE, deadline, Lang::En)
             .await
             .err()
             .unwrap();
@@ -165,17 +179,23 @@ mod tests {
         assert_eq!(begun.elapsed(), Duration::from_secs(600));
 
         // Without a start, the route timeout says busy.
-        let err = first_chunk(id, events(vec![]), ROUTE, deadline)
+        let err = first_chunk(id, events(vec![]), ROUTE, deadline, Lang::En)
             .await
             .err()
             .unwrap();
         assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
 
         // A stream is not allowed past the route timeout after its start.
-        let err = first_chunk(id, events(vec![started()]), ROUTE, Deadline::RouteTimeout)
-            .await
-            .err()
-            .unwrap();
+        let err = first_chunk(
+            id,
+            events(vec![started()]),
+            ROUTE,
+            Deadline::RouteTimeout,
+            Lang::En,
+        )
+        .await
+        .err()
+        .unwrap();
         assert!(matches!(err, ApiError::Busy { .. }), "{err:?}");
     }
 
@@ -199,7 +219,9 @@ mod tests {
         let deadline = Deadline::AfterStart {
             answer: Duration::from_secs(600),
         };
-        let got = first_chunk(id, late, ROUTE, deadline).await.unwrap();
+        let got = first_chunk(id, late, ROUTE, deadline, Lang::En)
+            .await
+            .unwrap();
         assert_eq!(
             got.chunk,
             Chunk::Content {

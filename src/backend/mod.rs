@@ -9,6 +9,7 @@ mod embed_tests;
 pub mod ollama;
 pub mod openai;
 pub mod perf;
+mod public;
 pub mod registry;
 mod wire;
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod foundation;
 mod front_door;
 mod helpers;
 mod household;
+mod leaks;
 mod memory;
 mod placement;
 mod routing;
