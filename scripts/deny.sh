@@ -62,7 +62,7 @@ if ! have_deny; then
     fi
 fi
 
-if timeout 120 cargo deny fetch db >/dev/null 2>&1; then
+if timeout 60 cargo deny fetch db >/dev/null 2>&1; then
     cargo deny check --hide-inclusion-graph
 elif compgen -G "$DB_DIR/advisory-db-*/crates" >/dev/null; then
     echo "cargo deny: the advisory database cannot be fetched; checking against the copy in $DB_DIR"

@@ -60,6 +60,28 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
     }
 }
 
+/// Records `task`, runs `job` on a worker loop of `worker` until its events end, stops the
+/// loop, and returns the job's last event.
+async fn run_to_its_end(
+    worker: &Worker,
+    task: crate::store::NewTask,
+    job: &Job,
+) -> Option<TaskEvent> {
+    worker.store.insert(task).await.unwrap().await.unwrap();
+    let mut events = worker.events.subscribe(job.task_id).await;
+    worker.queue.enqueue(job.clone()).await.unwrap();
+    let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
+    tracker.spawn(worker.clone().run(stop.clone(), tracker.clone()));
+    let mut last = None;
+    while let Some(event) = events.next().await {
+        last = Some(event);
+    }
+    stop.cancel();
+    tracker.close();
+    tracker.wait().await;
+    last
+}
+
 // A current-thread runtime: the worker's tasks run on this thread, under the subscriber
 // set for it alone.
 #[tokio::test]
@@ -77,22 +99,11 @@ async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
         queue: Lane::Web,
         ..sample_task("what is new today?")
     };
-    worker.store.insert(task).await.unwrap().await.unwrap();
-    let mut events = worker.events.subscribe(job.task_id).await;
-    worker.queue.enqueue(job.clone()).await.unwrap();
-    let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
-    tracker.spawn(worker.clone().run(stop.clone(), tracker.clone()));
-    let mut last = None;
-    while let Some(event) = events.next().await {
-        last = Some(event);
-    }
+    let last = run_to_its_end(&worker, task, &job).await;
     assert!(
         matches!(last, Some(TaskEvent::Chunk { .. })),
         "the job ends with its answer: {last:?}"
     );
-    stop.cancel();
-    tracker.close();
-    tracker.wait().await;
 
     let captured = capture.events();
     let of_the_job: Vec<&Captured> = captured
@@ -195,18 +206,7 @@ async fn a_failed_job_logs_the_whole_error_once_and_shows_only_a_safe_message() 
         task_id: job.task_id,
         ..sample_task("こんにちは")
     };
-    worker.store.insert(task).await.unwrap().await.unwrap();
-    let mut events = worker.events.subscribe(job.task_id).await;
-    worker.queue.enqueue(job.clone()).await.unwrap();
-    let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
-    tracker.spawn(worker.clone().run(stop.clone(), tracker.clone()));
-    let mut last = None;
-    while let Some(event) = events.next().await {
-        last = Some(event);
-    }
-    stop.cancel();
-    tracker.close();
-    tracker.wait().await;
+    let last = run_to_its_end(&worker, task, &job).await;
 
     let shown = "w1 に接続できませんでした";
     assert_eq!(
