@@ -168,7 +168,10 @@ pub fn apply_cluster_flags(
     openai: Option<String>,
 ) {
     if let Some(url) = store {
-        cfg.store = StoreConfig::Postgres { url, schema: None };
+        cfg.store = StoreConfig::Postgres {
+            url: url.into(),
+            schema: None,
+        };
     }
     if let Some(url) = queue {
         let (prefix, lease_s) = match &cfg.queue {
@@ -178,7 +181,7 @@ pub fn apply_cluster_flags(
             QueueConfig::InProcess => (String::new(), 60),
         };
         cfg.queue = QueueConfig::Redis {
-            url,
+            url: url.into(),
             prefix,
             lease_s,
         };

@@ -2,13 +2,14 @@
 //! the web lane's disclaimer and sources, the memory block) are written in it. Every layer
 //! may use it: the front doors, the web lane and memory.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The language answers and Coordinator's own texts are written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Lang {
     Ja,
+    #[default]
     En,
 }
 

@@ -232,6 +232,7 @@ impl AppState {
             avoid: Vec::new(),
             response: turn.response,
             memory: memory_note,
+            lang: crate::lang::detect_language(&turn.prompt),
         };
         let text =
             serde_json::to_string(&job).map_err(|source| SubmitError::Job { task_id, source })?;

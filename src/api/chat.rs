@@ -238,8 +238,13 @@ pub fn decision_headers(
         .collect()
 }
 
-/// A failure after the answer started, as the chat shows it.
-fn failure_message(task_id: TaskId, detail: &str, lang: Lang) -> String {
+/// A failure after the answer started, as the chat shows it; `detail` is in `lang`
+/// already (what the worker said may be shown), or `None` when the answer just stopped.
+fn failure_message(task_id: TaskId, detail: Option<&str>, lang: Lang) -> String {
+    let detail = detail.unwrap_or(match lang {
+        Lang::Ja => "回答が途中で途切れました",
+        Lang::En => "the answer ended early",
+    });
     match lang {
         Lang::Ja => format!("回答の途中でエラーが発生しました（タスク {task_id}）: {detail}"),
         Lang::En => format!("task {task_id} failed: {detail}"),
@@ -270,16 +275,23 @@ impl ChatReply {
             .map_err(|e| ApiError::from(e).in_language(lang))?;
         let mut stop = StopOnDisconnect::new(state.dispatch.clone(), sub.task_id);
         let timeout = Duration::from_secs(state.config.timeouts.route_s);
-        let first = match first_chunk(sub.task_id, sub.events, timeout, deadline, &state.shutdown)
-            .instrument(sub.span)
-            .await
+        let first = match first_chunk(
+            sub.task_id,
+            sub.events,
+            timeout,
+            deadline,
+            lang,
+            &state.shutdown,
+        )
+        .instrument(sub.span)
+        .await
         {
             Ok(first) => first,
             Err(e) => {
                 // The client hears why; the task itself goes on (it may still be
                 // answered, and `GET /tasks/{id}` shows it).
                 stop.disarm();
-                return Err(e.in_language(lang));
+                return Err(e);
             }
         };
         let worker = first
@@ -326,9 +338,9 @@ impl ChatReply {
             mut stop,
             ..
         } = self;
-        let answer = collect(task_id, first).await;
+        let answer = collect(task_id, first, lang).await;
         stop.disarm();
-        let mut answer = answer.map_err(|e| e.in_language(lang))?;
+        let mut answer = answer?;
         if answer.tool_calls.is_empty() && !decoration.is_empty() {
             answer.content = decoration.apply(&answer.content);
         }
@@ -366,7 +378,7 @@ impl ChatReply {
                         Some(TaskEvent::Chunk { chunk }) => chunk,
                         Some(TaskEvent::Failed { message }) => {
                             stop.disarm();
-                            yield Piece::Failed(failure_message(task_id, &message, lang));
+                            yield Piece::Failed(failure_message(task_id, Some(&message), lang));
                             break;
                         }
                         Some(TaskEvent::Unrecorded) => {
@@ -377,7 +389,7 @@ impl ChatReply {
                         Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => continue,
                         None => {
                             stop.disarm();
-                            yield Piece::Failed(failure_message(task_id, "the answer ended early", lang));
+                            yield Piece::Failed(failure_message(task_id, None, lang));
                             break;
                         }
                     },

@@ -98,24 +98,14 @@ impl ErrorShape {
 }
 
 impl ApiError {
-    /// The same error with its message in the language of the user's prompt, for errors a
-    /// chat shows (a busy cluster, a failed backend). Others are unchanged.
+    /// The same error with its message in the language of the user's prompt, for the
+    /// refusals a chat shows (too many requests, a store that cannot write, a shutdown).
+    /// Others are unchanged: their messages are made in the prompt's language already.
     pub fn in_language(self, lang: Lang) -> Self {
         match self {
-            Self::Busy {
-                task_id, waited_s, ..
-            } => Self::Busy {
-                task_id,
-                waited_s,
-                lang,
-            },
             Self::Limited { refusal, .. } => Self::Limited { refusal, lang },
             Self::StoreUnavailable { .. } => Self::StoreUnavailable { lang },
             Self::ShuttingDown { task_id, .. } => Self::ShuttingDown { task_id, lang },
-            Self::Upstream { message, task_id } if lang == Lang::Ja => Self::Upstream {
-                message: format!("バックエンドでエラーが発生しました（{message}）"),
-                task_id,
-            },
             other => other,
         }
     }
@@ -384,7 +374,10 @@ fn find_cause<'a, E: std::error::Error + 'static>(
 /// A request that cannot become a turn is the client's mistake; the message names the field.
 impl From<TurnError> for ApiError {
     fn from(e: TurnError) -> Self {
-        Self::bad_request(e.to_string())
+        Self::BadRequest {
+            message: e.to_string(),
+            param: Some(e.field().to_owned()),
+        }
     }
 }
 

@@ -43,19 +43,35 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, BodyError> {
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
+        let mut message = inner.to_string();
         if inner.is_syntax() || inner.is_eof() {
-            return BodyError::new("body", format!("malformed JSON: {inner}"));
+            // serde_json calls some shapes syntax errors too (an array where an enum or a
+            // struct of fewer fields is due): only text that is no JSON at all is malformed.
+            if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+                return BodyError::new("body", format!("malformed JSON: {message}"));
+            }
+            message = format!("unexpected value here ({message})");
         }
-        let path = if matches!(path.as_str(), "." | "?" | "") {
-            "body".to_owned()
-        } else {
-            path
+        let path = match (path.as_str(), field_named_by(&message)) {
+            // A missing or repeated field is reported at its parent: name the field.
+            ("." | "?" | "", Some(field)) => field.to_owned(),
+            (_, Some(field)) => format!("{path}.{field}"),
+            ("." | "?" | "", None) => "body".to_owned(),
+            (_, None) => path,
         };
-        BodyError::new(path, inner.to_string())
+        BodyError::new(path, message)
     })?;
     de.end()
         .map_err(|e| BodyError::new("body", e.to_string()))?;
     Ok(value)
+}
+
+/// The field of serde's "missing field `x`" and "duplicate field `x`" errors.
+fn field_named_by(message: &str) -> Option<&str> {
+    let rest = message
+        .strip_prefix("missing field `")
+        .or_else(|| message.strip_prefix("duplicate field `"))?;
+    rest.split('`').next().filter(|f| !f.is_empty())
 }
 
 /// Appends `value` as JSON to `out`. Our wire structs cannot fail to serialise; if one
@@ -193,6 +209,12 @@ mod tests {
         let e = parse_body::<Outer>(br#"{"items":[]} x"#).unwrap_err();
         assert_eq!(e.path, "body");
         assert!(parse_body::<Outer>(br#"{"items":[],"extra":true}"#).is_ok());
+        let e = parse_body::<Outer>(br#"{"extra":true}"#).unwrap_err();
+        assert_eq!(e.path, "items");
+        let e = parse_body::<Outer>(br#"{"items":[{}]}"#).unwrap_err();
+        assert_eq!(e.path, "items[0].n");
+        let e = parse_body::<Outer>(br#"{"items":[],"items":[]}"#).unwrap_err();
+        assert_eq!(e.path, "items");
     }
 
     #[test]

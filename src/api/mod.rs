@@ -14,6 +14,9 @@ mod route;
 mod tasks;
 pub mod wait;
 
+#[cfg(test)]
+mod request_props;
+
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, Uri};

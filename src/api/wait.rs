@@ -13,6 +13,7 @@ use super::error::ApiError;
 use crate::chat::Chunk;
 use crate::domain::{TaskId, WorkerName};
 use crate::events::{EventStream, TaskEvent};
+use crate::lang::Lang;
 use crate::turn::Answer;
 
 /// The first chunk of an answer and the stream of what follows.
@@ -22,9 +23,27 @@ pub struct FirstChunk {
     pub rest: EventStream,
 }
 
-fn failed(task_id: TaskId, message: &str) -> ApiError {
+/// The task failed; `message` is what its worker said may be shown, in `lang` already.
+fn failed(task_id: TaskId, message: &str, lang: Lang) -> ApiError {
+    let message = match lang {
+        Lang::Ja => format!("タスク {task_id} は失敗しました: {message}"),
+        Lang::En => format!("task {task_id} failed: {message}"),
+    };
     ApiError::Upstream {
-        message: format!("task {task_id} failed: {message}"),
+        message,
+        task_id: Some(task_id),
+    }
+}
+
+/// A worker started a whole answer and gave none within `limit`.
+fn no_answer(task_id: TaskId, limit: Duration, lang: Lang) -> ApiError {
+    let s = limit.as_secs();
+    let message = match lang {
+        Lang::Ja => format!("タスク {task_id} は開始から {s} 秒以内に回答しませんでした"),
+        Lang::En => format!("task {task_id} gave no answer within {s} s of starting"),
+    };
+    ApiError::Upstream {
+        message,
         task_id: Some(task_id),
     }
 }
@@ -42,7 +61,8 @@ pub enum Deadline {
 /// Waits up to `timeout` for the first chunk (or, with [`Deadline::AfterStart`], for a worker to
 /// start the task, then up to its `answer` limit for the first chunk). A failure before
 /// it is an error response; a timeout before a worker started says the cluster is busy
-/// and names the task, which stays queued. When the process begins `stopping` while no
+/// and names the task, which stays queued. Errors are written in `lang`, the prompt's.
+/// When the process begins `stopping` while no
 /// worker runs the task, the client is told to come back (503) and the task stays queued
 /// for the next start; a task a worker runs is waited for (shutdown lets it finish).
 pub async fn first_chunk(
@@ -50,12 +70,13 @@ pub async fn first_chunk(
     mut events: EventStream,
     timeout: Duration,
     deadline: Deadline,
+    lang: Lang,
     stopping: &CancellationToken,
 ) -> Result<FirstChunk, ApiError> {
     let busy = || ApiError::Busy {
         task_id,
         waited_s: timeout.as_secs(),
-        lang: crate::lang::Lang::En,
+        lang,
     };
     let mut worker = None;
     let mut until = tokio::time::Instant::now() + timeout;
@@ -69,7 +90,7 @@ pub async fn first_chunk(
             () = stopping.cancelled(), if worker.is_none() => {
                 return Err(ApiError::ShuttingDown {
                     task_id: Some(task_id),
-                    lang: crate::lang::Lang::En,
+                    lang,
                 });
             }
         };
@@ -77,13 +98,7 @@ pub async fn first_chunk(
             Ok(next) => next,
             Err(_) => {
                 return Err(match answering {
-                    Some(limit) => ApiError::Upstream {
-                        message: format!(
-                            "task {task_id} gave no answer within {} s of starting",
-                            limit.as_secs()
-                        ),
-                        task_id: Some(task_id),
-                    },
+                    Some(limit) => no_answer(task_id, limit, lang),
                     None => busy(),
                 });
             }
@@ -110,11 +125,9 @@ pub async fn first_chunk(
                     rest: events,
                 });
             }
-            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message)),
+            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message, lang)),
             Some(TaskEvent::Unrecorded) => {
-                return Err(ApiError::StoreUnavailable {
-                    lang: crate::lang::Lang::En,
-                });
+                return Err(ApiError::StoreUnavailable { lang });
             }
             None => {
                 return Err(ApiError::Internal(format!(
@@ -126,19 +139,17 @@ pub async fn first_chunk(
 }
 
 /// Reads an answer to its end. A failure after the first token is an error response too:
-/// a non-streaming client has nothing else to show.
-pub async fn collect(task_id: TaskId, first: FirstChunk) -> Result<Answer, ApiError> {
+/// a non-streaming client has nothing else to show. Its message is in `lang`.
+pub async fn collect(task_id: TaskId, first: FirstChunk, lang: Lang) -> Result<Answer, ApiError> {
     let mut out = Answer::default();
     out.push(&first.chunk);
     let mut rest = first.rest;
     while out.finish_reason.is_none() {
         match rest.next().await {
             Some(TaskEvent::Chunk { chunk }) => out.push(&chunk),
-            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message)),
+            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message, lang)),
             Some(TaskEvent::Unrecorded) => {
-                return Err(ApiError::StoreUnavailable {
-                    lang: crate::lang::Lang::En,
-                });
+                return Err(ApiError::StoreUnavailable { lang });
             }
             Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => {}
             None => {
@@ -184,6 +195,7 @@ mod tests {
             events(vec![started()]),
             ROUTE,
             deadline,
+            Lang::En,
             &CancellationToken::new(),
         )
         .await
@@ -201,6 +213,7 @@ mod tests {
             events(vec![]),
             ROUTE,
             deadline,
+            Lang::En,
             &CancellationToken::new(),
         )
         .await
@@ -214,6 +227,7 @@ mod tests {
             events(vec![started()]),
             ROUTE,
             Deadline::RouteTimeout,
+            Lang::En,
             &CancellationToken::new(),
         )
         .await
@@ -229,10 +243,17 @@ mod tests {
         let id = TaskId::new();
         let stopping = CancellationToken::new();
         stopping.cancel();
-        let err = first_chunk(id, events(vec![]), ROUTE, Deadline::RouteTimeout, &stopping)
-            .await
-            .err()
-            .unwrap();
+        let err = first_chunk(
+            id,
+            events(vec![]),
+            ROUTE,
+            Deadline::RouteTimeout,
+            Lang::En,
+            &stopping,
+        )
+        .await
+        .err()
+        .unwrap();
         assert!(
             matches!(err, ApiError::ShuttingDown { task_id: Some(t), .. } if t == id),
             "{err:?}"
@@ -251,9 +272,16 @@ mod tests {
                 .chain(futures::stream::pending()),
             ),
         );
-        let got = first_chunk(id, running, ROUTE, Deadline::RouteTimeout, &stopping)
-            .await
-            .unwrap();
+        let got = first_chunk(
+            id,
+            running,
+            ROUTE,
+            Deadline::RouteTimeout,
+            Lang::En,
+            &stopping,
+        )
+        .await
+        .unwrap();
         assert!(matches!(got.chunk, Chunk::Content { ref text } if text == "hi"));
 
         let handed_on = TaskEvent::Retrying {
@@ -265,6 +293,7 @@ mod tests {
             events(vec![started(), handed_on]),
             ROUTE,
             Deadline::RouteTimeout,
+            Lang::En,
             &stopping,
         )
         .await
@@ -285,6 +314,7 @@ mod tests {
             events(vec![started(), TaskEvent::Unrecorded]),
             ROUTE,
             Deadline::RouteTimeout,
+            Lang::En,
             &CancellationToken::new(),
         )
         .await
@@ -314,9 +344,16 @@ mod tests {
         let deadline = Deadline::AfterStart {
             answer: Duration::from_secs(600),
         };
-        let got = first_chunk(id, late, ROUTE, deadline, &CancellationToken::new())
-            .await
-            .unwrap();
+        let got = first_chunk(
+            id,
+            late,
+            ROUTE,
+            deadline,
+            Lang::En,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             got.chunk,
             Chunk::Content {

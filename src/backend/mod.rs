@@ -9,8 +9,11 @@ mod embed_tests;
 pub mod ollama;
 pub mod openai;
 pub mod perf;
+mod public;
 pub mod registry;
 mod wire;
+#[cfg(test)]
+mod wire_props;
 
 use std::time::Duration;
 

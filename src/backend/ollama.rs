@@ -374,7 +374,7 @@ struct InFunction {
 
 /// Decodes Ollama's NDJSON chat stream into chunks.
 #[derive(Debug, Default)]
-struct NdjsonDecoder {
+pub(super) struct NdjsonDecoder {
     calls_seen: usize,
     done: bool,
 }

@@ -378,7 +378,7 @@ fn decode(bytes: &[u8], cut: usize) -> Vec<Result<Chunk, WireError>> {
     let mut out = VecDeque::new();
     let mut results = Vec::new();
     let mut feed = |part: &[u8], results: &mut Vec<_>, out: &mut VecDeque<Chunk>| {
-        if let Err(e) = splitter.push(part, |l| decoder.line(l, out)) {
+        if let Err(e) = splitter.push(part, |l| decoder.line(wire::line_text(l)?, out)) {
             results.push(Err(e));
         }
     };

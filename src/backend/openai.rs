@@ -391,7 +391,7 @@ struct WholeChoice {
 
 /// Decodes a whole `chat.completion` body (on one line or pretty-printed over many).
 #[derive(Debug, Default)]
-struct CompletionDecoder {
+pub(super) struct CompletionDecoder {
     body: String,
     stream: SseDecoder,
 }
@@ -444,7 +444,7 @@ struct PartialCall {
 
 /// Decodes an OpenAI SSE chat stream into chunks; ends with exactly one `Done`.
 #[derive(Debug, Default)]
-struct SseDecoder {
+pub(super) struct SseDecoder {
     /// The `data:` lines of the event being read.
     data: String,
     calls: Vec<PartialCall>,

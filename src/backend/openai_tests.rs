@@ -406,12 +406,12 @@ fn decode(text: &str, cut: usize) -> Vec<Result<Chunk, WireError>> {
     let mut out = VecDeque::new();
     let mut results = Vec::new();
     for part in [&bytes[..cut], &bytes[cut..]] {
-        if let Err(e) = splitter.push(part, |l| decoder.line(l, &mut out)) {
+        if let Err(e) = splitter.push(part, |l| decoder.line(wire::line_text(l)?, &mut out)) {
             results.push(Err(e));
         }
     }
     let ended = splitter
-        .finish(|l| decoder.line(l, &mut out))
+        .finish(|l| decoder.line(wire::line_text(l)?, &mut out))
         .and_then(|()| decoder.end(&mut out));
     if let Err(e) = ended {
         results.push(Err(e));
@@ -587,10 +587,12 @@ fn a_pretty_printed_whole_answer_is_decoded() {
     let mut splitter = wire::LineSplitter::default();
     let mut out = VecDeque::new();
     splitter
-        .push(body.as_bytes(), |l| decoder.line(l, &mut out))
+        .push(body.as_bytes(), |l| {
+            decoder.line(wire::line_text(l)?, &mut out)
+        })
         .unwrap();
     splitter
-        .finish(|l| decoder.line(l, &mut out))
+        .finish(|l| decoder.line(wire::line_text(l)?, &mut out))
         .and_then(|()| decoder.end(&mut out))
         .unwrap();
     assert_eq!(

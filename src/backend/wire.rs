@@ -285,20 +285,21 @@ pub(super) struct LineSplitter {
 }
 
 impl LineSplitter {
-    /// Feeds bytes, calling `on_line` for every completed line (`\r\n` or `\n`).
+    /// Feeds bytes, calling `on_line` for every completed line (`\r\n` or `\n`), as bytes:
+    /// [`line_text`] reads one as text, so a caller may skip a line without reading it.
     pub(super) fn push(
         &mut self,
         mut data: &[u8],
-        mut on_line: impl FnMut(&str) -> Result<(), WireError>,
+        mut on_line: impl FnMut(&[u8]) -> Result<(), WireError>,
     ) -> Result<(), WireError> {
         while let Some(pos) = data.iter().position(|&b| b == b'\n') {
             let (head, rest) = (&data[..pos], &data[pos + 1..]);
             data = rest;
             if self.partial.is_empty() {
-                on_line(line_text(head)?)?;
+                on_line(head)?;
             } else {
                 self.partial.extend_from_slice(head);
-                let result = line_text(&self.partial).and_then(&mut on_line);
+                let result = on_line(&self.partial);
                 self.partial.clear();
                 result?;
             }
@@ -315,17 +316,18 @@ impl LineSplitter {
     /// Hands over a last line that had no terminator.
     pub(super) fn finish(
         &mut self,
-        on_line: impl FnOnce(&str) -> Result<(), WireError>,
+        on_line: impl FnOnce(&[u8]) -> Result<(), WireError>,
     ) -> Result<(), WireError> {
         if self.partial.is_empty() {
             return Ok(());
         }
         let line = std::mem::take(&mut self.partial);
-        on_line(line_text(&line)?)
+        on_line(&line)
     }
 }
 
-fn line_text(bytes: &[u8]) -> Result<&str, WireError> {
+/// A line as text, without its `\r`; not UTF-8 is a protocol error.
+pub(super) fn line_text(bytes: &[u8]) -> Result<&str, WireError> {
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     std::str::from_utf8(bytes).map_err(|e| WireError::Protocol(format!("invalid UTF-8: {e}")))
 }
@@ -337,10 +339,19 @@ pub(super) async fn decode_stream<D: Decoder>(
     resp: reqwest::Response,
     decoder: D,
 ) -> Result<ChunkStream, BackendError> {
+    decode_body(settings, resp.bytes_stream().boxed(), decoder).await
+}
+
+/// [`decode_stream`] over any body: the bytes as they arrive, in pieces of any size.
+pub(super) async fn decode_body<D: Decoder>(
+    settings: &ClientSettings,
+    body: BoxStream<'static, reqwest::Result<Bytes>>,
+    decoder: D,
+) -> Result<ChunkStream, BackendError> {
     let driver = Driver {
         backend: settings.name.to_string(),
         idle: settings.idle_timeout,
-        body: resp.bytes_stream().boxed(),
+        body,
         lines: LineSplitter::default(),
         decoder,
         pending: VecDeque::new(),
@@ -401,7 +412,7 @@ impl<D: Decoder> Driver<D> {
                     let (decoder, pending) = (&mut self.decoder, &mut self.pending);
                     let result = self
                         .lines
-                        .finish(|line| decoder.line(line, pending))
+                        .finish(|raw| decoder.line(line_text(raw)?, pending))
                         .and_then(|()| decoder.end(pending));
                     self.fail_on(result);
                 }
@@ -415,11 +426,13 @@ impl<D: Decoder> Driver<D> {
                 }
                 Ok(Some(Ok(bytes))) => {
                     let (decoder, pending) = (&mut self.decoder, &mut self.pending);
-                    let result = self.lines.push(&bytes, |line| {
+                    // Lines after the final chunk are ignored unread, so whether they come
+                    // in the same network read or a later one (never read) is the same.
+                    let result = self.lines.push(&bytes, |raw| {
                         if decoder.finished() {
                             return Ok(());
                         }
-                        decoder.line(line, pending)
+                        decoder.line(line_text(raw)?, pending)
                     });
                     self.fail_on(result);
                 }
@@ -473,12 +486,12 @@ mod tests {
         let mut lines = Vec::new();
         for chunk in chunks {
             splitter.push(chunk, |l| {
-                lines.push(l.to_owned());
+                lines.push(line_text(l)?.to_owned());
                 Ok(())
             })?;
         }
         splitter.finish(|l| {
-            lines.push(l.to_owned());
+            lines.push(line_text(l)?.to_owned());
             Ok(())
         })?;
         Ok(lines)

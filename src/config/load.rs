@@ -1,10 +1,12 @@
 //! Reading the layers into one [`Config`]: file text, then environment overrides.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use toml::Value;
 
 use super::Config;
+use super::secret::{redact_in_text, resolve_urls};
 
 /// Everything that is wrong with a configuration, all at once.
 #[derive(Debug, thiserror::Error)]
@@ -42,30 +44,40 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
     load_str(&text, std::env::vars())
 }
 
-/// Parses TOML text, applies `COORDINATOR_...` variables from `env`, and validates.
+/// Parses TOML text, applies `COORDINATOR_...` variables from `env`, reads the secrets
+/// the file points to (from `env` and files), and validates.
 pub fn load_str(
     text: &str,
     env: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Config, ConfigError> {
     let mut root: Value = match toml::from_str::<toml::Table>(text) {
         Ok(t) => Value::Table(t),
-        Err(e) => return Err(ConfigError::Invalid(vec![format!("TOML syntax: {e}")])),
+        Err(e) => {
+            // The message quotes the line, which may hold a URL with a password.
+            let message = redact_in_text(&e.to_string());
+            return Err(ConfigError::Invalid(vec![format!(
+                "TOML syntax: {message}"
+            )]));
+        }
     };
     let mut problems = Vec::new();
-    let mut overrides: Vec<(String, String)> = env
-        .into_iter()
+    let env: HashMap<String, String> = env.into_iter().collect();
+    let mut overrides: Vec<(&String, &String)> = env
+        .iter()
         .filter(|(k, _)| k.starts_with(ENV_PREFIX) && k.contains("__"))
         .collect();
     overrides.sort();
     for (key, raw) in overrides {
-        if let Err(p) = apply_env(&mut root, &key, &raw) {
+        if let Err(p) = apply_env(&mut root, key, raw) {
             problems.push(p);
         }
     }
+    problems.extend(resolve_urls(&mut root, &env));
     infer_type_tags(&mut root);
     let mut unknown = Vec::new();
+    let mut note_unknown = |path: serde_ignored::Path<'_>| unknown.push(path.to_string());
     let parsed: Result<Config, _> =
-        serde_ignored::deserialize(root, |path| unknown.push(path.to_string()));
+        serde_path_to_error::deserialize(serde_ignored::Deserializer::new(root, &mut note_unknown));
     for key in unknown {
         problems.push(format!("unknown key `{key}`"));
     }
@@ -79,14 +91,22 @@ pub fn load_str(
             }
         }
         Err(e) => {
-            problems.push(e.to_string().trim().to_owned());
+            // The key the error is about, and what is wrong with it (without the
+            // `in `key`` line toml adds, which the path says better: with indices).
+            let inner = e.inner().to_string();
+            let message = redact_in_text(inner.split("\nin `").next().unwrap_or_default().trim());
+            problems.push(match e.path().to_string().as_str() {
+                "." | "?" | "" => message,
+                path => format!("{path}: {message}"),
+            });
             Err(ConfigError::Invalid(problems))
         }
     }
 }
 
 /// Fills in `type` where it is implied: `[store]` with only `path` is SQLite, with a
-/// `url` PostgreSQL; `[queue]` with a `url` is Redis.
+/// `url` PostgreSQL; `[queue]` with a `url` is Redis. Runs after `url_env` / `url_file`
+/// have become a `url`.
 fn infer_type_tags(root: &mut Value) {
     let Value::Table(t) = root else { return };
     if let Some(Value::Table(store)) = t.get_mut("store")
@@ -330,9 +350,41 @@ mod tests {
         );
     }
 
+    /// Found by the property tests: `[store]` and `[queue]` are tagged enums, whose keys
+    /// `serde_ignored` cannot see, so a typo there was silently dropped.
+    #[test]
+    fn unknown_keys_of_the_store_and_queue_are_named() {
+        let err = load_str("[store]\ntype = \"sqlite\"\npth = \"x.db\"\n", no_env())
+            .unwrap_err()
+            .problems();
+        assert!(err[0].starts_with("store: unknown field `pth`"), "{err:?}");
+        let err = load_str("[queue]\nurl = \"redis://h\"\nlease = 3\n", no_env())
+            .unwrap_err()
+            .problems();
+        assert!(
+            err[0].starts_with("queue: unknown field `lease`"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_path() {
+        let err = load_str("[[backends]]\nname = 3\n", no_env())
+            .unwrap_err()
+            .problems();
+        assert_eq!(
+            err,
+            vec!["backends[0].name: invalid type: integer `3`, expected a string".to_owned()]
+        );
+    }
+
     #[test]
     fn bad_toml_is_an_error_not_a_panic() {
         assert!(load_str("[server\nlisten=", no_env()).is_err());
         assert!(load_str("server = 3", no_env()).is_err());
     }
 }
+
+#[cfg(test)]
+#[path = "load_props.rs"]
+mod props;

@@ -7,6 +7,7 @@
 //! problems, all at once as well.
 
 mod load;
+mod secret;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigError, load, load_str};
+pub use secret::{SecretUrl, redact_url};
 
 use crate::domain::{ModelName, WebOrigin, WorkerName};
 use crate::routing::RoutingConfig;
@@ -199,14 +201,17 @@ pub enum RoutingInfo {
 
 /// Where tasks are recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
+// `deny_unknown_fields`: the keys of a tagged enum are out of `serde_ignored`'s sight.
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum StoreConfig {
     Sqlite {
         #[serde(default = "default_sqlite_path")]
         path: PathBuf,
     },
     Postgres {
-        url: String,
+        /// May carry a password; or `url_env` / `url_file`, and `password_env` /
+        /// `password_file` (see [`secret`]).
+        url: SecretUrl,
         /// A schema to keep the tables in (created if missing); the default search path
         /// when absent.
         #[serde(default)]
@@ -228,12 +233,15 @@ impl Default for StoreConfig {
 
 /// How tasks travel from the router to the workers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case")]
+// `deny_unknown_fields`: the keys of a tagged enum are out of `serde_ignored`'s sight.
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum QueueConfig {
     #[default]
     InProcess,
     Redis {
-        url: String,
+        /// May carry a password; or `url_env` / `url_file`, and `password_env` /
+        /// `password_file` (see [`secret`]).
+        url: SecretUrl,
         /// A prefix for every key, to share one Redis between installations.
         #[serde(default)]
         prefix: String,
@@ -386,11 +394,12 @@ impl Config {
                 problems.push("store.path: it is empty".to_owned());
             }
             StoreConfig::Postgres { url, .. }
-                if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) =>
+                if !(url.expose().starts_with("postgres://")
+                    || url.expose().starts_with("postgresql://")) =>
             {
                 problems.push(format!(
                     "store.url: {:?} is not a postgres:// URL",
-                    redact_url(url)
+                    url.redacted()
                 ));
             }
             _ => {}
@@ -399,11 +408,11 @@ impl Config {
             problems.push("queue.lease_s: must be at least 1".to_owned());
         }
         if let QueueConfig::Redis { url, .. } = &self.queue
-            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+            && !(url.expose().starts_with("redis://") || url.expose().starts_with("rediss://"))
         {
             problems.push(format!(
                 "queue.url: {:?} is not a redis:// URL",
-                redact_url(url)
+                url.redacted()
             ));
         }
         let mut names = std::collections::HashSet::new();
@@ -477,16 +486,16 @@ impl Config {
     pub fn summary(&self) -> String {
         let store = match &self.store {
             StoreConfig::Sqlite { path } => format!("sqlite:{}", path.display()),
-            StoreConfig::Postgres { url, .. } => format!("postgres:{}", redact_url(url)),
+            StoreConfig::Postgres { url, .. } => format!("postgres:{url}"),
         };
         let queue = match &self.queue {
             QueueConfig::InProcess => "in-process".to_owned(),
-            QueueConfig::Redis { url, .. } => format!("redis:{}", redact_url(url)),
+            QueueConfig::Redis { url, .. } => format!("redis:{url}"),
         };
         let backends: Vec<String> = self
             .effective_backends()
             .iter()
-            .map(|b| format!("{}={}", b.name, b.url))
+            .map(|b| format!("{}={}", b.name, redact_url(&b.url)))
             .collect();
         format!(
             "listen={} store={} queue={} backends=[{}] history={} internal_tasks={:?} route_timeout={}s keys={} allowed_origins={} max_connections={}",
@@ -501,18 +510,6 @@ impl Config {
             self.server.allowed_origins.len(),
             self.server.max_connections,
         )
-    }
-}
-
-/// A URL with any password replaced by `***`.
-pub fn redact_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        Ok(u) => u.to_string(),
-        Err(_) => "<unparseable url>".to_owned(),
     }
 }
 

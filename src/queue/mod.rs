@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::BackendRequest;
 use crate::chat::ResponseMode;
 use crate::domain::{InternalTask, Lane, TaskId, ThreadId, WorkerName};
+use crate::lang::Lang;
 
 /// What a worker is asked to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +44,10 @@ pub struct Job {
     /// needs to remember it without reading the task back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryNote>,
+    /// The language of the user's prompt, for what the client is told if the job fails;
+    /// English for jobs queued before it was kept.
+    #[serde(default)]
+    pub lang: Lang,
 }
 
 /// Jobs queued before `stream` existed were all streamed.

@@ -8,7 +8,8 @@
 //! (`stream: false`, one user message, `max_tokens` 1000 or 4). The kind comes from the
 //! JSON key the template asks for (`"title"`, `"tags"`, `"follow_ups"`, `"queries"`,
 //! `"text"`, `"prompt"`): Open WebUI parses exactly those keys, so even an admin-rewritten
-//! template must name them. Keys inside the embedded chat history are ignored.
+//! template must name them. Keys and tags inside the embedded chat history, or in the text
+//! an autocompletion continues, are ignored.
 
 use crate::domain::InternalTask;
 use crate::turn::Turn;
@@ -55,7 +56,7 @@ pub(crate) fn detect(turn: &Turn) -> TurnKind {
     if let Some(kind) = by_opener(prompt) {
         return kind;
     }
-    let instructions = outside_history(prompt).to_ascii_lowercase();
+    let instructions = outside_history(without_typed_text(prompt)).to_ascii_lowercase();
     let task_marker = instructions.starts_with("### task");
     let rag_in_system = turn
         .signals
@@ -156,6 +157,11 @@ fn kind_hint(instructions: &str) -> Option<(InternalTask, &'static str)> {
     let key = |k: &str| {
         instructions.contains(&format!("\"{k}\"")) || instructions.contains(&format!("'{k}'"))
     };
+    // First: the text being completed ends the template, outside any history, so a
+    // `"title"` the user typed must not make it a title task.
+    if key("text") && (instructions.contains("autocomplet") || instructions.contains("<type>")) {
+        return Some((InternalTask::AutocompleteGeneration, "text"));
+    }
     if key("follow_ups") {
         return Some((InternalTask::FollowUpGeneration, "follow_ups"));
     }
@@ -168,9 +174,6 @@ fn kind_hint(instructions: &str) -> Option<(InternalTask, &'static str)> {
     if key("title") {
         return Some((InternalTask::TitleGeneration, "title"));
     }
-    if key("text") && (instructions.contains("autocomplet") || instructions.contains("<type>")) {
-        return Some((InternalTask::AutocompleteGeneration, "text"));
-    }
     if key("prompt") && instructions.contains("image") {
         return Some((InternalTask::ImagePromptGeneration, "prompt"));
     }
@@ -179,6 +182,21 @@ fn kind_hint(instructions: &str) -> Option<(InternalTask, &'static str)> {
         return Some((InternalTask::ContextCompaction, "summary"));
     }
     None
+}
+
+/// The prompt without the text an autocompletion continues: the `<text>…</text>` that ends
+/// it, after the `<type>…</type>` that names its kind. The user typed it, so tags and
+/// quoted keys in it (`"title"`, `<source …>`) must not count.
+fn without_typed_text(prompt: &str) -> &str {
+    let body = prompt.trim_end();
+    if !body.ends_with("</text>") {
+        return prompt;
+    }
+    let from = body.rfind("</type>").map_or(0, |i| i + "</type>".len());
+    match body[from..].find("<text>") {
+        Some(i) => &body[..from + i + "<text>".len()],
+        None => prompt,
+    }
 }
 
 /// The template without the chat history it embeds (so quoted keys there do not count).
@@ -207,6 +225,6 @@ fn rag_question(prompt: &str) -> &str {
     }
     match prompt.rfind("</context>") {
         Some(i) => prompt[i + "</context>".len()..].trim(),
-        None => prompt,
+        None => prompt.trim(),
     }
 }

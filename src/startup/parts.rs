@@ -35,8 +35,8 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn TaskStore>> {
         ),
         StoreConfig::Postgres { url, schema } => {
             let store = match schema {
-                Some(s) => PostgresStore::connect_with_schema(url, s).await,
-                None => PostgresStore::connect(url).await,
+                Some(s) => PostgresStore::connect_with_schema(url.expose(), s).await,
+                None => PostgresStore::connect(url.expose()).await,
             };
             Arc::new(store.context("connecting to the PostgreSQL task store")?)
         }
@@ -109,6 +109,7 @@ pub async fn open_transport(
             prefix,
             lease_s,
         } => {
+            let url = url.expose();
             let options = RedisQueueOptions {
                 lease: Duration::from_secs(*lease_s),
                 ..RedisQueueOptions::default()
@@ -136,7 +137,7 @@ pub async fn open_transport(
                 ),
                 directory: Arc::new(directory.clone()),
                 cluster: Some(ClusterLink {
-                    url: url.clone(),
+                    url: url.to_owned(),
                     prefix: prefix.clone(),
                     directory,
                 }),

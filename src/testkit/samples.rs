@@ -25,6 +25,7 @@ pub fn sample_job(lane: &Lane) -> Job {
         avoid: vec![],
         response: crate::chat::ResponseMode::Streamed,
         memory: None,
+        lang: crate::lang::Lang::En,
     }
 }
 

@@ -134,8 +134,24 @@ pub enum TurnError {
     EmptyPrompt,
     #[error("model: {0}")]
     Model(ParseError),
-    #[error("thread id: {0}")]
-    Thread(ParseError),
+    /// `field` is where the id came from: the `X-OpenWebUI-Chat-Id` header or the body's
+    /// `chat_id`.
+    #[error("{field}: {error}")]
+    Thread {
+        field: &'static str,
+        error: ParseError,
+    },
+}
+
+impl TurnError {
+    /// The field of the request the error is about.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::NoUserMessage | Self::EmptyPrompt => "messages",
+            Self::Model(_) => "model",
+            Self::Thread { field, .. } => field,
+        }
+    }
 }
 
 /// What a front door knows about a chat request, before it is a turn.
@@ -202,7 +218,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         return Err(TurnError::EmptyPrompt);
     }
     let model = ModelRequest::parse(input.model.as_deref()).map_err(TurnError::Model)?;
-    let thread_id = thread_id(&input).map_err(TurnError::Thread)?;
+    let thread_id = thread_id(&input)?;
     let system: Vec<String> = input
         .messages
         .iter()
@@ -252,21 +268,24 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
 }
 
 /// The header, then the body field, then a stable hash of the first user message and the client.
-fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
+fn thread_id(input: &TurnInput) -> Result<ThreadId, TurnError> {
+    let named = |field: &'static str, id: &str| {
+        ThreadId::parse(id).map_err(|error| TurnError::Thread { field, error })
+    };
     if let Some(h) = input
         .client
         .chat_id_header
         .as_deref()
         .filter(|h| !h.trim().is_empty())
     {
-        return ThreadId::parse(h);
+        return named("X-OpenWebUI-Chat-Id", h);
     }
     if let Some(b) = input
         .body_chat_id
         .as_deref()
         .filter(|b| !b.trim().is_empty())
     {
-        return ThreadId::parse(b);
+        return named("chat_id", b);
     }
     use sha2::{Digest, Sha256};
     let first_user = input
@@ -292,7 +311,8 @@ fn thread_id(input: &TurnInput) -> Result<ThreadId, ParseError> {
     for b in &digest[..12] {
         let _ = write!(id, "{b:02x}");
     }
-    ThreadId::parse(&id)
+    // A hash always makes a valid id; were it not one, the messages it came from are named.
+    named("messages", &id)
 }
 
 #[cfg(test)]

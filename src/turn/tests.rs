@@ -89,7 +89,7 @@ fn thread_id_prefers_header_then_body_then_hash() {
         "header-id"
     );
     i.client.chat_id_header = Some("bad\u{7}".into());
-    assert!(matches!(build_turn(i, &cfg), Err(TurnError::Thread(_))));
+    assert!(matches!(build_turn(i, &cfg), Err(TurnError::Thread { .. })));
     // Another client with the same first message is another thread.
     let mut other = input(vec![ChatMessage::user(Q1)]);
     other.client.client_identity = Some("key-2".into());

@@ -115,12 +115,15 @@ pub async fn plan_web_reply(ctx: &WebContext, request: &BackendRequest) -> WebPl
             Some(q) => {
                 outcome.query = Some(q.text.clone());
                 outcome.query_source = Some(q.source);
-                ctx.searxng.search(&q.text).await.map_err(|e| e.to_string())
+                ctx.searxng
+                    .search(&q.text)
+                    .await
+                    .map_err(|e| (e.public_reason(), e.to_string()))
             }
-            None => Err("no search query could be derived from the prompt".to_owned()),
+            None => Err(both("no search query could be derived from the prompt")),
         }
     } else {
-        Err("web search is disabled ([web] enabled = false)".to_owned())
+        Err(both("web search is disabled ([web] enabled = false)"))
     };
     match searched {
         Ok(results) => {
@@ -138,8 +141,9 @@ pub async fn plan_web_reply(ctx: &WebContext, request: &BackendRequest) -> WebPl
                 outcome,
             }
         }
-        Err(reason) => {
-            tracing::warn!(query = ?outcome.query, reason = %reason, "web search unavailable; answering from the local model");
+        // The row (which clients read) gets the reason; the log the whole story.
+        Err((reason, detail)) => {
+            tracing::warn!(query = ?outcome.query, reason = %detail, "web search unavailable; answering from the local model");
             outcome.fallback_used = true;
             outcome.fallback_reason = Some(reason);
             WebPlan {
@@ -150,6 +154,11 @@ pub async fn plan_web_reply(ctx: &WebContext, request: &BackendRequest) -> WebPl
             }
         }
     }
+}
+
+/// A fallback reason that is the same for the task's row and the log.
+fn both(reason: &str) -> (String, String) {
+    (reason.to_owned(), reason.to_owned())
 }
 
 /// Runs a web job up to the backend's first chunk and returns the rest as a stream.

@@ -22,7 +22,8 @@ pub struct SearchResult {
     pub score: f64,
 }
 
-/// Why a search produced nothing usable. The text is what the task's fallback reason shows.
+/// Why a search produced nothing usable. The text is for the log; the task's fallback
+/// reason, which clients read, is [`SearchError::public_reason`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SearchError {
     #[error("searxng: cannot connect to {url}: {detail}")]
@@ -45,6 +46,21 @@ pub enum SearchError {
     },
     #[error("searxng: request failed: {detail}")]
     Request { detail: String },
+}
+
+impl SearchError {
+    /// The reason without SearXNG's address or transport detail, for the task's row.
+    pub fn public_reason(&self) -> String {
+        match self {
+            Self::Connect { .. } => "searxng: cannot connect".to_owned(),
+            Self::Timeout { after_ms, .. } => format!("searxng: no answer within {after_ms} ms"),
+            Self::Http { status, .. } => format!("searxng: HTTP {status}"),
+            Self::Malformed { .. } => "searxng: malformed JSON".to_owned(),
+            Self::Request { .. } => "searxng: request failed".to_owned(),
+            // What these say is the user's own query and SearXNG's advice.
+            Self::JsonFormatDisabled | Self::NoResults { .. } => self.to_string(),
+        }
+    }
 }
 
 fn unresponsive_note(engines: &[String]) -> String {

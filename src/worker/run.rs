@@ -234,12 +234,13 @@ impl Worker {
                 if got.first_token_at.is_none() {
                     self.handle.mark_failed(&e.to_string());
                 }
+                // The whole error here, once (the span names the task); the row and the
+                // client get what may be shown.
                 tracing::warn!(worker = %me, error = %e, "task failed");
+                let message = e.public_message(job.lang);
                 outcome.status = TaskStatus::Failed;
-                outcome.error = Some(e.to_string());
-                TaskEvent::Failed {
-                    message: e.to_string(),
-                }
+                outcome.error = Some(message.clone());
+                TaskEvent::Failed { message }
             }
         };
         Some((outcome, terminal))
@@ -446,7 +447,7 @@ impl Worker {
                 job.task_id,
                 TaskEvent::Retrying {
                     worker: me,
-                    reason: error.to_string(),
+                    reason: error.public_message(job.lang),
                 },
             )
             .await;

@@ -60,6 +60,28 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
     }
 }
 
+/// Records `task`, runs `job` on a worker loop of `worker` until its events end, stops the
+/// loop, and returns the job's last event.
+async fn run_to_its_end(
+    worker: &Worker,
+    task: crate::store::NewTask,
+    job: &Job,
+) -> Option<TaskEvent> {
+    worker.store.insert(task).await.unwrap().await.unwrap();
+    let mut events = worker.events.subscribe(job.task_id).await;
+    worker.queue.enqueue(job.clone()).await.unwrap();
+    let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
+    tracker.spawn(worker.clone().run(stop.clone(), tracker.clone()));
+    let mut last = None;
+    while let Some(event) = events.next().await {
+        last = Some(event);
+    }
+    stop.cancel();
+    tracker.close();
+    tracker.wait().await;
+    last
+}
+
 // A current-thread runtime: the worker's tasks run on this thread, under the subscriber
 // set for it alone.
 #[tokio::test]
@@ -77,22 +99,11 @@ async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
         queue: Lane::Web,
         ..sample_task("what is new today?")
     };
-    worker.store.insert(task).await.unwrap().await.unwrap();
-    let mut events = worker.events.subscribe(job.task_id).await;
-    worker.queue.enqueue(job.clone()).await.unwrap();
-    let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
-    tracker.spawn(worker.clone().run(stop.clone(), tracker.clone()));
-    let mut last = None;
-    while let Some(event) = events.next().await {
-        last = Some(event);
-    }
+    let last = run_to_its_end(&worker, task, &job).await;
     assert!(
         matches!(last, Some(TaskEvent::Chunk { .. })),
         "the job ends with its answer: {last:?}"
     );
-    stop.cancel();
-    tracker.close();
-    tracker.wait().await;
 
     let captured = capture.events();
     let of_the_job: Vec<&Captured> = captured
@@ -174,4 +185,53 @@ fn the_span_of_a_job_without_its_thread_takes_it_from_the_memory_note() {
     let span = &captured.first().expect("one event").spans;
     assert_eq!(span.get("thread_id").map(String::as_str), Some("t-old"));
     assert_eq!(span.get("task_id"), Some(&job.task_id.to_string()));
+}
+
+/// A backend that cannot be reached: the row and the client get the machine and the kind
+/// of failure in the prompt's language; the log gets the whole error, once, in the task's
+/// span.
+#[tokio::test]
+async fn a_failed_job_logs_the_whole_error_once_and_shows_only_a_safe_message() {
+    let capture = Capture::default();
+    let _subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let dir = tempfile::tempdir().unwrap();
+    let closed = crate::testkit::chunks::closed_port().unwrap();
+    let worker = worker(format!("http://{closed}"), &dir).await;
+
+    let job = Job {
+        lang: crate::lang::Lang::Ja,
+        ..sample_job(&Lane::llm(&ModelName::parse("m").unwrap()))
+    };
+    let task = crate::store::NewTask {
+        task_id: job.task_id,
+        ..sample_task("こんにちは")
+    };
+    let last = run_to_its_end(&worker, task, &job).await;
+
+    let shown = "w1 に接続できませんでした";
+    assert_eq!(
+        last,
+        Some(TaskEvent::Failed {
+            message: shown.to_owned()
+        })
+    );
+    let row = worker.store.get(job.task_id).await.unwrap().unwrap();
+    assert_eq!(row.error.as_deref(), Some(shown));
+
+    let port = closed.port().to_string();
+    let with_detail: Vec<Captured> = capture
+        .events()
+        .into_iter()
+        // Coordinator's own events (hyper's debug lines name the address too).
+        .filter(|c| c.event.contains_key("error") && c.event.values().any(|v| v.contains(&port)))
+        .collect();
+    assert_eq!(with_detail.len(), 1, "{with_detail:#?}");
+    let logged = &with_detail[0];
+    assert_eq!(logged.message(), "task failed");
+    assert!(
+        logged.event["error"].contains("cannot connect to backend w1 at http://127.0.0.1:"),
+        "{logged:#?}"
+    );
+    assert_eq!(logged.spans.get("task_id"), Some(&job.task_id.to_string()));
 }

@@ -41,11 +41,11 @@ fn cluster_config(env: &Env, redis_url: &str) -> Config {
     c.server.listen = "127.0.0.1:0".into();
     c.server.shutdown_grace_s = 2;
     c.store = StoreConfig::Postgres {
-        url: env.db.clone(),
+        url: env.db.as_str().into(),
         schema: Some(env.schema.clone()),
     };
     c.queue = QueueConfig::Redis {
-        url: redis_url.to_owned(),
+        url: redis_url.into(),
         prefix: env.prefix.clone(),
         lease_s: 2,
     };

@@ -122,8 +122,7 @@ async fn a_dead_backend_fails_the_task_naming_the_backend() {
     let task = app.finished_task(routed["task_id"].as_str().unwrap()).await;
     assert_eq!(task["status"], "failed");
     let error = task["error"].as_str().unwrap();
-    assert!(error.contains("cannot connect to backend moon"), "{error}");
-    assert!(error.contains("127.0.0.1:1"), "{error}");
+    assert_eq!(error, "moon could not be reached");
 
     let ready = app.get("/readyz").await;
     assert_eq!(ready.status(), 503);

@@ -11,6 +11,7 @@ mod foundation;
 mod front_door;
 mod helpers;
 mod household;
+mod leaks;
 mod limits;
 mod memory;
 mod open_port;

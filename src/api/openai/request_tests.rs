@@ -106,7 +106,14 @@ fn bad_input_names_the_field() {
             r#"{"messages":[],"tools":[{"type":"custom"}]}"#,
             "tools[0].type",
         ),
-        (r#"{"model":"m"}"#, "body"),
+        (r#"{"model":"m"}"#, "messages"),
+        // Well-formed JSON of the wrong shape, which serde_json calls a syntax error.
+        (
+            r#"{"messages":[{"role":[],"content":"x"}]}"#,
+            "messages[0].role",
+        ),
+        (r#"{"messages":[],"metadata":[null,null]}"#, "metadata"),
+        (r#"{"messages":[}"#, "body"),
     ];
     for (body, path) in cases {
         let e = parse(body).unwrap_err();

@@ -84,9 +84,10 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn MemoryStore>, StoreErr
         StoreConfig::Postgres { url, schema } => {
             let tasks = match schema {
                 Some(s) => {
-                    crate::store::postgres::PostgresStore::connect_with_schema(url, s).await?
+                    crate::store::postgres::PostgresStore::connect_with_schema(url.expose(), s)
+                        .await?
                 }
-                None => crate::store::postgres::PostgresStore::connect(url).await?,
+                None => crate::store::postgres::PostgresStore::connect(url.expose()).await?,
             };
             Arc::new(postgres::PostgresMemoryStore::new(tasks.pool().clone()))
         }

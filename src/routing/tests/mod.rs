@@ -4,6 +4,7 @@
 mod decider;
 mod eval_set;
 mod internal;
+mod internal_props;
 mod props;
 mod rules_reply;
 
