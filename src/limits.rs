@@ -5,9 +5,17 @@
 //! Each person has a token bucket (governor's GCRA) over the requests that make work
 //! (chats, `POST /route`), and each lane a bound on the tasks waiting in it; past either,
 //! the request is refused with 429 and a `Retry-After`, and nothing is recorded.
+//!
+//! Guessing keys is bounded too: a client address that presents wrong keys more often
+//! than [`GUESSES_PER_MINUTE`] (after a burst of [`GUESS_BURST`]) is refused with 429 before
+//! any key it sends is looked at, so the answers stop telling a right key from a wrong one.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::num::NonZeroU32;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
@@ -69,9 +77,18 @@ impl Refusal {
 /// How long a client is asked to wait before sending work to a full lane again.
 const FULL_LANE_RETRY: Duration = Duration::from_secs(10);
 
+/// Wrong keys one client address may present per minute, after [`GUESS_BURST`] at once.
+pub const GUESSES_PER_MINUTE: u32 = 30;
+pub const GUESS_BURST: u32 = 10;
+
 pub struct Limits {
     per_person: Option<DefaultKeyedRateLimiter<Person>>,
     queued_per_lane: usize,
+    guesses: DefaultKeyedRateLimiter<IpAddr>,
+    /// Addresses refused until the time given, for guessing; `any_blocked` lets every
+    /// request skip the lock while there are none (the usual case).
+    blocked: Mutex<HashMap<IpAddr, Instant>>,
+    any_blocked: AtomicBool,
 }
 
 impl Limits {
@@ -80,9 +97,50 @@ impl Limits {
             let burst = NonZeroU32::new(config.burst).unwrap_or(NonZeroU32::MIN);
             DefaultKeyedRateLimiter::keyed(Quota::per_minute(rate).allow_burst(burst))
         });
+        let guess_rate = NonZeroU32::new(GUESSES_PER_MINUTE).unwrap_or(NonZeroU32::MIN);
+        let guess_burst = NonZeroU32::new(GUESS_BURST).unwrap_or(NonZeroU32::MIN);
         Self {
             per_person,
             queued_per_lane: config.queued_per_lane,
+            guesses: DefaultKeyedRateLimiter::keyed(
+                Quota::per_minute(guess_rate).allow_burst(guess_burst),
+            ),
+            blocked: Mutex::new(HashMap::new()),
+            any_blocked: AtomicBool::new(false),
+        }
+    }
+
+    /// Refuses an address that guessed too often, before its key is looked at.
+    pub fn not_guessing(&self, from: IpAddr) -> Result<(), Refusal> {
+        if !self.any_blocked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut blocked = self
+            .blocked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        blocked.retain(|_, until| *until > now);
+        self.any_blocked
+            .store(!blocked.is_empty(), Ordering::Relaxed);
+        match blocked.get(&from) {
+            Some(until) => Err(Refusal::TooFast {
+                retry_after: until.saturating_duration_since(now),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Counts a wrong or missing key from `from`; past the guess rate, the address is
+    /// refused (by [`not_guessing`](Self::not_guessing)) until a guess is allowed again.
+    pub fn wrong_key(&self, from: IpAddr) {
+        if let Err(not_until) = self.guesses.check_key(&from) {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            self.blocked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(from, Instant::now() + wait);
+            self.any_blocked.store(true, Ordering::Relaxed);
         }
     }
 
@@ -149,6 +207,26 @@ mod tests {
             Ok(()),
             "alice has her own bucket"
         );
+    }
+
+    #[test]
+    fn an_address_that_guesses_is_refused_whatever_it_sends_and_others_are_not() {
+        let limits = Limits::default();
+        let guesser: IpAddr = "192.168.1.66".parse().unwrap();
+        let neighbour: IpAddr = "192.168.1.10".parse().unwrap();
+        for _ in 0..GUESS_BURST {
+            assert_eq!(limits.not_guessing(guesser), Ok(()));
+            limits.wrong_key(guesser);
+        }
+        // One more past the burst: from now on refused before any key is looked at.
+        limits.wrong_key(guesser);
+        let Err(Refusal::TooFast { retry_after }) = limits.not_guessing(guesser) else {
+            panic!("the guesser was not refused");
+        };
+        assert!(retry_after <= Duration::from_secs(2), "{retry_after:?}");
+        assert_eq!(limits.not_guessing(neighbour), Ok(()));
+        limits.wrong_key(neighbour);
+        assert_eq!(limits.not_guessing(neighbour), Ok(()));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Health: `/healthz` (alive), `/readyz` (the store answers and can write, and a backend
 //! is healthy), `/workers` (each worker and the queue depths).
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
+use crate::people::Caller;
 use crate::service::AppState;
 
 pub async fn healthz() -> Json<Value> {
@@ -20,12 +21,16 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
     };
     let queue = state.dispatch.queue().ping().await;
     let backends = state.directory.any_healthy();
+    // `/readyz` needs no key: it says what is wrong, and the log says why (a database
+    // path, a Redis address and its errors are no business of the network's).
     let mut problems = Vec::new();
     if let Err(e) = &store {
-        problems.push(format!("task store: {e}"));
+        tracing::warn!(error = %e, "readiness: the task store is not ready");
+        problems.push("task store: cannot read or write (see the log)".to_owned());
     }
     if let Err(e) = &queue {
-        problems.push(format!("queue: {e}"));
+        tracing::warn!(error = %e, "readiness: the queue is not ready");
+        problems.push("queue: unreachable (see the log)".to_owned());
     }
     if !backends {
         problems.push("no healthy backend".to_owned());
@@ -45,7 +50,12 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
     (status, Json(body))
 }
 
-pub async fn workers(State(state): State<AppState>) -> Json<Value> {
+/// Each worker and the queue depths. Backend addresses and their last errors are for
+/// admins (or a household without keys); other people see the machines without them.
+pub async fn workers(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Json<Value> {
     let depths: Vec<Value> = state
         .dispatch
         .queue()
@@ -55,7 +65,16 @@ pub async fn workers(State(state): State<AppState>) -> Json<Value> {
         .into_iter()
         .map(|(lane, n)| json!({"queue": lane, "waiting": n}))
         .collect();
-    Json(json!({"workers": state.directory.statuses(), "queues": depths}))
+    let mut workers = serde_json::to_value(state.directory.statuses()).unwrap_or_default();
+    if !caller.admin
+        && let Some(list) = workers.as_array_mut()
+    {
+        for w in list.iter_mut().filter_map(Value::as_object_mut) {
+            w.remove("url");
+            w.remove("last_error");
+        }
+    }
+    Json(json!({"workers": workers, "queues": depths}))
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {

@@ -97,6 +97,20 @@ async fn wrong_method(method: Method, uri: Uri) -> Response {
 /// 401, counted in `/metrics` and logged at WARN (at most every ten seconds).
 async fn require_api_key(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let shape = ErrorShape::for_path(req.uri().path());
+    let from = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    if let Some(ip) = from
+        && !state.keys.is_empty()
+        && let Err(refusal) = state.limits.not_guessing(ip)
+    {
+        return ApiError::Limited {
+            refusal,
+            lang: crate::lang::Lang::En,
+        }
+        .into_shaped_response(shape);
+    }
     match state.keys.identify(req.headers()) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
@@ -108,6 +122,9 @@ async fn require_api_key(State(state): State<AppState>, mut req: Request, next: 
         }
         .into_shaped_response(shape),
         Err(e) => {
+            if let Some(ip) = from {
+                state.limits.wrong_key(ip);
+            }
             if let Some(unlogged) = state.metrics.refused() {
                 tracing::warn!(
                     reason = %e,

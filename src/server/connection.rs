@@ -133,6 +133,7 @@ impl Drop for InFlight {
 /// finished what it was answering. `slot` is its place under the connection cap.
 pub(super) async fn run(
     tcp: TcpStream,
+    peer: std::net::SocketAddr,
     app: Router,
     builder: Arc<auto::Builder<TokioExecutor>>,
     limits: Limits,
@@ -147,7 +148,10 @@ pub(super) async fn run(
     let answering = activity.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let in_flight = answering.request();
-        let req = req.map(|body| DeadlineBody::new(body, limits.body));
+        let mut req = req.map(|body| DeadlineBody::new(body, limits.body));
+        // Who is on the other end, for the routes that ask (`ConnectInfo`).
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let app = app.clone();
         async move {
             let res = app.oneshot(req).await?;

@@ -81,13 +81,14 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: Can
                 }
             }
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _peer)) => match slots.clone().try_acquire_owned() {
+                Ok((tcp, peer)) => match slots.clone().try_acquire_owned() {
                     Ok(slot) => {
                         if let Err(e) = tcp.set_nodelay(true) {
                             tracing::debug!(error = %e, "could not set TCP_NODELAY");
                         }
                         connections.spawn(connection::run(
                             tcp,
+                            peer,
                             app.clone(),
                             builder.clone(),
                             limits,

@@ -221,6 +221,22 @@ async fn one_persons_memories_and_tasks_are_theirs_alone() {
     );
     let (status, _) = h.get(U1, &format!("/tasks/{bobs}")).await;
     assert_eq!(status, 404);
+
+    // The machines are everyone's to see; their addresses and errors are the admin's.
+    let (_, workers) = h.get(BOB_, "/workers").await;
+    let moon = &workers["workers"][0];
+    assert_eq!(moon["name"], "moon");
+    assert!(
+        moon.get("url").is_none() && moon.get("last_error").is_none(),
+        "{moon}"
+    );
+    let (_, workers) = h.get(ADMIN, "/workers").await;
+    assert!(
+        workers["workers"][0]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://")
+    );
 }
 
 #[tokio::test]
@@ -261,6 +277,40 @@ async fn keys_are_checked_case_insensitively_and_refusals_are_counted() {
         .await
         .unwrap();
     assert_eq!(res.status(), 400);
+
+    // Guessing: past a burst of wrong keys, this address is refused with 429 whatever key
+    // it sends, so the answers stop telling a right key from a wrong one.
+    let mut refused = None;
+    for n in 0..50 {
+        let res = http
+            .get(app.url("/v1/models"))
+            .bearer_auth(format!("guess-{n:016}"))
+            .send()
+            .await
+            .unwrap();
+        if res.status() == 429 {
+            refused = Some(n);
+            break;
+        }
+        assert_eq!(res.status(), 401);
+    }
+    let refused = refused.expect("50 wrong keys in a row were all answered 401");
+    assert!(
+        refused <= coordinator::limits::GUESS_BURST as usize,
+        "{refused}"
+    );
+    let res = http
+        .get(app.url("/v1/models"))
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status(),
+        429,
+        "a right key from a guessing address is refused too"
+    );
+    assert!(res.headers().contains_key("retry-after"));
 }
 
 #[tokio::test]
