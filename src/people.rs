@@ -489,8 +489,15 @@ mod tests {
             problems,
             ["server.keys[1].name: \"bob\" is also the name of server.keys[0]"]
         );
-        // The key's text is never in a problem.
+        // The key's text is never in a problem, nor in the config's `Debug`.
         let debug = format!("{:?}", key("bob", BOB));
         assert!(!debug.contains(BOB), "{debug}");
+        let server = ServerConfig {
+            api_keys: vec![FLAT.into()],
+            keys: vec![key("bob", BOB)],
+            ..Default::default()
+        };
+        let debug = format!("{server:?}");
+        assert!(!debug.contains(FLAT) && !debug.contains(BOB), "{debug}");
     }
 }

@@ -37,7 +37,7 @@ pub struct Config {
     pub limits: crate::limits::LimitsConfig,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ServerConfig {
     pub listen: String,
@@ -141,6 +141,28 @@ impl ServerConfig {
         if self.max_connections == 0 {
             problems.push("server.max_connections: must be at least 1".to_owned());
         }
+    }
+}
+
+/// Never prints the keys themselves (only how many there are).
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
+            .field(
+                "api_keys",
+                &format_args!("[{} key(s)]", self.api_keys.len()),
+            )
+            .field("keys", &self.keys)
+            .field("routing_info", &self.routing_info)
+            .field("shutdown_grace_s", &self.shutdown_grace_s)
+            .field("allow_open", &self.allow_open)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("header_timeout_s", &self.header_timeout_s)
+            .field("body_timeout_s", &self.body_timeout_s)
+            .field("idle_timeout_s", &self.idle_timeout_s)
+            .field("max_connections", &self.max_connections)
+            .finish()
     }
 }
 
