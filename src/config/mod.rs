@@ -56,6 +56,10 @@ pub struct ServerConfig {
     /// Web pages (origins like `http://192.168.1.10:3000`) whose scripts may call the API;
     /// a request with any other `Origin` header is refused.
     pub allowed_origins: Vec<String>,
+    /// Without keys, the host names a request may be addressed to besides IP addresses and
+    /// `localhost` (the `Host` header): a page whose own name was made to resolve to this
+    /// machine (DNS rebinding) is refused. Not checked once keys are set.
+    pub allowed_hosts: Vec<String>,
     /// How long a client has to send a request's headers, from the connection's start or
     /// the first byte of a later request.
     pub header_timeout_s: u64,
@@ -77,6 +81,7 @@ impl Default for ServerConfig {
             shutdown_grace_s: 30,
             allow_open: false,
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             header_timeout_s: 10,
             body_timeout_s: 30,
             idle_timeout_s: 60,
@@ -158,6 +163,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("shutdown_grace_s", &self.shutdown_grace_s)
             .field("allow_open", &self.allow_open)
             .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
             .field("header_timeout_s", &self.header_timeout_s)
             .field("body_timeout_s", &self.body_timeout_s)
             .field("idle_timeout_s", &self.idle_timeout_s)

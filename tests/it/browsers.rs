@@ -187,3 +187,63 @@ async fn what_open_webui_sends_passes() {
         assert_eq!(res.status(), 200, "{path}");
     }
 }
+
+/// DNS rebinding: a page whose own name was made to resolve to this machine reaches a
+/// keyless Coordinator as its own origin, where browsers send no `Origin` on a GET. The
+/// `Host` it addresses gives it away: without keys only IP addresses, `localhost` and
+/// `[server] allowed_hosts` are answered. With keys, a page without one gets nothing anyway.
+#[tokio::test]
+async fn a_keyless_coordinator_answers_only_its_own_host_names() {
+    let app = spawn_app_with(spawn_fake().await, |c| {
+        c.server.allowed_hosts = vec!["Coordinator.lan".into()];
+    })
+    .await;
+    let port = app.addr.port();
+    let get = |host: String| {
+        let req = app.http.get(app.url("/memory")).header("host", host);
+        async move { req.send().await.unwrap() }
+    };
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "coordinator.lan".to_owned(),
+        format!("COORDINATOR.LAN:{port}"),
+    ] {
+        assert_eq!(get(host.clone()).await.status(), 200, "{host}");
+    }
+    let res = get(format!("evil.example:{port}")).await;
+    assert_eq!(res.status(), 403);
+    let body: Value = res.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("allowed_hosts"),
+        "{body}"
+    );
+    let res = app
+        .http
+        .get(app.url("/api/tags"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    let body: Value = res.json().await.unwrap();
+    assert!(body["error"].is_string(), "Ollama's shape: {body}");
+
+    let keyed = spawn_app_with(spawn_fake().await, |c| {
+        c.server.api_keys = vec!["sk-home-0123456789".into()];
+    })
+    .await;
+    let res = keyed
+        .http
+        .get(keyed.url("/memory"))
+        .header("host", "evil.example")
+        .bearer_auth("sk-home-0123456789")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "with keys the key decides");
+}

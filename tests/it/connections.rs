@@ -19,7 +19,7 @@ async fn half_open_connections_are_closed_within_40_s_with_the_defaults() {
     let mut half_open = Vec::new();
     for _ in 0..300 {
         let mut s = raw::connect(app.addr).await;
-        s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-")
+        s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-")
             .await
             .unwrap();
         half_open.push(s);
@@ -84,7 +84,7 @@ async fn a_body_that_does_not_arrive_in_time_is_answered_408_in_the_routes_shape
     for path in ["/v1/chat/completions", "/api/chat", "/route"] {
         let mut s = raw::connect(app.addr).await;
         let head = format!(
-            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"model\":"
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"model\":"
         );
         s.write_all(head.as_bytes()).await.unwrap();
         let res = tokio::time::timeout(Duration::from_secs(10), raw::read_response(&mut s))

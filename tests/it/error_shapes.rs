@@ -78,7 +78,7 @@ async fn a_body_over_the_limit_answers_413_in_the_routes_shape() {
         // when it answers and the answer is not lost to a reset.
         let mut s = raw::connect(app.addr).await;
         let head = format!(
-            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
             limit + 1
         );
         s.write_all(head.as_bytes()).await.unwrap();

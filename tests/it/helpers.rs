@@ -255,7 +255,7 @@ pub mod raw {
 
     /// A keep-alive `GET path` on `stream`, and its response.
     pub async fn get(stream: &mut TcpStream, path: &str) -> Response {
-        let req = format!("GET {path} HTTP/1.1\r\nhost: test\r\n\r\n");
+        let req = format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
         stream.write_all(req.as_bytes()).await.unwrap();
         read_response(stream).await
     }
