@@ -267,6 +267,69 @@ mod tests {
         super::super::contract_tests::done_pages(&s).await;
     }
 
+    /// A database made before there were people (migrations 0001 and 0002 only) opens
+    /// with its tasks and memories belonging to the default person.
+    #[tokio::test]
+    async fn rows_from_before_people_belong_to_the_default_person() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old-migrations");
+        std::fs::create_dir(&old).unwrap();
+        for m in ["0001_tasks.sql", "0002_memory.sql"] {
+            let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/sqlite");
+            std::fs::copy(from.join(m), old.join(m)).unwrap();
+        }
+        let path = dir.path().join("c.db");
+        {
+            let options = SqliteConnectOptions::from_str("sqlite://")
+                .unwrap()
+                .filename(&path)
+                .create_if_missing(true);
+            let pool = SqlitePoolOptions::new()
+                .connect_with(options)
+                .await
+                .unwrap();
+            sqlx::migrate::Migrator::new(old.as_path())
+                .await
+                .unwrap()
+                .run(&pool)
+                .await
+                .unwrap();
+            let t = new_task("asked long ago");
+            sqlx::query(
+                "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, \
+                 model, attempts, queue, status, web_search, reasons) \
+                 VALUES (?1, ?2, ?2, 't1', 'asked long ago', 'general', 'm', 0, 'tasks:llm:m', \
+                 'queued', 0, '[]')",
+            )
+            .bind(t.task_id.to_string())
+            .bind(t.created_at)
+            .execute(&pool)
+            .await
+            .unwrap();
+            sqlx::query(
+                "INSERT INTO memory_items (id, thread_id, task_id, seq, kind, text, embedder, \
+                 dim, vector, created_at) VALUES ('m1', 't1', ?1, 0, 'exchange', 'x', 'e', 0, \
+                 x'', ?2)",
+            )
+            .bind(t.task_id.to_string())
+            .bind(t.created_at)
+            .execute(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+            let s = SqliteStore::open(&path).await.unwrap();
+            let got = s.get(t.task_id).await.unwrap().unwrap();
+            assert_eq!(got.person.as_str(), Person::DEFAULT);
+            assert_eq!(got.prompt, "asked long ago");
+            let owner: String =
+                sqlx::query_scalar("SELECT person FROM memory_items WHERE id = 'm1'")
+                    .fetch_one(s.pool())
+                    .await
+                    .unwrap();
+            assert_eq!(owner, Person::DEFAULT);
+        }
+    }
+
     #[tokio::test]
     async fn every_task_keeps_its_person() {
         let (_d, s) = store().await;
