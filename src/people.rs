@@ -18,7 +18,7 @@ use axum::http::header::AUTHORIZATION;
 use sha2::{Digest, Sha256};
 
 use crate::config::{KeyConfig, KeyRole, ServerConfig};
-use crate::domain::Person;
+use crate::domain::{Person, hex};
 
 /// The shortest key `config check` and `serve` accept.
 pub const MIN_KEY_CHARS: usize = 16;
@@ -255,14 +255,6 @@ fn too_short(key: &str) -> Option<String> {
 
 fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 #[cfg(test)]

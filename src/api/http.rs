@@ -155,7 +155,7 @@ pub fn client_identity(headers: &HeaderMap) -> Option<String> {
         header(headers, "authorization").map(|a| {
             use sha2::{Digest, Sha256};
             let d = Sha256::digest(a.as_bytes());
-            d[..8].iter().map(|b| format!("{b:02x}")).collect()
+            crate::domain::hex(&d[..8])
         })
     })
 }

@@ -181,6 +181,22 @@ mod tests {
 
     const ROUTE: Duration = Duration::from_secs(60);
 
+    /// A task that starts at once and sends its first piece, `text`, `after` that.
+    fn started_then_after(after: Duration, text: &str) -> EventStream {
+        let answer = TaskEvent::Chunk {
+            chunk: Chunk::Content { text: text.into() },
+        };
+        Box::pin(
+            futures::stream::iter(vec![started()]).chain(
+                futures::stream::once(async move {
+                    tokio::time::sleep(after).await;
+                    answer
+                })
+                .chain(futures::stream::pending()),
+            ),
+        )
+    }
+
     /// A worker that started a whole answer and never reports again (its machine died)
     /// does not hold the client forever: the answer limit ends the wait.
     #[tokio::test(start_paused = true)]
@@ -260,18 +276,7 @@ mod tests {
         );
         assert_eq!(err.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
 
-        let answer = TaskEvent::Chunk {
-            chunk: Chunk::Content { text: "hi".into() },
-        };
-        let running = Box::pin(
-            futures::stream::iter(vec![started()]).chain(
-                futures::stream::once(async move {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    answer
-                })
-                .chain(futures::stream::pending()),
-            ),
-        );
+        let running = started_then_after(Duration::from_secs(5), "hi");
         let got = first_chunk(
             id,
             running,
@@ -327,20 +332,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_whole_answer_arrives_after_the_route_timeout() {
         let id = TaskId::new();
-        let answer = TaskEvent::Chunk {
-            chunk: Chunk::Content {
-                text: "late but whole".into(),
-            },
-        };
-        let late = Box::pin(
-            futures::stream::iter(vec![started()]).chain(
-                futures::stream::once(async move {
-                    tokio::time::sleep(Duration::from_secs(300)).await;
-                    answer
-                })
-                .chain(futures::stream::pending()),
-            ),
-        );
+        let late = started_then_after(Duration::from_secs(300), "late but whole");
         let deadline = Deadline::AfterStart {
             answer: Duration::from_secs(600),
         };

@@ -6,8 +6,6 @@
 //! WebUI's background tasks. The stored prompt and the classifier only ever see
 //! [`Turn::prompt`]; the history goes to the worker alone.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 
 use crate::chat::{ChatMessage, ResponseMode, Role, SamplingParams, ToolSpec};
@@ -306,11 +304,7 @@ fn thread_id(input: &TurnInput) -> Result<ThreadId, TurnError> {
     h.update([0]);
     h.update(first_user.as_bytes());
     let digest = h.finalize();
-    let mut id = String::with_capacity(2 + 24);
-    id.push_str("h-");
-    for b in &digest[..12] {
-        let _ = write!(id, "{b:02x}");
-    }
+    let id = format!("h-{}", crate::domain::hex(&digest[..12]));
     // A hash always makes a valid id; were it not one, the messages it came from are named.
     named("messages", &id)
 }

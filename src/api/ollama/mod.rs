@@ -54,13 +54,7 @@ impl ModelTag {
 
 /// A hex SHA-256 of a model name, standing in for a blob digest.
 fn name_digest(name: &str) -> String {
-    Sha256::digest(name.as_bytes())
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            use std::fmt::Write as _;
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    crate::domain::hex(&Sha256::digest(name.as_bytes()))
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
