@@ -140,7 +140,15 @@ enum EvalCommand {
     /// (e.g. eval/routing.jsonl).
     Routing { file: PathBuf },
     /// Recall hit@1 / hit@k over a JSONL file of cases (e.g. eval/memory.jsonl).
-    Memory { file: PathBuf },
+    Memory {
+        file: PathBuf,
+        /// For every failed case: the query and what recall found, with scores.
+        #[arg(long)]
+        explain: bool,
+        /// Sweep `lexical_weight` and `cross_thread_min_score` and print the best settings.
+        #[arg(long)]
+        calibrate: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -273,7 +281,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cfg = cli::load_config(config)?;
             match command {
                 EvalCommand::Routing { file } => cli::eval_routing(&cfg, &file).await?,
-                EvalCommand::Memory { file } => memory_cli::run_eval(&cfg, &file).await?,
+                EvalCommand::Memory {
+                    file,
+                    explain,
+                    calibrate,
+                } => memory_cli::run_eval(&cfg, &file, explain, calibrate).await?,
             }
         }
         Command::Tasks { config, command } => {

@@ -204,7 +204,7 @@ impl AppState {
         let facts = decision.memory_facts(remember);
         let memory_context = match &self.memory {
             Some(m) if policy::may_recall(&facts) => {
-                m.context_for(&turn.prompt, &turn.person, &turn.thread_id)
+                m.context_for(&turn.prompt, &turn.person, &turn.thread_id, &turn.system)
                     .await
             }
             _ => None,

@@ -148,18 +148,60 @@ pub async fn run_forget(config: &Config, id: Option<&str>, scope: &Scope) -> any
     Ok(())
 }
 
-/// Runs the memory eval in `path` and prints hit@1 and hit@k.
-pub async fn run_eval(config: &Config, path: &Path) -> anyhow::Result<()> {
+/// Runs the memory eval in `path` and prints hit@1 and hit@k; with `explain`, what recall
+/// found for each failed case; with `calibrate`, the best thresholds and weights.
+pub async fn run_eval(
+    config: &Config,
+    path: &Path,
+    explain: bool,
+    calibrate: bool,
+) -> anyhow::Result<()> {
+    use super::eval;
     let embedder = Embedder::from_config(&config.memory, &backends(config));
-    let report = super::eval::run(path, &config.memory, &embedder).await?;
+    let cases = eval::load(path)?;
     println!(
-        "memory eval {} (embedder {}, scope {:?}, top_k {})",
+        "memory eval {} ({} cases; embedder {}, scope {:?}, top_k {}, lexical_weight {}, \
+         cross_thread_min_score {})",
         path.display(),
+        cases.len(),
         embedder.preferred_id(),
         config.memory.scope,
-        config.memory.top_k
+        config.memory.top_k,
+        config.memory.lexical_weight,
+        config.memory.cross_thread_min_score,
     );
+    let recalled = eval::recall_all(&cases, &config.memory, &embedder).await;
+    let thresholds = eval::Thresholds::of(&config.memory);
+    let report = eval::judge(&cases, &recalled, &thresholds);
     print!("{report}");
+    if explain {
+        for (case, candidates) in cases.iter().zip(&recalled) {
+            if !report.failed.contains(&case.id) {
+                continue;
+            }
+            println!(
+                "\n{}: {:?} (expect {:?})",
+                case.id, case.query.text, case.expect
+            );
+            for c in candidates.iter().take(5) {
+                let text: String = c.text.split_whitespace().collect::<Vec<_>>().join(" ");
+                let short: String = text.chars().take(90).collect();
+                let thread = if c.same_thread { "same" } else { "other" };
+                println!("  {:.3}  #{} {thread:<5}  {short}", c.score, c.exchange);
+            }
+        }
+    }
+    if calibrate {
+        let weights = [0.0, 0.25, 0.4, 0.5, 0.6, 0.75];
+        let rows = eval::calibrate(&cases, &config.memory, &embedder, &weights).await;
+        println!("\nbest settings (lexical_weight, cross_thread_min_score):");
+        for row in rows.iter().take(10) {
+            print!(
+                "  {:.2}  {:.2}  {}",
+                row.lexical_weight, row.cross_thread_min_score, row.report
+            );
+        }
+    }
     Ok(())
 }
 

@@ -26,7 +26,7 @@ const KANA_ONLY_WEIGHT: f32 = 0.2;
 const MIXED_WEIGHT: f32 = 0.5;
 
 /// English words that say nothing about the topic.
-const STOP_WORDS: &[&str] = &[
+pub(crate) const STOP_WORDS: &[&str] = &[
     "a", "an", "the", "is", "are", "was", "were", "be", "been", "am", "i", "me", "my", "you",
     "your", "we", "our", "it", "its", "of", "to", "in", "on", "at", "for", "and", "or", "do",
     "does", "did", "what", "which", "who", "how", "that", "this", "these", "those", "with", "as",
@@ -138,7 +138,7 @@ fn add_ascii_word(v: &mut [f32], word: &str) {
 }
 
 /// A light English stemmer: plural and verb endings off (cats → cat, allergies → allerg).
-fn stem(word: &str) -> &str {
+pub(crate) fn stem(word: &str) -> &str {
     for suffix in ["ies", "ing", "ed", "ic", "y", "s"] {
         if let Some(base) = word.strip_suffix(suffix)
             && base.len() >= 3

@@ -1,7 +1,10 @@
 //! The memory eval (`coordinator eval memory FILE.jsonl`): does recall find the right
-//! earlier exchange, with the real condensing, embedder and scope rules?
+//! earlier exchange? Each case's exchanges are remembered through the real producer (the
+//! same condensing, facts, de-duplication and supersession as a live turn, into a memory
+//! of its own held in the process), then its query is recalled with the real scope rules.
 //!
-//! One JSON object per line:
+//! One JSON object per line (`person` is optional, `default` when left out; a query only
+//! ever sees its own person's memory):
 //! ```json
 //! {"id": "cat-name", "exchanges": [
 //!    {"thread": "A", "user": "私の猫の名前はミケです", "assistant": "かわいい名前ですね。"}],
@@ -16,15 +19,14 @@
 use std::fmt;
 use std::path::Path;
 
+use std::sync::Arc;
+
 use serde::Deserialize;
-use uuid::Uuid;
 
 use super::embed::Embedder;
-use super::index::Index;
-use super::service::{select, standalone_query};
-use super::store::MemoryItem;
-use super::{MemoryConfig, MemoryError, condense};
-use crate::domain::TaskId;
+use super::store::in_memory::InMemoryStore;
+use super::{Memory, MemoryConfig, MemoryError};
+use crate::domain::{Person, TaskId, ThreadId};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +41,8 @@ pub struct Case {
 #[serde(deny_unknown_fields)]
 pub struct Exchange {
     pub thread: String,
+    #[serde(default)]
+    pub person: Option<String>,
     pub user: String,
     pub assistant: String,
 }
@@ -47,6 +51,8 @@ pub struct Exchange {
 #[serde(deny_unknown_fields)]
 pub struct Query {
     pub thread: String,
+    #[serde(default)]
+    pub person: Option<String>,
     pub text: String,
 }
 
@@ -140,6 +146,22 @@ pub fn parse(text: &str) -> Result<Vec<Case>, String> {
                 n + 1
             ));
         }
+        let people = case
+            .exchanges
+            .iter()
+            .map(|e| &e.person)
+            .chain([&case.query.person]);
+        for p in people.flatten() {
+            Person::parse(p).map_err(|e| format!("line {}: person {p:?}: {e}", n + 1))?;
+        }
+        let threads = case
+            .exchanges
+            .iter()
+            .map(|e| &e.thread)
+            .chain([&case.query.thread]);
+        for t in threads {
+            ThreadId::parse(t).map_err(|e| format!("line {}: thread {t:?}: {e}", n + 1))?;
+        }
         cases.push(case);
     }
     Ok(cases)
@@ -155,30 +177,107 @@ pub async fn run(
 }
 
 pub async fn run_cases(cases: &[Case], config: &MemoryConfig, embedder: &Embedder) -> Report {
+    let recalled = recall_all(cases, config, embedder).await;
+    judge(cases, &recalled, &Thresholds::of(config))
+}
+
+/// What a recall returned for one case: every candidate with its score, before the
+/// thresholds (which [`judge`] applies, so that a sweep needs one recall per case).
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The exchange it came from.
+    pub exchange: usize,
+    pub score: f32,
+    pub same_thread: bool,
+    pub text: String,
+}
+
+/// The thresholds a recall applies after scoring.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    pub min_score: f32,
+    pub cross_thread_min_score: f32,
+    pub top_k: usize,
+}
+
+impl Thresholds {
+    pub fn of(config: &MemoryConfig) -> Self {
+        Self {
+            min_score: config.min_score,
+            cross_thread_min_score: config.cross_thread_min_score,
+            top_k: config.top_k,
+        }
+    }
+
+    /// The exchanges a recall with these thresholds returns, best first.
+    fn apply(&self, candidates: &[Candidate]) -> Vec<usize> {
+        candidates
+            .iter()
+            .filter(|c| {
+                c.score
+                    >= if c.same_thread {
+                        self.min_score
+                    } else {
+                        self.cross_thread_min_score
+                    }
+            })
+            .take(self.top_k)
+            .map(|c| c.exchange)
+            .collect()
+    }
+}
+
+/// Every case's candidates under `config`'s scoring, with no thresholds.
+pub async fn recall_all(
+    cases: &[Case],
+    config: &MemoryConfig,
+    embedder: &Embedder,
+) -> Vec<Vec<Candidate>> {
+    let open = MemoryConfig {
+        min_score: -1.0,
+        cross_thread_min_score: -1.0,
+        top_k: 50,
+        ..config.clone()
+    };
+    let mut out = Vec::with_capacity(cases.len());
+    for case in cases {
+        out.push(recall(case, &open, embedder).await);
+    }
+    out
+}
+
+/// The exchanges a case expects (empty for a negative case).
+fn wanted(case: &Case) -> Vec<usize> {
+    match &case.expect {
+        Expect::Exchange(i) => vec![*i],
+        Expect::Contains(s) => (0..case.exchanges.len())
+            .filter(|&i| {
+                let e = &case.exchanges[i];
+                e.user.contains(s.as_str()) || e.assistant.contains(s.as_str())
+            })
+            .collect(),
+        Expect::None(_) => Vec::new(),
+    }
+}
+
+/// Scores `recalled` (from [`recall_all`]) against the cases under `thresholds`.
+pub fn judge(cases: &[Case], recalled: &[Vec<Candidate>], thresholds: &Thresholds) -> Report {
     let mut report = Report {
-        k: config.top_k,
+        k: thresholds.top_k,
         ..Report::default()
     };
-    for case in cases {
-        let recalled = recall(case, config, embedder).await;
-        let wanted: Vec<usize> = match &case.expect {
-            Expect::Exchange(i) => vec![*i],
-            Expect::Contains(s) => (0..case.exchanges.len())
-                .filter(|&i| {
-                    let e = &case.exchanges[i];
-                    e.user.contains(s.as_str()) || e.assistant.contains(s.as_str())
-                })
-                .collect(),
-            Expect::None(_) => {
-                report.negatives += 1;
-                if recalled.is_empty() {
-                    report.quiet += 1;
-                } else {
-                    report.failed.push(case.id.clone());
-                }
-                continue;
+    for (case, candidates) in cases.iter().zip(recalled) {
+        let recalled = thresholds.apply(candidates);
+        if matches!(case.expect, Expect::None(_)) {
+            report.negatives += 1;
+            if recalled.is_empty() {
+                report.quiet += 1;
+            } else {
+                report.failed.push(case.id.clone());
             }
-        };
+            continue;
+        }
+        let wanted = wanted(case);
         report.positives += 1;
         let top1 = recalled.first().is_some_and(|r| wanted.contains(r));
         let topk = recalled.iter().any(|r| wanted.contains(r));
@@ -191,50 +290,105 @@ pub async fn run_cases(cases: &[Case], config: &MemoryConfig, embedder: &Embedde
     report
 }
 
-/// The exchange indices recall returns for a case's query, best first.
-async fn recall(case: &Case, config: &MemoryConfig, embedder: &Embedder) -> Vec<usize> {
-    let mut owners = Vec::new();
-    let mut texts = Vec::new();
-    for (i, e) in case.exchanges.iter().enumerate() {
-        for (seq, (kind, text)) in condense(&e.user, &e.assistant).into_iter().enumerate() {
-            owners.push((i, kind, seq));
-            texts.push(text);
+/// One row of a calibration: a lexical weight and cross-thread threshold, and how the
+/// eval fares with them.
+#[derive(Debug, Clone)]
+pub struct Calibration {
+    pub lexical_weight: f32,
+    pub cross_thread_min_score: f32,
+    pub report: Report,
+}
+
+/// Sweeps `[memory] lexical_weight` over `weights` and `cross_thread_min_score` from 0.05
+/// to 0.80 in steps of 0.01, every other setting as in `config`. Best first: the most
+/// positives at 1 plus quiet negatives, then the most at k, then the higher threshold.
+pub async fn calibrate(
+    cases: &[Case],
+    config: &MemoryConfig,
+    embedder: &Embedder,
+    weights: &[f32],
+) -> Vec<Calibration> {
+    let mut rows = Vec::new();
+    for &lexical_weight in weights {
+        let scored = MemoryConfig {
+            lexical_weight,
+            ..config.clone()
+        };
+        let recalled = recall_all(cases, &scored, embedder).await;
+        for step in 5..=80u8 {
+            let cross = f32::from(step) / 100.0;
+            let thresholds = Thresholds {
+                cross_thread_min_score: cross,
+                min_score: config.min_score.min(cross),
+                top_k: config.top_k,
+            };
+            rows.push(Calibration {
+                lexical_weight,
+                cross_thread_min_score: cross,
+                report: judge(cases, &recalled, &thresholds),
+            });
         }
     }
+    let merit = |r: &Report| (r.hit_at_1 + r.quiet, r.hit_at_k);
+    rows.sort_by(|a, b| {
+        merit(&b.report).cmp(&merit(&a.report)).then(
+            b.cross_thread_min_score
+                .total_cmp(&a.cross_thread_min_score),
+        )
+    });
+    rows
+}
+
+/// The exchange indices recall returns for a case's query, best first.
+async fn recall(case: &Case, config: &MemoryConfig, embedder: &Embedder) -> Vec<Candidate> {
+    let person = |p: &Option<String>| {
+        p.as_deref()
+            .map_or_else(|| Ok(Person::default()), Person::parse)
+    };
+    let store = Arc::new(InMemoryStore::default());
+    let Ok(memory) = Memory::open(config.clone(), store, embedder.clone()).await else {
+        return Vec::new();
+    };
     let task_ids: Vec<TaskId> = case.exchanges.iter().map(|_| TaskId::new()).collect();
-    let embedded = embedder.embed(&texts).await;
-    let Some(dim) = embedded.vectors.first().map(Vec::len) else {
-        return Vec::new();
-    };
-    let mut index = Index::new(dim);
-    // Exchanges happened in file order, one second apart.
-    let start = chrono::Utc::now() - chrono::Duration::hours(1);
-    for (n, ((&(owner, kind, seq), text), vector)) in
-        owners.iter().zip(texts).zip(embedded.vectors).enumerate()
-    {
-        index.insert(MemoryItem {
-            id: Uuid::now_v7(),
-            person: crate::domain::Person::default(),
-            thread_id: case.exchanges[owner].thread.clone(),
-            task_id: task_ids[owner],
-            seq: u32::try_from(seq).unwrap_or(u32::MAX),
-            kind: kind.to_owned(),
-            text,
-            embedder: embedded.embedder.clone(),
-            vector,
-            created_at: start + chrono::Duration::seconds(i64::try_from(n).unwrap_or(0)),
-        });
+    // Exchanges happened in file order, a minute apart, the last a minute before the query.
+    let now = chrono::Utc::now();
+    let minutes = i64::try_from(case.exchanges.len()).unwrap_or(0);
+    for (n, (e, task_id)) in case.exchanges.iter().zip(&task_ids).enumerate() {
+        let Ok(owner) = person(&e.person) else {
+            continue;
+        };
+        let ended_at = now - chrono::Duration::minutes(minutes - i64::try_from(n).unwrap_or(0));
+        let remembered = memory
+            .remember_exchange(&super::Exchange {
+                task_id: *task_id,
+                person: &owner,
+                thread_id: &e.thread,
+                prompt: &e.user,
+                response: &e.assistant,
+                ended_at,
+            })
+            .await;
+        if let Err(e) = remembered {
+            tracing::warn!(case = %case.id, error = %e, "eval exchange not remembered");
+        }
     }
-    let text = standalone_query(&index, &case.query.text, &case.query.thread)
-        .unwrap_or_else(|| case.query.text.clone());
-    let Some(query) = embedder.embed(&[text]).await.vectors.pop() else {
+    let (Ok(asker), Ok(thread)) = (
+        person(&case.query.person),
+        ThreadId::parse(&case.query.thread),
+    ) else {
         return Vec::new();
     };
-    select(&index, &query, &case.query.thread, config)
+    memory
+        .recall(&case.query.text, &asker, &thread)
+        .await
         .into_iter()
-        .filter_map(|(s, _)| {
-            let task = index.entry(s.slot)?.task_id;
-            task_ids.iter().position(|t| *t == task)
+        .filter_map(|hit| {
+            Some(Candidate {
+                exchange: task_ids.iter().position(|t| *t == hit.item.task_id)?,
+                score: hit.score,
+                same_thread: hit.same_thread,
+                text: hit.item.text,
+            })
         })
         .collect()
 }

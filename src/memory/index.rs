@@ -11,7 +11,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::store::MemoryItem;
+use super::store::{ItemKind, MemoryItem};
 
 /// An item's position in the index and its similarity to the query.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,7 +70,32 @@ impl TopK {
     }
 }
 
-/// Items of one embedder (one dimension).
+/// What a search looks for: the query's vector and its lexical terms, and how much the
+/// lexical match counts (0 = vectors only, 1 = terms only).
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    pub vector: &'a [f32],
+    pub terms: &'a [u64],
+    pub lexical_weight: f32,
+}
+
+impl<'a> Query<'a> {
+    /// A query on vectors alone.
+    pub fn vector(vector: &'a [f32]) -> Self {
+        Self {
+            vector,
+            terms: &[],
+            lexical_weight: 0.0,
+        }
+    }
+}
+
+/// Items of one embedder (one dimension) of one person.
+///
+/// Besides the vectors it keeps an inverted index of every item's lexical terms (for the
+/// hybrid score), and the facts' bookkeeping: which fact texts it holds (a fact told twice
+/// is stored once) and, per subject, the newest fact, which supersedes the older ones.
+/// Only facts that nothing supersedes are *shared*: recalled for other threads.
 #[derive(Debug, Clone)]
 pub struct Index {
     dim: usize,
@@ -79,10 +104,19 @@ pub struct Index {
     entries: Vec<MemoryItem>,
     /// Each slot's thread, interned.
     threads: Vec<u32>,
+    /// Per slot: whether a recall for another thread may return it.
+    shared: Vec<bool>,
+    /// Per slot: its lexical terms; and each term's slots.
+    terms: Vec<Vec<u64>>,
+    postings: HashMap<u64, Vec<u32>>,
     thread_numbers: HashMap<String, u32>,
     slots: HashMap<Uuid, usize>,
     /// (thread, hash of the text) of every item, so the same exchange is stored once.
     known: HashSet<(u32, u64)>,
+    /// The key of every fact's text (see `facts::fact_key`) and the newest fact with it.
+    facts: HashMap<u64, Uuid>,
+    /// Each subject's newest fact.
+    current: HashMap<String, Uuid>,
 }
 
 fn text_key(text: &str) -> u64 {
@@ -92,6 +126,14 @@ fn text_key(text: &str) -> u64 {
     h.finish()
 }
 
+fn fact_hash(text: &str) -> u64 {
+    text_key(&super::facts::fact_key(text))
+}
+
+fn slot_u32(slot: usize) -> u32 {
+    u32::try_from(slot).unwrap_or(u32::MAX)
+}
+
 impl Index {
     pub fn new(dim: usize) -> Self {
         Self {
@@ -99,9 +141,14 @@ impl Index {
             vectors: Vec::new(),
             entries: Vec::new(),
             threads: Vec::new(),
+            shared: Vec::new(),
+            terms: Vec::new(),
+            postings: HashMap::new(),
             thread_numbers: HashMap::new(),
             slots: HashMap::new(),
             known: HashSet::new(),
+            facts: HashMap::new(),
+            current: HashMap::new(),
         }
     }
 
@@ -132,6 +179,34 @@ impl Index {
             .is_some_and(|t| self.known.contains(&(*t, text_key(text))))
     }
 
+    /// The newest fact saying the same as `text` (same letters and digits), if any, and
+    /// whether it is still current (no newer fact on its subject).
+    pub fn same_fact(&self, text: &str) -> Option<(&MemoryItem, bool)> {
+        let id = self.facts.get(&fact_hash(text))?;
+        let slot = *self.slots.get(id)?;
+        Some((&self.entries[slot], self.shared[slot]))
+    }
+
+    /// The newer fact that supersedes the item in `slot`, if one does.
+    pub fn superseded_by(&self, slot: usize) -> Option<Uuid> {
+        let item = self.entries.get(slot)?;
+        let subject = item
+            .subject
+            .as_ref()
+            .filter(|_| item.kind == ItemKind::Fact)?;
+        self.current
+            .get(subject)
+            .filter(|id| **id != item.id)
+            .copied()
+    }
+
+    /// [`superseded_by`](Self::superseded_by) for the item with `id`.
+    pub fn superseded(&self, id: &Uuid) -> Option<Uuid> {
+        self.slots
+            .get(id)
+            .and_then(|&slot| self.superseded_by(slot))
+    }
+
     /// The latest `n` `exchange` items of a thread, newest first.
     pub fn recent_in_thread(&self, thread: &str, n: usize) -> Vec<&MemoryItem> {
         let Some(own) = self.thread_numbers.get(thread).copied() else {
@@ -141,7 +216,7 @@ impl Index {
             .threads
             .iter()
             .zip(&self.entries)
-            .filter(|(t, e)| **t == own && e.kind == "exchange")
+            .filter(|(t, e)| **t == own && e.kind == ItemKind::Exchange)
             .map(|(_, e)| e)
             .collect();
         items.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
@@ -160,10 +235,42 @@ impl Index {
             .thread_numbers
             .entry(item.thread_id.clone())
             .or_insert(next);
+        let slot = self.entries.len();
         self.known.insert((thread, text_key(&item.text)));
         self.vectors.extend_from_slice(&item.vector);
         item.vector = Vec::new();
-        self.slots.insert(item.id, self.entries.len());
+        let terms = super::lexical::terms(&item.text);
+        for t in &terms {
+            self.postings.entry(*t).or_default().push(slot_u32(slot));
+        }
+        self.terms.push(terms);
+        let mut shared = item.kind == ItemKind::Fact;
+        if shared {
+            let newer =
+                |a: &MemoryItem, b: &MemoryItem| (a.created_at, a.id) > (b.created_at, b.id);
+            let key = fact_hash(&item.text);
+            let replaces = self
+                .facts
+                .get(&key)
+                .and_then(|id| self.slots.get(id))
+                .is_none_or(|&s| newer(&item, &self.entries[s]));
+            if replaces {
+                self.facts.insert(key, item.id);
+            }
+            if let Some(subject) = &item.subject {
+                match self.current.get(subject).and_then(|id| self.slots.get(id)) {
+                    Some(&held) if !newer(&item, &self.entries[held]) => shared = false,
+                    held => {
+                        if let Some(&held) = held {
+                            self.shared[held] = false;
+                        }
+                        self.current.insert(subject.clone(), item.id);
+                    }
+                }
+            }
+        }
+        self.shared.push(shared);
+        self.slots.insert(item.id, slot);
         self.entries.push(item);
         self.threads.push(thread);
         true
@@ -177,28 +284,73 @@ impl Index {
         self.known
             .remove(&(self.threads[slot], text_key(&self.entries[slot].text)));
         let last = self.entries.len() - 1;
+        for t in std::mem::take(&mut self.terms[slot]) {
+            if let Some(p) = self.postings.get_mut(&t) {
+                p.retain(|s| *s != slot_u32(slot));
+                if p.is_empty() {
+                    self.postings.remove(&t);
+                }
+            }
+        }
         if slot != last {
             let (head, tail) = self.vectors.split_at_mut(last * self.dim);
             head[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
             self.slots.insert(self.entries[last].id, slot);
+            for t in &self.terms[last] {
+                if let Some(p) = self.postings.get_mut(t) {
+                    p.iter_mut()
+                        .filter(|s| **s == slot_u32(last))
+                        .for_each(|s| *s = slot_u32(slot));
+                }
+            }
         }
         self.vectors.truncate(last * self.dim);
-        self.entries.swap_remove(slot);
+        let gone = self.entries.swap_remove(slot);
         self.threads.swap_remove(slot);
+        self.terms.swap_remove(slot);
+        self.shared.swap_remove(slot);
+        if gone.kind == ItemKind::Fact {
+            let key = fact_hash(&gone.text);
+            if self.facts.get(&key) == Some(&gone.id) {
+                self.facts.remove(&key);
+            }
+            if let Some(subject) = &gone.subject
+                && self.current.get(subject) == Some(&gone.id)
+            {
+                self.current.remove(subject);
+                self.promote_newest(subject);
+            }
+        }
         true
     }
 
+    /// After the current fact of `subject` went: the newest one left takes its place.
+    fn promote_newest(&mut self, subject: &str) {
+        let newest = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.kind == ItemKind::Fact && e.subject.as_deref() == Some(subject))
+            .max_by_key(|(_, e)| (e.created_at, e.id))
+            .map(|(slot, e)| (slot, e.id));
+        if let Some((slot, id)) = newest {
+            self.shared[slot] = true;
+            self.current.insert(subject.to_owned(), id);
+        }
+    }
+
     /// The `k` items most similar to `query` among all threads, best first.
-    pub fn search(&self, query: &[f32], k: usize) -> Vec<Scored> {
+    pub fn search(&self, query: &Query<'_>, k: usize) -> Vec<Scored> {
         let mut top = TopK::new(k);
         self.scan(query, |_, s| top.offer(s));
         top.into_sorted()
     }
 
-    /// In one scan: the best `k` of `thread` and the best `k` of every other thread.
+    /// In one scan: the best `k` of `thread`, and the best `k` shared items (facts that
+    /// nothing supersedes) of every other thread.
     pub fn search_split(
         &self,
-        query: &[f32],
+        query: &Query<'_>,
         k: usize,
         thread: &str,
     ) -> (Vec<Scored>, Vec<Scored>) {
@@ -207,52 +359,76 @@ impl Index {
         self.scan(query, |t, s| {
             if Some(t) == own {
                 mine.offer(s);
-            } else {
+            } else if self.shared[s.slot] {
                 others.offer(s);
             }
         });
         (mine.into_sorted(), others.into_sorted())
     }
 
-    /// The best `k` of one thread; only that thread's vectors are read.
-    pub fn search_thread(&self, query: &[f32], k: usize, thread: &str) -> Vec<Scored> {
+    /// The best `k` of one thread.
+    pub fn search_thread(&self, query: &Query<'_>, k: usize, thread: &str) -> Vec<Scored> {
         let Some(own) = self.thread_numbers.get(thread).copied() else {
             return Vec::new();
         };
         let mut top = TopK::new(k);
-        if query.len() != self.dim {
-            return Vec::new();
-        }
-        for (slot, t) in self.threads.iter().enumerate() {
-            if *t == own {
-                let v = &self.vectors[slot * self.dim..(slot + 1) * self.dim];
-                top.offer(Scored {
-                    slot,
-                    score: dot(query, v),
-                });
+        self.scan(query, |t, s| {
+            if t == own {
+                top.offer(s);
             }
-        }
+        });
         top.into_sorted()
     }
 
-    fn scan(&self, query: &[f32], mut visit: impl FnMut(u32, Scored)) {
-        if query.len() != self.dim || self.dim == 0 {
+    /// Every item's score: `(1 - w) × cosine + w × lexical`, where lexical is the share of
+    /// the query terms' weight (BM25's idf over this index) that the item holds. A term
+    /// the index has never seen weighs the most, so a question about something never
+    /// told matches nothing well.
+    fn scan(&self, query: &Query<'_>, mut visit: impl FnMut(u32, Scored)) {
+        if query.vector.len() != self.dim || self.dim == 0 {
             return;
         }
+        let w = query.lexical_weight.clamp(0.0, 1.0);
+        let lexical = if w > 0.0 && !query.terms.is_empty() {
+            self.lexical(query.terms)
+        } else {
+            Vec::new()
+        };
         for (slot, (v, t)) in self
             .vectors
             .chunks_exact(self.dim)
             .zip(self.threads.iter())
             .enumerate()
         {
-            visit(
-                *t,
-                Scored {
-                    slot,
-                    score: dot(query, v),
-                },
-            );
+            let cosine = dot(query.vector, v);
+            let score = match lexical.get(slot) {
+                Some(l) => (1.0 - w) * cosine + w * l,
+                None => (1.0 - w) * cosine,
+            };
+            visit(*t, Scored { slot, score });
         }
+    }
+
+    /// Per slot, the share (0..1) of the query terms' idf weight it holds.
+    fn lexical(&self, terms: &[u64]) -> Vec<f32> {
+        let n = self.entries.len() as f32;
+        let mut acc = vec![0f32; self.entries.len()];
+        let mut total = 0f32;
+        for t in terms {
+            let posting = self.postings.get(t).map_or(&[][..], Vec::as_slice);
+            let df = posting.len() as f32;
+            let idf = ((n - df + 0.5) / (df + 0.5)).ln_1p();
+            total += idf;
+            for &slot in posting {
+                if let Some(a) = acc.get_mut(slot as usize) {
+                    *a += idf;
+                }
+            }
+        }
+        if total > 0.0 {
+            acc.iter_mut().for_each(|a| *a /= total);
+        }
+        acc
     }
 }
 
@@ -295,8 +471,10 @@ mod tests {
             thread_id: thread.into(),
             task_id: TaskId::new(),
             seq: 0,
-            kind: "exchange".into(),
+            kind: ItemKind::Fact,
             text: format!("in {thread}"),
+            subject: None,
+            superseded_by: None,
             embedder: "test".into(),
             vector,
             created_at: chrono::Utc::now(),
@@ -328,20 +506,26 @@ mod tests {
         let dim = 19; // not a multiple of 8: the tail of the dot product counts too
         let (index, all) = ranked(dim);
         let q = unit(dim, &[(0, 1.0)]);
-        let top = index.search(&q, 3);
+        let top = index.search(&Query::vector(&q), 3);
         assert_eq!(ids(&index, &top), all[..3].to_vec());
         assert!(top[0].score > top[1].score && top[1].score > top[2].score);
-        assert_eq!(index.search(&q, 50).len(), 10);
-        assert!(index.search(&q, 0).is_empty());
+        assert_eq!(index.search(&Query::vector(&q), 50).len(), 10);
+        assert!(index.search(&Query::vector(&q), 0).is_empty());
 
-        let odd = index.search_thread(&q, 2, "odd");
+        let odd = index.search_thread(&Query::vector(&q), 2, "odd");
         assert_eq!(ids(&index, &odd), vec![all[1], all[3]]);
-        assert!(index.search_thread(&q, 2, "nobody").is_empty());
-        let (mine, others) = index.search_split(&q, 2, "even");
+        assert!(
+            index
+                .search_thread(&Query::vector(&q), 2, "nobody")
+                .is_empty()
+        );
+        let (mine, others) = index.search_split(&Query::vector(&q), 2, "even");
         assert_eq!(ids(&index, &mine), vec![all[0], all[2]]);
         assert_eq!(ids(&index, &others), vec![all[1], all[3]]);
         assert!(
-            index.search(&unit(4, &[(0, 1.0)]), 3).is_empty(),
+            index
+                .search(&Query::vector(&unit(4, &[(0, 1.0)])), 3)
+                .is_empty(),
             "wrong dimension"
         );
     }
@@ -356,7 +540,7 @@ mod tests {
         assert!(index.remove(&all[9]));
         assert_eq!(index.len(), 8);
         assert!(!index.contains(&all[0]));
-        let top = index.search(&q, 8);
+        let top = index.search(&Query::vector(&q), 8);
         assert_eq!(ids(&index, &top), all[1..9].to_vec());
         // Scores after the move equal a fresh computation.
         for s in &top {

@@ -23,7 +23,10 @@ pub mod cli;
 mod context;
 pub mod embed;
 pub mod eval;
+pub mod facts;
 pub mod index;
+pub mod lexical;
+pub mod openwebui;
 pub mod policy;
 mod producer;
 mod service;
@@ -36,7 +39,7 @@ use serde::{Deserialize, Serialize};
 
 pub use context::context_block;
 pub use policy::thread_allows_memory;
-pub use producer::{BackfillReport, Exchange, Skip, condense, eligibility};
+pub use producer::{BackfillReport, Exchange, Piece, Skip, condense, eligibility};
 pub use service::{Memory, MemoryHit, select};
 pub use store::{MemoryItem, MemoryStore};
 
@@ -72,6 +75,24 @@ pub struct MemoryConfig {
     pub embedding_backend: Option<String>,
     /// The longest memory context put into one prompt, in characters.
     pub max_context_chars: usize,
+    /// How much the lexical match counts in a memory's score (0 = the embedder's cosine
+    /// only, 1 = terms only); calibrated on `eval/memory.jsonl`.
+    pub lexical_weight: f32,
+    /// What to do when a request already carries Open WebUI's own memories in its
+    /// system prompt.
+    pub openwebui_memory: OpenWebUiMemory,
+}
+
+/// `[memory] openwebui_memory`: when Open WebUI's memory feature has put the person's
+/// memories in the system prompt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpenWebUiMemory {
+    /// Add Coordinator's memories that Open WebUI's do not already say.
+    #[default]
+    Merge,
+    /// Leave such turns to Open WebUI's memory: Coordinator adds none.
+    Defer,
 }
 
 impl Default for MemoryConfig {
@@ -85,6 +106,8 @@ impl Default for MemoryConfig {
             embedding_model: None,
             embedding_backend: None,
             max_context_chars: 1500,
+            lexical_weight: 0.5,
+            openwebui_memory: OpenWebUiMemory::Merge,
         }
     }
 }
@@ -105,6 +128,12 @@ impl MemoryConfig {
                     "memory.{key}: {value} is not a similarity between -1 and 1"
                 ));
             }
+        }
+        if !(0.0..=1.0).contains(&self.lexical_weight) {
+            problems.push(format!(
+                "memory.lexical_weight: {} is not between 0 and 1",
+                self.lexical_weight
+            ));
         }
         if self.max_context_chars < 50 {
             problems.push("memory.max_context_chars: must be at least 50".to_owned());

@@ -7,9 +7,10 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::facts::Fact;
 use super::policy::{self, Facts};
 use super::service::MAX_ITEMS_PER_TASK;
-use super::store::MemoryItem;
+use super::store::{ItemKind, MemoryItem};
 use super::{Memory, MemoryError};
 use crate::domain::{Person, TaskId, TaskStatus};
 use crate::store::{TaskRecord, TaskStore};
@@ -92,6 +93,20 @@ pub struct Exchange<'a> {
     pub ended_at: DateTime<Utc>,
 }
 
+impl<'a> Exchange<'a> {
+    /// A finished task's exchange, as its row records it.
+    pub fn of(task: &'a TaskRecord) -> Self {
+        Self {
+            task_id: task.task_id,
+            person: &task.person,
+            thread_id: &task.thread_id,
+            prompt: &task.prompt,
+            response: task.response.as_deref().unwrap_or(""),
+            ended_at: task.updated_at,
+        }
+    }
+}
+
 /// The answer without any recorded tool calls.
 fn answer_text(response: Option<&str>) -> &str {
     let response = response.unwrap_or("");
@@ -102,23 +117,57 @@ fn answer_text(response: Option<&str>) -> &str {
     text.trim()
 }
 
-/// An exchange as memory: `(kind, text)` pairs. The first (`exchange`) holds the prompt
-/// and the start of the answer; a long answer adds `answer` parts, up to four items.
-pub fn condense(prompt: &str, answer: &str) -> Vec<(&'static str, String)> {
+/// One item to be: what it holds, its text and (for a fact) its subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece {
+    pub seq: u32,
+    pub kind: ItemKind,
+    pub text: String,
+    pub subject: Option<String>,
+}
+
+/// Where a task's facts start among its items' positions: after the exchange and the
+/// answer parts, whatever their number, so that a backfill can tell which are stored.
+pub(super) const FACT_SEQ: u32 = MAX_ITEMS_PER_TASK as u32;
+
+/// An exchange as memory, without its facts: the first piece (`exchange`) holds the prompt
+/// and the start of the answer; a long answer adds `answer` parts, up to four pieces.
+pub fn condense(prompt: &str, answer: &str) -> Vec<Piece> {
     let prompt = flatten(prompt);
     let answer = flatten(answer);
     let (head, rest) = split_at_sentence(&answer, ANSWER_HEAD_CHARS);
-    let mut items = vec![(
-        "exchange",
+    let piece = |seq: usize, kind, text| Piece {
+        seq: u32::try_from(seq).unwrap_or(u32::MAX),
+        kind,
+        text,
+        subject: None,
+    };
+    let mut items = vec![piece(
+        0,
+        ItemKind::Exchange,
         format!("{}\n{}", truncate(&prompt, MAX_PROMPT_CHARS), head),
     )];
     let mut rest = rest;
     while !rest.is_empty() && items.len() < MAX_ITEMS_PER_TASK {
         let (part, more) = split_at_sentence(rest, ANSWER_PART_CHARS);
-        items.push(("answer", part.to_owned()));
+        items.push(piece(items.len(), ItemKind::Answer, part.to_owned()));
         rest = more;
     }
     items
+}
+
+/// Facts as pieces, numbered from [`FACT_SEQ`].
+pub fn fact_pieces(facts: Vec<Fact>) -> Vec<Piece> {
+    facts
+        .into_iter()
+        .zip(FACT_SEQ..)
+        .map(|(f, seq)| Piece {
+            seq,
+            kind: ItemKind::Fact,
+            text: f.text,
+            subject: f.subject,
+        })
+        .collect()
 }
 
 /// Whitespace runs as single spaces.
@@ -157,7 +206,7 @@ pub struct BackfillReport {
     pub scanned: usize,
     /// Tasks that are never remembered (web, RAG, internal, opted out, …).
     pub excluded: usize,
-    /// Tasks that already had memory from the active embedder.
+    /// Tasks whose memory (from the active embedder) was already complete.
     pub already: usize,
     /// Tasks written now, and their items.
     pub remembered: usize,
@@ -173,15 +222,7 @@ impl Memory {
             tracing::debug!(task_id = %task.task_id, reason = %skip, "task not remembered");
             return Ok(0);
         }
-        self.remember_exchange(&Exchange {
-            task_id: task.task_id,
-            person: &task.person,
-            thread_id: &task.thread_id,
-            prompt: &task.prompt,
-            response: task.response.as_deref().unwrap_or(""),
-            ended_at: task.updated_at,
-        })
-        .await
+        self.remember_exchange(&Exchange::of(task)).await
     }
 
     /// Remembers one exchange that [`may_remember`] allowed: condenses, embeds and writes
@@ -196,26 +237,59 @@ impl Memory {
             tracing::debug!(task_id = %exchange.task_id, reason = %Skip::NoAnswer, "task not remembered");
             return Ok(0);
         }
+        self.remember_missing(exchange, answer, &[]).await
+    }
+
+    /// Remembers the pieces of `exchange` whose positions are not in `stored` (what the
+    /// store already holds of its task): the exchange and answer parts, and its facts
+    /// unless some are stored. Nothing the person's memory already says is added twice:
+    /// the same exchange in the same thread, or a fact they told before (unless a newer
+    /// fact on its subject came in between: then telling it again makes it current).
+    async fn remember_missing(
+        &self,
+        exchange: &Exchange<'_>,
+        answer: &str,
+        stored: &[u32],
+    ) -> Result<usize, MemoryError> {
         let mut pieces = condense(exchange.prompt, answer);
-        // The same exchange again in the same thread (a repeated question) adds nothing.
-        pieces.retain(|(_, text)| !self.knows(exchange.person, exchange.thread_id, text));
+        pieces.retain(|p| {
+            !stored.contains(&p.seq) && !self.knows(exchange.person, exchange.thread_id, &p.text)
+        });
+        if !stored.iter().any(|s| *s >= FACT_SEQ) {
+            let facts = self.facts_of(exchange.prompt).await;
+            pieces.extend(
+                fact_pieces(facts)
+                    .into_iter()
+                    .filter(|p| !self.knows_fact(exchange.person, &p.text)),
+            );
+        }
+        self.store_pieces(exchange, pieces).await
+    }
+
+    /// Embeds and writes `pieces` of `exchange`; returns how many were written.
+    async fn store_pieces(
+        &self,
+        exchange: &Exchange<'_>,
+        pieces: Vec<Piece>,
+    ) -> Result<usize, MemoryError> {
         if pieces.is_empty() {
             return Ok(0);
         }
-        let texts: Vec<String> = pieces.iter().map(|(_, t)| t.clone()).collect();
+        let texts: Vec<String> = pieces.iter().map(|p| p.text.clone()).collect();
         let embedded = self.inner.embedder.embed(&texts).await;
         let items = pieces
             .into_iter()
             .zip(embedded.vectors)
-            .enumerate()
-            .map(|(seq, ((kind, text), vector))| MemoryItem {
+            .map(|(piece, vector)| MemoryItem {
                 id: Uuid::now_v7(),
                 person: exchange.person.clone(),
                 thread_id: exchange.thread_id.to_owned(),
                 task_id: exchange.task_id,
-                seq: u32::try_from(seq).unwrap_or(u32::MAX),
-                kind: kind.to_owned(),
-                text,
+                seq: piece.seq,
+                kind: piece.kind,
+                text: piece.text,
+                subject: piece.subject,
+                superseded_by: None,
                 embedder: embedded.embedder.clone(),
                 vector,
                 created_at: exchange.ended_at,
@@ -261,10 +335,12 @@ impl Memory {
             for task in &done {
                 if eligibility(task).is_err() {
                     report.excluded += 1;
-                } else if self.inner.store.has_task(task.task_id, &embedder).await? {
-                    report.already += 1;
                 } else {
-                    let items = self.remember_task(task).await?;
+                    // A task remembered before facts existed gets its facts now.
+                    let stored = self.inner.store.task_seqs(task.task_id, &embedder).await?;
+                    let exchange = Exchange::of(task);
+                    let answer = answer_text(task.response.as_deref());
+                    let items = self.remember_missing(&exchange, answer, &stored).await?;
                     if items > 0 {
                         report.remembered += 1;
                         report.items += items;

@@ -12,16 +12,16 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::embed::{Embedder, HashEmbedder};
-use super::index::{Index, Scored};
+use super::index::{Index, Query, Scored};
 use super::store::{MemoryItem, MemoryStore};
-use super::{MemoryConfig, MemoryError, Scope};
+use super::{MemoryConfig, MemoryError, OpenWebUiMemory, Scope};
 use crate::backend::Backend;
 use crate::chat::ChatMessage;
 use crate::config::Config;
 use crate::domain::{Person, ThreadId};
 use crate::lang::{Lang, detect_language};
 
-/// How many items one task can have at most (see `producer::condense`).
+/// How many exchange and answer items one task has at most (see `producer::condense`).
 pub(super) const MAX_ITEMS_PER_TASK: usize = 4;
 /// How many of a thread's latest exchanges a follow-up is resolved against.
 const FOLLOWUP_EXCHANGES: usize = 4;
@@ -102,6 +102,20 @@ impl Memory {
             .is_some_and(|own| own.values().any(|i| i.has_text(thread, text)))
     }
 
+    /// Whether `person` already holds a current fact saying what `text` says (under any
+    /// embedder).
+    pub(crate) fn knows_fact(&self, person: &Person, text: &str) -> bool {
+        self.indexes().get(person).is_some_and(|own| {
+            own.values()
+                .any(|i| i.same_fact(text).is_some_and(|(_, current)| current))
+        })
+    }
+
+    /// The facts `prompt` states (see [`super::facts`]).
+    pub(crate) async fn facts_of(&self, prompt: &str) -> Vec<super::facts::Fact> {
+        super::facts::extract(prompt)
+    }
+
     /// Items in the in-memory indexes, over all people and embedders.
     pub fn len(&self) -> usize {
         count(&self.indexes())
@@ -133,8 +147,9 @@ impl Memory {
             .and_then(|index| standalone_query(index, prompt, thread_id.as_str()))
             .unwrap_or_else(|| prompt.to_owned())
         };
+        let terms = super::lexical::terms(&query);
         let embedded = self.inner.embedder.embed(&[query]).await;
-        let Some(query) = embedded.vectors.first() else {
+        let Some(vector) = embedded.vectors.first() else {
             return Vec::new();
         };
         let indexes = self.indexes();
@@ -144,7 +159,12 @@ impl Memory {
         else {
             return Vec::new();
         };
-        select(index, query, thread_id.as_str(), config)
+        let query = Query {
+            vector,
+            terms: &terms,
+            lexical_weight: config.lexical_weight,
+        };
+        select(index, &query, thread_id.as_str(), config)
             .into_iter()
             .filter_map(|(s, same_thread)| hit(index, s, same_thread))
             .collect()
@@ -153,18 +173,28 @@ impl Memory {
     /// The memory context for the worker's prompt, in the prompt's language, capped at
     /// `[memory] max_context_chars`; `None` when there is nothing to say.
     pub fn context_block(&self, hits: &[MemoryHit], lang: Lang) -> Option<String> {
-        super::context::context_block(hits, lang, self.inner.config.max_context_chars)
+        super::context::context_block(hits, lang, self.inner.config.max_context_chars, Utc::now())
     }
 
     /// [`recall`](Self::recall) and [`context_block`](Self::context_block) in one: the
-    /// memory context for a prompt, in its language, or `None`.
+    /// memory context for a prompt, in its language, or `None`. `system` is the request's
+    /// system prompt: what Open WebUI's own memory put there is not said again (or, with
+    /// `[memory] openwebui_memory = "defer"`, such a turn gets no context from here).
     pub async fn context_for(
         &self,
         prompt: &str,
         person: &Person,
         thread_id: &ThreadId,
+        system: &[String],
     ) -> Option<String> {
-        let hits = self.recall(prompt, person, thread_id).await;
+        let carried = super::openwebui::carried(system);
+        if carried.is_some() && self.inner.config.openwebui_memory == OpenWebUiMemory::Defer {
+            return None;
+        }
+        let mut hits = self.recall(prompt, person, thread_id).await;
+        if let Some(theirs) = &carried {
+            hits.retain(|h| !super::openwebui::already_said(theirs, &h.item.text));
+        }
         self.context_block(&hits, detect_language(prompt))
     }
 
@@ -211,7 +241,14 @@ impl Memory {
             .store
             .list(person, thread_id.map(ThreadId::as_str), limit)
             .await?;
-        items.iter_mut().for_each(|i| i.vector = Vec::new());
+        let indexes = self.indexes();
+        for item in &mut items {
+            item.vector = Vec::new();
+            item.superseded_by = indexes
+                .get(&item.person)
+                .and_then(|own| own.get(&item.embedder))
+                .and_then(|index| index.superseded(&item.id));
+        }
         Ok(items)
     }
 
@@ -224,9 +261,15 @@ impl Memory {
         thread_id: Option<&ThreadId>,
         limit: usize,
     ) -> Vec<MemoryHit> {
+        let terms = super::lexical::terms(query);
         let embedded = self.inner.embedder.embed(&[query.to_owned()]).await;
-        let Some(q) = embedded.vectors.first() else {
+        let Some(vector) = embedded.vectors.first() else {
             return Vec::new();
+        };
+        let q = &Query {
+            vector,
+            terms: &terms,
+            lexical_weight: self.inner.config.lexical_weight,
         };
         let indexes = self.indexes();
         let mut hits: Vec<MemoryHit> = indexes
@@ -342,8 +385,10 @@ fn add_items(indexes: &mut Indexes, items: impl IntoIterator<Item = MemoryItem>)
 }
 
 fn hit(index: &Index, s: Scored, same_thread: bool) -> Option<MemoryHit> {
+    let mut item = index.entry(s.slot)?.clone();
+    item.superseded_by = index.superseded_by(s.slot);
     Some(MemoryHit {
-        item: index.entry(s.slot)?.clone(),
+        item,
         score: s.score,
         same_thread,
     })
@@ -368,20 +413,24 @@ pub fn standalone_query(index: &Index, prompt: &str, thread: &str) -> Option<Str
 }
 
 /// The scope rules, on one index: which slots a recall returns, best first, each with
-/// whether it is from `thread`. One item per task; at most `top_k`.
+/// whether it is from `thread`. One item per task; at most `top_k`. From other threads
+/// only facts are recalled, and only those no newer fact supersedes: an exchange is
+/// context for its own thread.
 ///
 /// - `thread`: items of the thread scoring at least `min_score`;
-/// - `global`: items of any thread scoring at least `min_score`;
-/// - `auto`: items of the thread scoring at least `min_score`, plus items of other
+/// - `global`: items of the thread and facts of any thread scoring at least `min_score`;
+/// - `auto`: items of the thread scoring at least `min_score`, plus facts of other
 ///   threads scoring at least `cross_thread_min_score` (a strong match), by score.
 pub fn select(
     index: &Index,
-    query: &[f32],
+    query: &Query<'_>,
     thread: &str,
     config: &MemoryConfig,
 ) -> Vec<(Scored, bool)> {
     // Room for several items of one task before de-duplication.
-    let k = config.top_k.saturating_mul(MAX_ITEMS_PER_TASK);
+    let k = config
+        .top_k
+        .saturating_mul(MAX_ITEMS_PER_TASK + super::facts::MAX_FACTS);
     let candidates: Vec<(Scored, bool)> = match config.scope {
         Scope::Thread => index
             .search_thread(query, k, thread)
@@ -389,16 +438,11 @@ pub fn select(
             .filter(|s| s.score >= config.min_score)
             .map(|s| (s, true))
             .collect(),
-        Scope::Global => index
-            .search(query, k)
-            .into_iter()
-            .filter(|s| s.score >= config.min_score)
-            .map(|s| {
-                let same = index.entry(s.slot).is_some_and(|e| e.thread_id == thread);
-                (s, same)
-            })
-            .collect(),
-        Scope::Auto => {
+        Scope::Global | Scope::Auto => {
+            let cross = match config.scope {
+                Scope::Global => config.min_score,
+                _ => config.cross_thread_min_score,
+            };
             let (mine, others) = index.search_split(query, k, thread);
             let mut all: Vec<(Scored, bool)> = mine
                 .into_iter()
@@ -407,7 +451,7 @@ pub fn select(
                 .chain(
                     others
                         .into_iter()
-                        .filter(|s| s.score >= config.cross_thread_min_score)
+                        .filter(|s| s.score >= cross)
                         .map(|s| (s, false)),
                 )
                 .collect();
@@ -419,6 +463,7 @@ pub fn select(
     let mut tasks = HashSet::new();
     candidates
         .into_iter()
+        .filter(|(s, _)| index.superseded_by(s.slot).is_none())
         .filter(|(s, _)| index.entry(s.slot).is_some_and(|e| tasks.insert(e.task_id)))
         .take(config.top_k)
         .collect()

@@ -6,6 +6,7 @@
 //! producer and a backfill, or two backfills) adds nothing. Forgetting an item also marks
 //! its task `remember = false`, so that a later backfill cannot bring it back.
 
+pub mod in_memory;
 pub mod postgres;
 pub mod sqlite;
 
@@ -30,14 +31,61 @@ pub struct MemoryItem {
     pub task_id: TaskId,
     /// Position among the items condensed from one task (0 = the exchange itself).
     pub seq: u32,
-    /// `exchange` (prompt and the answer's start) or `answer` (a later part of the answer).
-    pub kind: String,
+    pub kind: ItemKind,
     pub text: String,
+    /// For a fact about a single-valued subject (`home`, `router`, `猫の名前`): that
+    /// subject. The person's newest fact on a subject supersedes the older ones.
+    pub subject: Option<String>,
+    /// The newer fact that supersedes this one: derived from the person's facts when
+    /// listed or searched, never stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<Uuid>,
     /// The embedder that made `vector`.
     pub embedder: String,
     #[serde(skip)]
     pub vector: Vec<f32>,
     pub created_at: DateTime<Utc>,
+}
+
+/// What a memory item holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ItemKind {
+    /// The prompt and the start of the answer: context for its own thread.
+    Exchange,
+    /// A later part of a long answer: context for its own thread.
+    Answer,
+    /// A statement the person made (see `memory::facts`): recalled in every thread.
+    Fact,
+}
+
+impl ItemKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Exchange => "exchange",
+            Self::Answer => "answer",
+            Self::Fact => "fact",
+        }
+    }
+}
+
+impl std::fmt::Display for ItemKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ItemKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "exchange" => Ok(Self::Exchange),
+            "answer" => Ok(Self::Answer),
+            "fact" => Ok(Self::Fact),
+            other => Err(format!("unknown memory item kind {other:?}")),
+        }
+    }
 }
 
 #[async_trait]
@@ -58,8 +106,8 @@ pub trait MemoryStore: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<MemoryItem>, StoreError>;
 
-    /// Whether a task already has items made by `embedder`.
-    async fn has_task(&self, task_id: TaskId, embedder: &str) -> Result<bool, StoreError>;
+    /// The positions (`seq`) of the items a task already has from `embedder`.
+    async fn task_seqs(&self, task_id: TaskId, embedder: &str) -> Result<Vec<u32>, StoreError>;
 
     /// Deletes one item (when `person` is given, only theirs) and marks its task not to be
     /// remembered again. Returns whether such an item existed.

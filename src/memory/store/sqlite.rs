@@ -11,7 +11,7 @@ use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
 
 const COLUMNS: &str =
-    "id, person, thread_id, task_id, seq, kind, text, embedder, dim, vector, created_at";
+    "id, person, thread_id, task_id, seq, kind, text, subject, embedder, dim, vector, created_at";
 
 #[derive(Debug, Clone)]
 pub struct SqliteMemoryStore {
@@ -32,8 +32,8 @@ impl MemoryStore for SqliteMemoryStore {
         let mut written = Vec::new();
         for item in items {
             let done = sqlx::query(
-                "INSERT INTO memory_items (id, person, thread_id, task_id, seq, kind, text, embedder, \
-                 dim, vector, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+                "INSERT INTO memory_items (id, person, thread_id, task_id, seq, kind, text, subject, \
+                 embedder, dim, vector, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
                  ON CONFLICT (task_id, embedder, seq) DO NOTHING",
             )
             .bind(item.id.to_string())
@@ -41,8 +41,9 @@ impl MemoryStore for SqliteMemoryStore {
             .bind(&item.thread_id)
             .bind(item.task_id.to_string())
             .bind(i64::from(item.seq))
-            .bind(&item.kind)
+            .bind(item.kind.as_str())
             .bind(&item.text)
+            .bind(item.subject.as_deref())
             .bind(&item.embedder)
             .bind(i64::try_from(item.vector.len()).unwrap_or(i64::MAX))
             .bind(encode_vector(&item.vector))
@@ -85,14 +86,18 @@ impl MemoryStore for SqliteMemoryStore {
         rows.iter().map(from_row).collect()
     }
 
-    async fn has_task(&self, task_id: TaskId, embedder: &str) -> Result<bool, StoreError> {
-        let row =
-            sqlx::query("SELECT 1 FROM memory_items WHERE task_id = ? AND embedder = ? LIMIT 1")
-                .bind(task_id.to_string())
-                .bind(embedder)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.is_some())
+    async fn task_seqs(&self, task_id: TaskId, embedder: &str) -> Result<Vec<u32>, StoreError> {
+        let rows: Vec<i64> = sqlx::query_scalar(
+            "SELECT seq FROM memory_items WHERE task_id = ? AND embedder = ? ORDER BY seq",
+        )
+        .bind(task_id.to_string())
+        .bind(embedder)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|s| u32::try_from(s).ok())
+            .collect())
     }
 
     async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError> {
@@ -170,8 +175,13 @@ fn from_row(r: &SqliteRow) -> Result<MemoryItem, StoreError> {
         thread_id: r.try_get("thread_id")?,
         task_id: TaskId::parse(&task).map_err(|e| corrupt(&id, e.to_string()))?,
         seq: u32::try_from(seq).map_err(|e| corrupt(&id, e.to_string()))?,
-        kind: r.try_get("kind")?,
+        kind: {
+            let v: String = r.try_get("kind")?;
+            v.parse().map_err(|e: String| corrupt(&id, e))?
+        },
         text: r.try_get("text")?,
+        subject: r.try_get("subject")?,
+        superseded_by: None,
         embedder: r.try_get("embedder")?,
         vector,
         created_at: r.try_get("created_at")?,
