@@ -192,7 +192,7 @@ pub async fn run_eval(
         }
     }
     if calibrate {
-        let weights = [0.0, 0.25, 0.4, 0.5, 0.6, 0.75];
+        let weights = [0.0, 0.25, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0];
         let rows = eval::calibrate(&cases, &config.memory, &embedder, &weights).await;
         println!("\nbest settings (lexical_weight, cross_thread_min_score):");
         for row in rows.iter().take(10) {

@@ -300,7 +300,7 @@ pub struct Calibration {
 }
 
 /// Sweeps `[memory] lexical_weight` over `weights` and `cross_thread_min_score` from 0.05
-/// to 0.80 in steps of 0.01, every other setting as in `config`. Best first: the most
+/// from 0.02 to 0.80 in steps of 0.01, every other setting as in `config`. Best first: the most
 /// positives at 1 plus quiet negatives, then the most at k, then the higher threshold.
 pub async fn calibrate(
     cases: &[Case],
@@ -315,7 +315,7 @@ pub async fn calibrate(
             ..config.clone()
         };
         let recalled = recall_all(cases, &scored, embedder).await;
-        for step in 5..=80u8 {
+        for step in 2..=80u8 {
             let cross = f32::from(step) / 100.0;
             let thresholds = Thresholds {
                 cross_thread_min_score: cross,

@@ -29,7 +29,10 @@ pub struct Fact {
     pub subject: Option<String>,
 }
 
-/// The facts a prompt states, in order, at most [`MAX_FACTS`].
+/// The facts a prompt states, in order, at most [`MAX_FACTS`]. Statements of one prompt
+/// about the same subject are one fact ("エディタはずっとVS Code派です。Vimは挫折しました"),
+/// and so is a Japanese statement that names nothing of its own with the one before it
+/// ("HHKBを買いました。打鍵感が最高です").
 pub fn extract(prompt: &str) -> Vec<Fact> {
     let mut out: Vec<Fact> = Vec::new();
     for sentence in sentences(prompt) {
@@ -42,6 +45,22 @@ pub fn extract(prompt: &str) -> Vec<Fact> {
                 continue;
             }
             let subject = subject(&text, lang);
+            let continues = out.last().is_some_and(|last| {
+                (subject.is_some() && last.subject == subject)
+                    || (lang == Lang::Ja
+                        && subject.is_none()
+                        && super::concepts::mentioned(&text).is_empty())
+            });
+            if let Some(last) = out.last_mut().filter(|l| {
+                continues && l.text.chars().count() + text.chars().count() < MAX_FACT_CHARS
+            }) {
+                last.text.push_str(match lang {
+                    Lang::Ja => "。",
+                    Lang::En => ". ",
+                });
+                last.text.push_str(&text);
+                continue;
+            }
             out.push(Fact { text, subject });
             if out.len() == MAX_FACTS {
                 return out;
@@ -49,6 +68,41 @@ pub fn extract(prompt: &str) -> Vec<Fact> {
         }
     }
     out
+}
+
+/// Words of reactions and greetings: a prompt made only of them asks for no memory.
+const SMALL_TALK_WORDS: &[&str] = &[
+    "lol", "haha", "hahaha", "nice", "ok", "okay", "thanks", "thank", "you", "thx", "ty", "great",
+    "cool", "awesome", "hi", "hello", "hey", "bye", "good", "morning", "night", "evening",
+    "cheers", "wow", "yes", "no", "yep", "nope", "sure", "got", "it", "perfect", "lmao", "omg",
+    "welp", "oh", "ah", "hmm", "sounds", "that", "helped", "a", "lot", "so", "much", "very",
+    "again", "see", "ya", "later", "np",
+];
+
+/// Whether a prompt is only a reaction or a greeting ("lol nice", "ありがとう、助かりました"):
+/// such a turn gets no memory.
+pub fn small_talk(prompt: &str) -> bool {
+    let normal = super::embed::normalize(prompt);
+    if normal.is_empty() {
+        return true;
+    }
+    if normal.is_ascii() {
+        return normal.split(' ').all(|w| SMALL_TALK_WORDS.contains(&w));
+    }
+    let mut rest = normal.replace(' ', "");
+    for word in JA_SMALL_TALK.iter().chain(&[
+        "ございます",
+        "です",
+        "ね",
+        "よ",
+        "本当に",
+        "とても",
+        "どうも",
+        "ほんと",
+    ]) {
+        rest = rest.replace(word, "");
+    }
+    rest.chars().all(|c| ('\u{3041}'..='\u{309F}').contains(&c))
 }
 
 /// The text that decides whether two facts are the same: NFKC, lowercase, letters and
@@ -103,48 +157,104 @@ fn sentences(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// English sentences split before a new first-person clause ("I live in Osaka and my
-/// wife works in Kobe", "…; we have two cats"); Japanese sentences stay whole.
+/// Japanese conjunctions after which a sentence's next clause starts ("札幌に住んでるんだ
+/// けど、雪かきを楽にする方法ある？"): the clause before may be a fact while the sentence
+/// asks.
+const JA_CONJUNCTIONS: &[&str] = &[
+    "なんですけど",
+    "なんだけど",
+    "なんですが",
+    "んですけど",
+    "んだけど",
+    "んですが",
+    "けれども",
+    "けれど",
+    "けど",
+    "のですが",
+    "ですが",
+    "ますが",
+    "だが",
+    "なので",
+    "ので",
+];
+
+/// Explanatory endings left when a conjunction is cut off ("住んでるんだ", "生まれなんです").
+const JA_EXPLANATORY: &[&str] = &["なんです", "なんだ", "んです", "んだ", "のです", "なの"];
+
+/// Words that start a new English clause after a comma ("…, any tips?", "…, I can't
+/// stand it").
+const EN_CLAUSE_STARTS: &[&str] = &[
+    "i", "i'm", "i've", "i'd", "my", "we", "we're", "our", "any", "anything", "what", "how", "can",
+    "could", "would", "should", "do", "does", "is", "are", "so", "but", "please", "thanks",
+    "remind", "tell", "which", "where", "when", "why",
+];
+
+/// The clauses of a sentence that may each state a fact: Japanese sentences split after a
+/// conjunction (which is cut off, with any explanatory ending before it), English ones
+/// before a new clause ("I live in Osaka and my wife works in Kobe", "…, any tips?").
 fn clauses(sentence: &str, lang: Lang) -> Vec<&str> {
-    if lang == Lang::Ja {
-        return vec![sentence];
-    }
-    let lower = sentence.to_ascii_lowercase();
-    let mut cuts = vec![0];
-    for sep in [
-        " and i ",
-        " and my ",
-        " and we ",
-        " and our ",
-        ", but i ",
-        "; ",
-    ] {
-        let mut from = 0;
-        while let Some(at) = lower[from..].find(sep) {
-            let at = from + at;
-            // Cut after the conjunction, so the clause starts at its pronoun.
-            let skip = sep
-                .trim_end()
-                .rfind(' ')
-                .map_or(sep.len(), |space| space + 1);
-            let start = if sep == "; " { at + 2 } else { at + skip };
-            cuts.push(start);
-            from = at + sep.len();
+    let mut out = Vec::new();
+    match lang {
+        Lang::Ja => {
+            let mut start = 0;
+            for (at, _) in sentence.match_indices('、') {
+                let head = &sentence[start..at];
+                if let Some(conj) = JA_CONJUNCTIONS.iter().find(|c| head.ends_with(*c)) {
+                    let mut clause = &head[..head.len() - conj.len()];
+                    if let Some(e) = JA_EXPLANATORY.iter().find(|e| clause.ends_with(*e)) {
+                        clause = &clause[..clause.len() - e.len()];
+                    }
+                    out.push(clause.trim());
+                    start = at + '、'.len_utf8();
+                }
+            }
+            out.push(sentence[start..].trim());
+        }
+        Lang::En => {
+            let lower = sentence.to_ascii_lowercase();
+            let mut cuts = vec![0];
+            for sep in [
+                " and i ",
+                " and my ",
+                " and we ",
+                " and our ",
+                ", but i ",
+                "; ",
+            ] {
+                let mut from = 0;
+                while let Some(at) = lower[from..].find(sep) {
+                    let at = from + at;
+                    // Cut after the conjunction, so the clause starts at its pronoun.
+                    let skip = sep
+                        .trim_end()
+                        .rfind(' ')
+                        .map_or(sep.len(), |space| space + 1);
+                    cuts.push(if sep == "; " { at + 2 } else { at + skip });
+                    from = at + sep.len();
+                }
+            }
+            for (at, _) in lower.match_indices(", ") {
+                let next = lower[at + 2..]
+                    .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+                    .next()
+                    .unwrap_or("");
+                if EN_CLAUSE_STARTS.contains(&next) {
+                    cuts.push(at + 2);
+                }
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            for (n, &start) in cuts.iter().enumerate() {
+                let end = cuts.get(n + 1).map_or(sentence.len(), |&e| e);
+                let mut clause = sentence[start..end].trim();
+                for tail in [" and", ", but", ";", ","] {
+                    clause = clause.strip_suffix(tail).unwrap_or(clause).trim_end();
+                }
+                out.push(clause);
+            }
         }
     }
-    cuts.sort_unstable();
-    cuts.dedup();
-    let mut out = Vec::with_capacity(cuts.len());
-    for (n, &start) in cuts.iter().enumerate() {
-        let end = cuts.get(n + 1).map_or(sentence.len(), |&e| e);
-        let mut clause = sentence[start..end].trim();
-        for tail in [" and", ", but", ";", ","] {
-            clause = clause.strip_suffix(tail).unwrap_or(clause).trim_end();
-        }
-        if !clause.is_empty() {
-            out.push(clause);
-        }
-    }
+    out.retain(|c| !c.is_empty());
     out
 }
 
@@ -223,7 +333,6 @@ const JA_ASKING_TE: &[&str] = &[
 const JA_INTERROGATIVES: &[&str] = &[
     "何",
     "なに",
-    "なん",
     "誰",
     "だれ",
     "いつ",
@@ -386,19 +495,6 @@ const JA_SINGLE: &[&str] = &[
 
 fn ja_subject(fact: &str) -> Option<String> {
     let s: String = fact.nfkc().collect();
-    // Where one lives or works is one place at a time, whatever the verb.
-    if ["住んで", "住む", "住み", "引っ越", "暮らして", "在住"]
-        .iter()
-        .any(|v| s.contains(v))
-    {
-        return Some("住まい".to_owned());
-    }
-    if ["勤めて", "働いて", "勤務して", "転職"]
-        .iter()
-        .any(|v| s.contains(v))
-    {
-        return Some("仕事".to_owned());
-    }
     let strip_owner = |t: &str| -> String {
         let mut t = t.trim();
         for owner in [
@@ -579,7 +675,14 @@ fn en_statement(clause: &str) -> Option<String> {
     {
         return None;
     }
-    if !words.iter().any(|w| EN_FIRST_PERSON.contains(w)) {
+    // About the person: in the first person, or about their household (a pet, a family
+    // member, one of their machines: "Mum's birthday is 2 February").
+    let household = || {
+        super::concepts::mentioned(s)
+            .iter()
+            .any(|&c| super::concepts::CONCEPTS[c].family != super::concepts::Family::Many)
+    };
+    if !words.iter().any(|w| EN_FIRST_PERSON.contains(w)) && !household() {
         return None;
     }
     // A clause needs a verb-ish word beyond the pronoun ("my cat, Mike" is not enough).
@@ -626,39 +729,6 @@ const EN_SINGLE: &[&str] = &[
 
 fn en_subject(fact: &str) -> Option<String> {
     let l = fact.to_ascii_lowercase().replace('’', "'");
-    let has = |needles: &[&str]| needles.iter().any(|n| l.contains(n));
-    if has(&[
-        "i live in",
-        "i live at",
-        "i now live",
-        "we live in",
-        "we now live",
-        "i moved to",
-        "we moved to",
-        "i've moved",
-        "i have moved",
-        "we've moved",
-        "i relocated",
-        "i'm based in",
-        "i am based in",
-        "i'm living in",
-        "i am living in",
-    ]) {
-        return Some("home".to_owned());
-    }
-    if has(&[
-        "i work at",
-        "i work for",
-        "i work as",
-        "i'm working at",
-        "i started working",
-        "i now work",
-    ]) {
-        return Some("work".to_owned());
-    }
-    if has(&["i'm from", "i am from", "i grew up in", "i was born in"]) {
-        return Some("hometown".to_owned());
-    }
     // "replaced my router with …", "upgraded my GPU to …", "switched my editor to …".
     for verb in [
         "replaced my ",
@@ -715,11 +785,14 @@ fn en_single(noun: &str) -> Option<String> {
     (single && !noun.is_empty()).then(|| noun.to_owned())
 }
 
+/// A fact's subject: the single-valued household concept it is about (the same in both
+/// languages: `router` for "my router" and "うちのルーター"), else what its wording
+/// names ("cat name", "猫の名前").
 fn subject(fact: &str, lang: Lang) -> Option<String> {
-    match lang {
+    super::concepts::subject(&super::concepts::mentioned(fact)).or_else(|| match lang {
         Lang::Ja => ja_subject(fact),
         Lang::En => en_subject(fact),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -732,6 +805,48 @@ mod tests {
 
     fn subject_of(prompt: &str) -> Option<String> {
         extract(prompt).into_iter().next().and_then(|f| f.subject)
+    }
+
+    #[test]
+    fn statements_of_one_subject_are_one_fact() {
+        assert_eq!(
+            texts("エディタはずっとVS Code派です。Vimは挫折しました笑"),
+            ["エディタはずっとVS Code派です。Vimは挫折しました"]
+        );
+        assert_eq!(
+            texts("最近HHKBのType-Sを買いました！打鍵感が最高です。"),
+            ["最近HHKBのType-Sを買いました。打鍵感が最高です"]
+        );
+        assert_eq!(
+            texts("I drive a Subaru Outback. My wife has a Prius."),
+            ["I drive a Subaru Outback", "My wife has a Prius"]
+        );
+    }
+
+    #[test]
+    fn a_fact_before_a_question_in_one_sentence_is_kept() {
+        assert_eq!(
+            texts("札幌の北区に住んでるんだけど、冬の雪かきが本当につらい…何か楽にする方法ある？"),
+            ["札幌の北区に住んでる"]
+        );
+        assert_eq!(
+            texts(
+                "私は東京生まれなんですが、今は名古屋の会社で働いています。名古屋でおすすめのモーニングのお店ってありますか？"
+            ),
+            ["私は東京生まれ", "今は名古屋の会社で働いています"]
+        );
+        assert_eq!(
+            texts("I've got a Pixel 7 Pro and the battery drains really fast lately, any tips?"),
+            ["I've got a Pixel 7 Pro and the battery drains really fast lately"]
+        );
+        assert_eq!(
+            texts("Mum's birthday is 2 February. Remind me to call her."),
+            ["Mum's birthday is 2 February"]
+        );
+        assert_eq!(
+            texts("実家は長野の松本なんです。"),
+            ["実家は長野の松本なんです"]
+        );
     }
 
     #[test]
@@ -822,8 +937,9 @@ mod tests {
             None,
             "allergies add up"
         );
+        assert_eq!(subject_of("My wife is a teacher"), Some("wife job".into()));
         assert_eq!(
-            subject_of("My wife is a teacher"),
+            subject_of("My wife is Japanese"),
             None,
             "a person is many things"
         );
@@ -831,20 +947,30 @@ mod tests {
             subject_of("私の猫の名前はミケです"),
             Some("猫の名前".into())
         );
-        assert_eq!(subject_of("柏市に住んでいます"), Some("住まい".into()));
+        assert_eq!(subject_of("柏市に住んでいます"), Some("home".into()));
         assert_eq!(
             subject_of("先月大阪に引っ越しました"),
-            Some("住まい".into())
+            Some("home".into())
         );
         assert_eq!(
             subject_of("うちのルーターはNECのAtermです"),
-            Some("ルーター".into())
+            Some("router".into())
         );
         assert_eq!(
             subject_of("ルーターをTP-LinkのDecoに買い替えました"),
-            Some("ルーター".into())
+            Some("router".into())
         );
         assert_eq!(subject_of("私はそばアレルギーがあります"), None);
+    }
+
+    #[test]
+    fn small_talk_asks_for_no_memory() {
+        assert!(small_talk("lol nice"));
+        assert!(small_talk("Thanks, that helped a lot!"));
+        assert!(small_talk("ありがとう、助かりました！"));
+        assert!(small_talk("おはようございます"));
+        assert!(!small_talk("what is my cat called?"));
+        assert!(!small_talk("ありがとう、猫の名前は？"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use uuid::Uuid;
 
+use super::lexical::Analysis;
 use super::store::{ItemKind, MemoryItem};
 
 /// An item's position in the index and its similarity to the query.
@@ -76,6 +77,9 @@ impl TopK {
 pub struct Query<'a> {
     pub vector: &'a [f32],
     pub terms: &'a [u64],
+    /// The household concepts the query mentions (see `concepts`), and their terms.
+    pub concepts: &'a [usize],
+    pub concept_terms: &'a [u64],
     pub lexical_weight: f32,
 }
 
@@ -85,10 +89,30 @@ impl<'a> Query<'a> {
         Self {
             vector,
             terms: &[],
+            concepts: &[],
+            concept_terms: &[],
             lexical_weight: 0.0,
         }
     }
+
+    /// A query on `analysis` of its text as well as its vector.
+    pub fn hybrid(vector: &'a [f32], analysis: &'a Analysis, lexical_weight: f32) -> Self {
+        Self {
+            vector,
+            terms: &analysis.terms,
+            concepts: &analysis.concepts,
+            concept_terms: &analysis.concept_terms,
+            lexical_weight,
+        }
+    }
 }
+
+/// How much more a shared concept weighs than a shared word of the same rarity.
+pub const CONCEPT_WEIGHT: f32 = 3.0;
+
+/// What a memory's score is multiplied by when it is about another topic than the
+/// question (see `concepts::off_topic`).
+pub const OFF_TOPIC_FACTOR: f32 = 0.5;
 
 /// Items of one embedder (one dimension) of one person.
 ///
@@ -106,8 +130,9 @@ pub struct Index {
     threads: Vec<u32>,
     /// Per slot: whether a recall for another thread may return it.
     shared: Vec<bool>,
-    /// Per slot: its lexical terms; and each term's slots.
+    /// Per slot: its lexical terms and concepts; and each term's slots.
     terms: Vec<Vec<u64>>,
+    concepts: Vec<Vec<usize>>,
     postings: HashMap<u64, Vec<u32>>,
     thread_numbers: HashMap<String, u32>,
     slots: HashMap<Uuid, usize>,
@@ -143,6 +168,7 @@ impl Index {
             threads: Vec::new(),
             shared: Vec::new(),
             terms: Vec::new(),
+            concepts: Vec::new(),
             postings: HashMap::new(),
             thread_numbers: HashMap::new(),
             slots: HashMap::new(),
@@ -239,11 +265,16 @@ impl Index {
         self.known.insert((thread, text_key(&item.text)));
         self.vectors.extend_from_slice(&item.vector);
         item.vector = Vec::new();
-        let terms = super::lexical::terms(&item.text);
+        let analysis = super::lexical::analyze(&item.text);
+        let mut terms = analysis.terms;
+        terms.extend(analysis.concept_terms);
+        terms.sort_unstable();
+        terms.dedup();
         for t in &terms {
             self.postings.entry(*t).or_default().push(slot_u32(slot));
         }
         self.terms.push(terms);
+        self.concepts.push(analysis.concepts);
         let mut shared = item.kind == ItemKind::Fact;
         if shared {
             let newer =
@@ -308,6 +339,7 @@ impl Index {
         let gone = self.entries.swap_remove(slot);
         self.threads.swap_remove(slot);
         self.terms.swap_remove(slot);
+        self.concepts.swap_remove(slot);
         self.shared.swap_remove(slot);
         if gone.kind == ItemKind::Fact {
             let key = fact_hash(&gone.text);
@@ -383,14 +415,16 @@ impl Index {
     /// Every item's score: `(1 - w) × cosine + w × lexical`, where lexical is the share of
     /// the query terms' weight (BM25's idf over this index) that the item holds. A term
     /// the index has never seen weighs the most, so a question about something never
-    /// told matches nothing well.
+    /// told matches nothing well. A memory about another pet or person than the one the
+    /// question names is not offered at all; one about another topic scores
+    /// [`OFF_TOPIC_FACTOR`] of that.
     fn scan(&self, query: &Query<'_>, mut visit: impl FnMut(u32, Scored)) {
         if query.vector.len() != self.dim || self.dim == 0 {
             return;
         }
         let w = query.lexical_weight.clamp(0.0, 1.0);
-        let lexical = if w > 0.0 && !query.terms.is_empty() {
-            self.lexical(query.terms)
+        let lexical = if w > 0.0 && !(query.terms.is_empty() && query.concept_terms.is_empty()) {
+            self.lexical(query)
         } else {
             Vec::new()
         };
@@ -401,23 +435,36 @@ impl Index {
             .enumerate()
         {
             let cosine = dot(query.vector, v);
-            let score = match lexical.get(slot) {
+            let mut score = match lexical.get(slot) {
                 Some(l) => (1.0 - w) * cosine + w * l,
                 None => (1.0 - w) * cosine,
             };
+            let concepts = &self.concepts[slot];
+            if !super::concepts::compatible(query.concepts, concepts) {
+                continue;
+            }
+            if super::concepts::off_topic(query.concepts, concepts) {
+                score *= OFF_TOPIC_FACTOR;
+            }
             visit(*t, Scored { slot, score });
         }
     }
 
-    /// Per slot, the share (0..1) of the query terms' idf weight it holds.
-    fn lexical(&self, terms: &[u64]) -> Vec<f32> {
+    /// Per slot, the share (0..1) of the query terms' idf weight it holds (a concept's
+    /// [`CONCEPT_WEIGHT`] times its idf).
+    fn lexical(&self, query: &Query<'_>) -> Vec<f32> {
         let n = self.entries.len() as f32;
         let mut acc = vec![0f32; self.entries.len()];
         let mut total = 0f32;
-        for t in terms {
+        let weighted = query
+            .terms
+            .iter()
+            .map(|t| (t, 1.0))
+            .chain(query.concept_terms.iter().map(|t| (t, CONCEPT_WEIGHT)));
+        for (t, weight) in weighted {
             let posting = self.postings.get(t).map_or(&[][..], Vec::as_slice);
             let df = posting.len() as f32;
-            let idf = ((n - df + 0.5) / (df + 0.5)).ln_1p();
+            let idf = weight * ((n - df + 0.5) / (df + 0.5)).ln_1p();
             total += idf;
             for &slot in posting {
                 if let Some(a) = acc.get_mut(slot as usize) {

@@ -6,7 +6,8 @@
 //! term), a run of katakana is one term (ミケ, プリウス), hiragana are particles and
 //! endings and separate words (の, は, です). ASCII words are stemmed, without stop words.
 //! Interrogatives (何, 誰) are never terms: a question's "what" says nothing about what
-//! it is about. Terms are hashed to `u64` and de-duplicated.
+//! it is about. The household concepts a text mentions (see `concepts`) are terms too, so
+//! that "my boy" meets "my son". Terms are hashed to `u64` and de-duplicated.
 
 use super::embed::{STOP_WORDS, normalize, stem};
 
@@ -32,7 +33,34 @@ fn script(c: char) -> Script {
     }
 }
 
-/// The terms of `text`, sorted and de-duplicated.
+/// A text as recall sees it: its lexical terms and the concepts it mentions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Analysis {
+    /// The words' terms.
+    pub terms: Vec<u64>,
+    /// The concepts, and their terms (kept apart: a shared concept weighs more than a
+    /// shared word).
+    pub concepts: Vec<usize>,
+    pub concept_terms: Vec<u64>,
+}
+
+/// [`terms`] and [`super::concepts::mentioned`] of `text`.
+pub fn analyze(text: &str) -> Analysis {
+    let concepts = super::concepts::mentioned(text);
+    let concept_terms = concepts.iter().map(|&c| concept_term(c)).collect();
+    Analysis {
+        terms: terms(text),
+        concepts,
+        concept_terms,
+    }
+}
+
+/// A concept as a lexical term.
+pub fn concept_term(concept: usize) -> u64 {
+    hash('c', super::concepts::name(concept).chars())
+}
+
+/// The words of `text` as terms (no concepts), sorted and de-duplicated.
 pub fn terms(text: &str) -> Vec<u64> {
     let mut out = Vec::new();
     for segment in normalize(text).split(' ').filter(|s| !s.is_empty()) {

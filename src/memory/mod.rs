@@ -20,6 +20,7 @@
 //! one, from the built-in hashed character n-gram embedder ([`embed::HashEmbedder`]).
 
 pub mod cli;
+pub mod concepts;
 mod context;
 pub mod embed;
 pub mod eval;
@@ -65,9 +66,12 @@ pub struct MemoryConfig {
     pub scope: Scope,
     /// How many memories go into one prompt at most.
     pub top_k: usize,
-    /// Lowest similarity (cosine, -1..1) a memory of the same thread needs.
+    /// Lowest score (-1..1) a memory of the same thread needs. Scores blend the
+    /// embedder's cosine with the lexical match (`lexical_weight`); the defaults are
+    /// calibrated on `eval/memory.jsonl` with the built-in embedder (`coordinator eval
+    /// memory --calibrate` finds them for another embedder).
     pub min_score: f32,
-    /// Lowest similarity a memory from another thread needs under `scope = "auto"`.
+    /// Lowest score a fact from another thread needs under `scope = "auto"`.
     pub cross_thread_min_score: f32,
     /// A backend embedding model (e.g. `nomic-embed-text`); the built-in embedder otherwise.
     pub embedding_model: Option<String>,
@@ -101,12 +105,12 @@ impl Default for MemoryConfig {
             enabled: true,
             scope: Scope::Auto,
             top_k: 3,
-            min_score: 0.15,
-            cross_thread_min_score: 0.18,
+            min_score: 0.05,
+            cross_thread_min_score: 0.07,
             embedding_model: None,
             embedding_backend: None,
             max_context_chars: 1500,
-            lexical_weight: 0.5,
+            lexical_weight: 0.9,
             openwebui_memory: OpenWebUiMemory::Merge,
         }
     }

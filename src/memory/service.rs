@@ -134,7 +134,7 @@ impl Memory {
         thread_id: &ThreadId,
     ) -> Vec<MemoryHit> {
         let config = &self.inner.config;
-        if !config.enabled || prompt.trim().is_empty() {
+        if !config.enabled || super::facts::small_talk(prompt) {
             return Vec::new();
         }
         let query = {
@@ -147,7 +147,7 @@ impl Memory {
             .and_then(|index| standalone_query(index, prompt, thread_id.as_str()))
             .unwrap_or_else(|| prompt.to_owned())
         };
-        let terms = super::lexical::terms(&query);
+        let analysis = super::lexical::analyze(&query);
         let embedded = self.inner.embedder.embed(&[query]).await;
         let Some(vector) = embedded.vectors.first() else {
             return Vec::new();
@@ -159,11 +159,7 @@ impl Memory {
         else {
             return Vec::new();
         };
-        let query = Query {
-            vector,
-            terms: &terms,
-            lexical_weight: config.lexical_weight,
-        };
+        let query = Query::hybrid(vector, &analysis, config.lexical_weight);
         select(index, &query, thread_id.as_str(), config)
             .into_iter()
             .filter_map(|(s, same_thread)| hit(index, s, same_thread))
@@ -261,16 +257,12 @@ impl Memory {
         thread_id: Option<&ThreadId>,
         limit: usize,
     ) -> Vec<MemoryHit> {
-        let terms = super::lexical::terms(query);
+        let analysis = super::lexical::analyze(query);
         let embedded = self.inner.embedder.embed(&[query.to_owned()]).await;
         let Some(vector) = embedded.vectors.first() else {
             return Vec::new();
         };
-        let q = &Query {
-            vector,
-            terms: &terms,
-            lexical_weight: self.inner.config.lexical_weight,
-        };
+        let q = &Query::hybrid(vector, &analysis, self.inner.config.lexical_weight);
         let indexes = self.indexes();
         let mut hits: Vec<MemoryHit> = indexes
             .iter()
