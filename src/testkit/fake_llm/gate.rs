@@ -153,6 +153,7 @@ impl Api {
             call.script.as_deref(),
             call.knobs.tokens,
             Some(sim.realism.answer_tokens),
+            call.knobs.answers,
         );
         let speed = model.spec.speed.unwrap_or(sim.realism.speed);
         let want = Want {

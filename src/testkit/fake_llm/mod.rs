@@ -9,6 +9,10 @@
 //! - default: `"Echo from <model>: <last user message>"`, streamed word by word (each word
 //!   after the first keeps its leading space); with [`Knobs::tokens`] set, those words repeat
 //!   cyclically until exactly that many tokens;
+//! - with [`Knobs::answers`] set to [`Answers::Realistic`] (builder:
+//!   [`FakeLlm::realistic_answers`]), a plain chat request gets a few sentences of
+//!   model-like prose in the prompt's language (Japanese or English) instead of the echo,
+//!   deterministic per prompt, still without delays;
 //! - a per-model [`Script`] replaces the text (and can add reasoning);
 //! - when the request offers tools, the model has the tools capability and the last user
 //!   message contains `call tool <name>` naming an offered tool, the answer is a call to it;
@@ -150,6 +154,27 @@ pub enum Failure {
     Drop,
 }
 
+/// How the fake answers a plain chat request (the last message from the user, no tool call
+/// requested, no scripted reply) in the instant mode; the realistic mode ([`Realism`])
+/// always writes prose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Answers {
+    /// `"Echo from <model>: <last user message>"` (or exactly [`Knobs::tokens`] of its
+    /// words): tests can predict the reply from the prompt.
+    #[default]
+    Echo,
+    /// As a real model answers: 3 to 6 sentences (80 to 400 characters) of helpful,
+    /// generic prose (an acknowledgement, some advice, a closing offer) that does not
+    /// restate the prompt, in the language of the last user message (Japanese when it
+    /// holds kana or kanji, [`crate::lang::detect_language`], else English), chosen
+    /// deterministically from its text. Japanese is written without spaces, as models
+    /// write it, so a Japanese answer is a single token to streaming, usage and
+    /// `max_tokens`. An Open WebUI task template (`### Task:`) gets the short JSON it asks
+    /// for; with [`Knobs::tokens`] set, the answer is exactly that many tokens of prose
+    /// (as in the realistic mode, Japanese clauses then count as tokens).
+    Realistic,
+}
+
 /// Behaviour switches, changeable while the server runs. Faults apply to the generation
 /// routes (chat and embeddings) only, so discovery keeps working.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -158,8 +183,11 @@ pub struct Knobs {
     pub latency: Duration,
     /// Wait before each streamed token.
     pub token_delay: Duration,
-    /// Exact length of the default (echo) reply, in tokens.
+    /// Exact length of the default reply (the echo, or the prose of
+    /// [`Answers::Realistic`]), in tokens.
     pub tokens: Option<usize>,
+    /// How plain chat requests are answered: the echo (default) or model-like prose.
+    pub answers: Answers,
     /// Fail this many of the next generation requests (counts down).
     pub fail_next: u32,
     /// Fail this share (0.0–1.0) of generation requests, drawn from an RNG seeded by `seed`.
@@ -181,6 +209,7 @@ impl Default for Knobs {
             latency: Duration::ZERO,
             token_delay: Duration::ZERO,
             tokens: None,
+            answers: Answers::Echo,
             fail_next: 0,
             failure_rate: 0.0,
             seed: 0,
@@ -256,6 +285,15 @@ impl FakeLlm {
 
     pub fn knobs(mut self, knobs: Knobs) -> Self {
         self.config.knobs = knobs;
+        self
+    }
+
+    /// Answers plain chat requests as real models do ([`Answers::Realistic`]) instead of
+    /// echoing them, without the realistic mode's timing. Sets [`Knobs::answers`], so a
+    /// later [`Self::knobs`] overrides it; on a running server:
+    /// `server.update_knobs(|k| k.answers = Answers::Realistic)`.
+    pub fn realistic_answers(mut self) -> Self {
+        self.config.knobs.answers = Answers::Realistic;
         self
     }
 
@@ -577,12 +615,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// splitmix64 mapped to [0, 1): deterministic per seed, no wall-clock randomness.
 fn next_unit(state: &mut u64) -> f64 {
+    (splitmix(state) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The next splitmix64 output of `state`.
+fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
+    z ^ (z >> 31)
 }
 
 /// `GET /fake/stats`: the realistic machine's counters and resident models, for

@@ -282,6 +282,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         call.script.as_deref(),
         call.knobs.tokens,
         None,
+        call.knobs.answers,
     );
     let timings = reply::timings(&reply, call.knobs.token_delay);
     if !stream {

@@ -146,6 +146,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         call.script.as_deref(),
         call.knobs.tokens,
         None,
+        call.knobs.answers,
     );
     let id = format!("chatcmpl-fake-{}", call.seq);
     if !req.stream {

@@ -1,12 +1,14 @@
-//! What the fake answers: the deterministic reply rules (echo, script, tool call, tool
-//! result, length limit), tokenisation, synthetic timings and hashed embeddings. Shared by
-//! the Ollama and OpenAI routes, which only differ in how they put it on the wire.
+//! What the fake answers: the deterministic reply rules (echo or model-like prose, script,
+//! tool call, tool result, length limit), tokenisation, synthetic timings and hashed
+//! embeddings. Shared by the Ollama and OpenAI routes, which only differ in how they put it
+//! on the wire.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Model, Script};
+use super::{Answers, Model, Script, splitmix};
+use crate::lang::{Lang, detect_language};
 
 /// The marker in the last user message that makes a tool-capable model call a tool.
 pub(crate) const TOOL_MARKER: &str = "call tool ";
@@ -78,6 +80,7 @@ pub(crate) fn plan(
     script: Option<&Script>,
     fixed: Option<usize>,
     prose: Option<(usize, usize)>,
+    answers: Answers,
 ) -> Reply {
     let mut reply = Reply {
         reasoning: String::new(),
@@ -105,12 +108,21 @@ pub(crate) fn plan(
         }
         (None, Last::User(text)) if prose.is_some() => {
             let (min, max) = prose.unwrap_or_default();
-            reply.content = if text.trim_start().starts_with("### Task:") {
+            reply.content = if is_template(text) {
                 template_answer(text)
             } else {
                 let n =
                     fixed.unwrap_or_else(|| min + (fnv(text) as usize) % (max - min + 1).max(1));
                 prose_answer(text, n)
+            };
+        }
+        (None, Last::User(text)) if answers == Answers::Realistic => {
+            reply.content = if is_template(text) {
+                template_answer(text)
+            } else if let Some(n) = fixed {
+                prose_answer(text, n)
+            } else {
+                realistic_answer(text)
             };
         }
         (None, last) => {
@@ -150,14 +162,52 @@ const PROSE: [&str; 12] = [
     "I hope this helps you decide what to try next.",
 ];
 
-/// An answer of exactly `n` tokens of prose, chosen deterministically from `seed`.
+/// Sentences of a Japanese model's typical answer, in the order the slow realistic mode
+/// cycles through them: acknowledgements, general advice, closing offers.
+const JA_PROSE: [&str; 15] = [
+    JA_OPENERS[0],
+    JA_OPENERS[1],
+    JA_ADVICE[0],
+    JA_ADVICE[1],
+    JA_ADVICE[2],
+    JA_OPENERS[2],
+    JA_ADVICE[3],
+    JA_ADVICE[4],
+    JA_CLOSERS[0],
+    JA_OPENERS[3],
+    JA_ADVICE[5],
+    JA_ADVICE[6],
+    JA_ADVICE[7],
+    JA_CLOSERS[1],
+    JA_CLOSERS[2],
+];
+
+/// An answer of exactly `n` tokens of prose, chosen deterministically from `seed`, in the
+/// language of `seed`. Japanese has no spaces between words, so its tokens are clauses
+/// (each ends at `、` or `。`) joined by single spaces.
 fn prose_answer(seed: &str, n: usize) -> String {
-    let start = (fnv(seed) as usize) % PROSE.len();
-    let words = PROSE
-        .iter()
-        .cycle()
-        .skip(start)
-        .flat_map(|s| s.split_whitespace());
+    let words: Box<dyn Iterator<Item = &str>> = match detect_language(seed) {
+        Lang::En => {
+            let start = (fnv(seed) as usize) % PROSE.len();
+            Box::new(
+                PROSE
+                    .iter()
+                    .cycle()
+                    .skip(start)
+                    .flat_map(|s| s.split_whitespace()),
+            )
+        }
+        Lang::Ja => {
+            let start = (fnv(seed) as usize) % JA_PROSE.len();
+            Box::new(
+                JA_PROSE
+                    .iter()
+                    .cycle()
+                    .skip(start)
+                    .flat_map(|s| s.split_inclusive(['、', '。'])),
+            )
+        }
+    };
     let mut out = String::with_capacity(n * 6);
     for word in words.take(n) {
         if !out.is_empty() {
@@ -166,6 +216,117 @@ fn prose_answer(seed: &str, n: usize) -> String {
         out.push_str(word);
     }
     out
+}
+
+/// The sentence pools of [`realistic_answer`] for one language.
+struct Pools {
+    /// An acknowledgement: the first sentence.
+    openers: &'static [&'static str],
+    /// General advice: the middle sentences (at least one, each at most once).
+    advice: &'static [&'static str],
+    /// A closing offer: the last sentence.
+    closers: &'static [&'static str],
+    /// What goes between sentences.
+    separator: &'static str,
+}
+
+const EN_POOLS: Pools = Pools {
+    openers: &[
+        "That is a good question, and there are a few things worth checking first.",
+        "Thanks for asking; here is how I would think about it.",
+        "Good point, let me walk you through the main options.",
+        "I see what you mean, and it is a fairly common situation.",
+    ],
+    advice: &[
+        "In most home setups the simplest approach is also the most reliable one.",
+        "Start with the defaults, measure what you actually see, and change one thing at a time.",
+        "If the problem persists, the logs usually point to the part that misbehaves.",
+        "Keep in mind that hardware differences matter more than small configuration tweaks.",
+        "A backup before any larger change saves a lot of trouble later.",
+        "Many people find it useful to write down what they changed and why.",
+        "It often helps to try a change on a small scale before relying on it.",
+        "Small, reversible steps make it easier to see what made the difference.",
+    ],
+    closers: &[
+        "Let me know if you want a step-by-step version of any of these.",
+        "I hope this helps you decide what to try next.",
+        "Feel free to ask again if anything is unclear.",
+    ],
+    separator: " ",
+};
+
+const JA_OPENERS: [&str; 4] = [
+    "なるほど、よくわかりました。",
+    "ご質問ありがとうございます、いくつかのポイントに分けてお答えします。",
+    "大切なポイントですね、順番に整理してみましょう。",
+    "よくあるお悩みですので、どうぞ安心してください。",
+];
+const JA_ADVICE: [&str; 8] = [
+    "状況によって最適な方法は少し変わります。",
+    "まずは基本的な設定のまま試して、実際の様子を確かめるのがおすすめです。",
+    "一度にたくさん変えずに、ひとつずつ変えていくと原因がわかりやすくなります。",
+    "うまくいかない場合は、記録やログを見ると手がかりが見つかることが多いです。",
+    "大きな変更をする前には、念のためバックアップを取っておくと安心です。",
+    "何を変えたのかをメモしておくと、あとで振り返るときに役立ちます。",
+    "無理をせず、できるところから少しずつ始めてみてください。",
+    "時間に余裕があるときに、いくつかの方法を比べてみるのもよいと思います。",
+];
+const JA_CLOSERS: [&str; 3] = [
+    "ほかにも気になることがあれば、いつでも聞いてくださいね。",
+    "少しでも参考になれば、とてもうれしいです。",
+    "もっと詳しい手順が必要でしたら、お気軽にお知らせください。",
+];
+
+/// Japanese is written as models write it: no spaces between sentences.
+const JA_POOLS: Pools = Pools {
+    openers: &JA_OPENERS,
+    advice: &JA_ADVICE,
+    closers: &JA_CLOSERS,
+    separator: "",
+};
+
+/// Bounds of a realistic answer, in characters.
+const ANSWER_CHARS: (usize, usize) = (80, 400);
+
+/// [`Answers::Realistic`]: an acknowledgement, general advice and a closing offer (3 to 6
+/// sentences, 80 to 400 characters) in the language of `text`, chosen deterministically
+/// from it, none of it restating it.
+fn realistic_answer(text: &str) -> String {
+    let pools = match detect_language(text) {
+        Lang::Ja => &JA_POOLS,
+        Lang::En => &EN_POOLS,
+    };
+    let mut state = fnv(text);
+    let mut draw = |n: usize| (splitmix(&mut state) % n as u64) as usize;
+    let opener = pools.openers[draw(pools.openers.len())];
+    let closer = pools.closers[draw(pools.closers.len())];
+    // The advice in a drawn order (Fisher-Yates), of which the first 1 to 4 are used.
+    let mut advice: Vec<&str> = pools.advice.to_vec();
+    for i in (1..advice.len()).rev() {
+        advice.swap(i, draw(i + 1));
+    }
+    let mut used = 1 + draw(4);
+    let chars = |used: usize| {
+        let sentences = [opener, closer]
+            .into_iter()
+            .chain(advice[..used].iter().copied());
+        sentences.map(|s| s.chars().count()).sum::<usize>() + (used + 1) * pools.separator.len()
+    };
+    while used > 1 && chars(used) > ANSWER_CHARS.1 {
+        used -= 1;
+    }
+    while used < advice.len().min(4) && chars(used) < ANSWER_CHARS.0 {
+        used += 1;
+    }
+    let mut sentences = vec![opener];
+    sentences.extend_from_slice(&advice[..used]);
+    sentences.push(closer);
+    sentences.join(pools.separator)
+}
+
+/// Whether the prompt is an Open WebUI task template (title, tags, follow-ups, ...).
+fn is_template(text: &str) -> bool {
+    text.trim_start().starts_with("### Task:")
 }
 
 /// The short JSON an Open WebUI task template asks for, keyed as the template says.

@@ -459,3 +459,299 @@ async fn tool_marker_needs_an_offered_tool_and_a_capable_model() {
         json!({ "days": 3 })
     );
 }
+
+// ---- realistic answers ------------------------------------------------------------------
+
+async fn realistic_server() -> FakeLlmServer {
+    FakeLlm::builder()
+        .model("qwen2.5:7b")
+        .model_with_tools("llama3.1:8b")
+        .realistic_answers()
+        .spawn()
+        .await
+        .unwrap()
+}
+
+fn ask(text: &str) -> Value {
+    json!({
+        "model": "qwen2.5:7b",
+        "stream": false,
+        "messages": [{ "role": "user", "content": text }],
+    })
+}
+
+/// The non-streamed Ollama answer's content.
+async fn answer(server: &FakeLlmServer, text: &str) -> String {
+    let (status, _, body) = post(format!("{}/api/chat", server.base_url()), ask(text)).await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["message"]["content"].as_str().unwrap().to_owned()
+}
+
+const JA_PROMPT: &str = "私の猫の名前はミケです。最近は窓際でよく寝ています。";
+const EN_PROMPT: &str = "My dog Biscuit keeps chewing the sofa cushions, what should I do?";
+
+fn sentence_count(text: &str) -> usize {
+    text.chars()
+        .filter(|c| matches!(c, '.' | '!' | '?' | '。'))
+        .count()
+}
+
+#[tokio::test]
+async fn realistic_answers_a_japanese_prompt_in_japanese_prose() {
+    let server = realistic_server().await;
+    let text = answer(&server, JA_PROMPT).await;
+    assert_eq!(crate::lang::detect_language(&text), crate::lang::Lang::Ja);
+    assert!(
+        (3..=6).contains(&text.matches('。').count()),
+        "not 3 to 6 sentences: {text}"
+    );
+    assert!(!text.is_ascii() && !text.contains(' '), "{text}");
+    assert!((80..=400).contains(&text.chars().count()), "{text}");
+    for word in ["猫", "ミケ", "名前", "窓際", "寝て"] {
+        assert!(!text.contains(word), "{word:?} restated in {text}");
+    }
+    assert!(!text.contains("Echo"));
+}
+
+#[tokio::test]
+async fn realistic_answers_an_english_prompt_in_english_prose() {
+    let server = realistic_server().await;
+    let text = answer(&server, EN_PROMPT).await;
+    assert_eq!(crate::lang::detect_language(&text), crate::lang::Lang::En);
+    assert!(text.is_ascii(), "{text}");
+    assert!((3..=6).contains(&sentence_count(&text)), "{text}");
+    assert!((80..=400).contains(&text.chars().count()), "{text}");
+    for word in ["Biscuit", "dog", "chewing", "sofa", "cushions"] {
+        assert!(!text.contains(word), "{word:?} restated in {text}");
+    }
+    assert!(!text.starts_with("Echo from"));
+}
+
+#[tokio::test]
+async fn realistic_answers_are_deterministic_per_prompt() {
+    let server = realistic_server().await;
+    for prompt in [JA_PROMPT, EN_PROMPT] {
+        assert_eq!(answer(&server, prompt).await, answer(&server, prompt).await);
+    }
+    // Across servers too.
+    let other = realistic_server().await;
+    assert_eq!(
+        answer(&server, EN_PROMPT).await,
+        answer(&other, EN_PROMPT).await
+    );
+}
+
+#[tokio::test]
+async fn realistic_answers_usually_differ_between_prompts() {
+    let server = realistic_server().await;
+    let mut answers = std::collections::HashSet::new();
+    for i in 0..20 {
+        answers.insert(answer(&server, &format!("Question number {i} about my garden")).await);
+        answers.insert(answer(&server, &format!("庭について{i}番目の質問です")).await);
+    }
+    assert!(answers.len() >= 30, "only {} of 40 differ", answers.len());
+}
+
+#[test]
+fn realistic_answers_stay_within_their_bounds() {
+    let model = Model {
+        spec: ModelSpec::new("m"),
+        digest: String::new(),
+        loaded: std::sync::atomic::AtomicBool::new(false),
+    };
+    for i in 0..500 {
+        for text in [format!("question {i}"), format!("質問{i}")] {
+            let prompt = reply::Prompt {
+                last: reply::Last::User(text.clone()),
+                prompt_tokens: 1,
+                tools: Vec::new(),
+                max_tokens: None,
+            };
+            let r = reply::plan(&model, prompt, None, None, None, Answers::Realistic);
+            let content = r.content;
+            assert!(
+                (80..=400).contains(&content.chars().count()),
+                "{} chars: {content}",
+                content.chars().count()
+            );
+            assert!((3..=6).contains(&sentence_count(&content)), "{content}");
+            assert_eq!(r.finish, reply::Finish::Stop);
+        }
+    }
+}
+
+#[tokio::test]
+async fn default_answers_are_still_the_echo() {
+    assert_eq!(Knobs::default().answers, Answers::Echo);
+    let server = server().await;
+    assert_eq!(
+        answer(&server, EN_PROMPT).await,
+        format!("Echo from qwen2.5:7b: {EN_PROMPT}")
+    );
+    // Switching at run time, both ways.
+    server.update_knobs(|k| k.answers = Answers::Realistic);
+    assert!(!answer(&server, EN_PROMPT).await.starts_with("Echo from"));
+    server.update_knobs(|k| k.answers = Answers::Echo);
+    assert!(answer(&server, EN_PROMPT).await.starts_with("Echo from"));
+}
+
+#[tokio::test]
+async fn max_tokens_cuts_a_realistic_answer() {
+    let server = realistic_server().await;
+    let whole = answer(&server, EN_PROMPT).await;
+    let mut req = ask(EN_PROMPT);
+    req["options"] = json!({ "num_predict": 4 });
+    let (_, _, body) = post(format!("{}/api/chat", server.base_url()), req).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let cut = v["message"]["content"].as_str().unwrap();
+    assert_eq!(tokens(cut).count(), 4);
+    assert!(whole.starts_with(cut) && cut.len() < whole.len());
+    assert_eq!(v["done_reason"], "length");
+    assert_eq!(v["eval_count"], 4);
+
+    let mut req = ask(EN_PROMPT);
+    req["max_tokens"] = json!(4);
+    let (_, _, body) = post(
+        format!("{}/chat/completions", server.openai_base_url()),
+        req,
+    )
+    .await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["choices"][0]["message"]["content"], cut);
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    assert_eq!(v["usage"]["completion_tokens"], 4);
+}
+
+#[tokio::test]
+async fn realistic_answers_keep_the_task_template_json() {
+    let server = realistic_server().await;
+    let template = "### Task:\nGenerate a concise title.\n### Output:\nJSON format: { \"title\": \"your title\" }\n### Chat History:\n<chat_history>\nUSER: 猫の名前\n</chat_history>";
+    let text = answer(&server, template).await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert!(v["title"].is_string(), "{text}");
+}
+
+#[tokio::test]
+async fn realistic_answers_leave_tool_calls_and_results_alone() {
+    let server = realistic_server().await;
+    let (_, _, body) = post(
+        format!("{}/api/chat", server.base_url()),
+        tool_request("llama3.1:8b", "call tool get_weather"),
+    )
+    .await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["message"]["tool_calls"][0]["function"]["name"],
+        "get_weather"
+    );
+    let req = json!({
+        "model": "llama3.1:8b",
+        "stream": false,
+        "messages": [
+            { "role": "user", "content": "call tool get_weather" },
+            { "role": "tool", "content": "sunny" },
+        ],
+    });
+    let (_, _, body) = post(format!("{}/api/chat", server.base_url()), req).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        v["message"]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("returned: sunny"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn realistic_answers_are_the_same_on_both_apis_streamed_or_not() {
+    let server = realistic_server().await;
+    for prompt in [JA_PROMPT, EN_PROMPT] {
+        let whole = answer(&server, prompt).await;
+
+        let mut req = ask(prompt);
+        req["stream"] = json!(true);
+        let (_, _, body) = post(format!("{}/api/chat", server.base_url()), req.clone()).await;
+        let records: Vec<Value> = body
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let streamed: String = records
+            .iter()
+            .map(|r| r["message"]["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(streamed, whole);
+        let done = records.last().unwrap();
+        assert_eq!(done["done_reason"], "stop");
+        assert_eq!(done["eval_count"], tokens(&whole).count());
+
+        req["stream_options"] = json!({ "include_usage": true });
+        let url = format!("{}/chat/completions", server.openai_base_url());
+        let (_, _, body) = post(url.clone(), req).await;
+        let chunks: Vec<Value> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        let streamed: String = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+            .collect();
+        assert_eq!(streamed, whole);
+        let usage = &chunks.last().unwrap()["usage"];
+        assert_eq!(usage["completion_tokens"], tokens(&whole).count());
+
+        let (_, _, body) = post(url, ask(prompt)).await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], whole.as_str());
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    }
+}
+
+#[test]
+fn slow_prose_follows_the_prompts_language_with_exact_token_counts() {
+    let model = Model {
+        spec: ModelSpec::new("m"),
+        digest: String::new(),
+        loaded: std::sync::atomic::AtomicBool::new(false),
+    };
+    let plan = |text: &str| {
+        let prompt = reply::Prompt {
+            last: reply::Last::User(text.to_owned()),
+            prompt_tokens: 1,
+            tools: Vec::new(),
+            max_tokens: None,
+        };
+        reply::plan(&model, prompt, None, None, Some((30, 60)), Answers::Echo).content
+    };
+    for text in [JA_PROMPT, "猫", EN_PROMPT, "cat"] {
+        let content = plan(text);
+        let n = tokens(&content).count();
+        assert!((30..=60).contains(&n), "{n} tokens: {content}");
+        assert_eq!(
+            crate::lang::detect_language(&content),
+            crate::lang::detect_language(text),
+            "{content}"
+        );
+        assert_eq!(content, plan(text));
+    }
+    let ja = plan(JA_PROMPT);
+    assert!(!ja.contains("猫") && !ja.contains("ミケ"), "{ja}");
+}
+
+#[tokio::test]
+async fn realistic_answers_take_the_exact_length_knob() {
+    let server = realistic_server().await;
+    server.update_knobs(|k| k.tokens = Some(40));
+    for prompt in [JA_PROMPT, EN_PROMPT] {
+        let text = answer(&server, prompt).await;
+        assert_eq!(tokens(&text).count(), 40, "{text}");
+        assert_eq!(
+            crate::lang::detect_language(&text),
+            crate::lang::detect_language(prompt)
+        );
+        assert!(!text.contains("Echo") && !text.contains("猫"), "{text}");
+    }
+}
