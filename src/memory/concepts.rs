@@ -104,7 +104,7 @@ pub static CONCEPTS: &[Concept] = &[
             "bird",
             Who,
             &["bird", "parrot", "budgie", "parakeet", "cockatiel"],
-            &["インコ", "オウム", "文鳥", "小鳥"],
+            &["鳥", "インコ", "オウム", "文鳥", "小鳥"],
         ),
         "pet",
     ),
@@ -203,7 +203,18 @@ pub static CONCEPTS: &[Concept] = &[
     c(
         "grandparent",
         Who,
-        &["grandma", "grandmother", "grandpa", "grandfather", "granny"],
+        &[
+            "gran",
+            "nan",
+            "nana",
+            "grandad",
+            "granddad",
+            "grandma",
+            "grandmother",
+            "grandpa",
+            "grandfather",
+            "granny",
+        ],
         &["祖母", "祖父", "おばあちゃん", "おじいちゃん"],
     ),
     c(
@@ -520,6 +531,8 @@ pub static CONCEPTS: &[Concept] = &[
         "job",
         One,
         &[
+            "teaching",
+            "line of work",
             "job",
             "profession",
             "for a living",
@@ -634,7 +647,17 @@ pub static CONCEPTS: &[Concept] = &[
     c(
         "health",
         Many,
-        &["doctor", "clinic", "hospital", "medication", "medicine"],
+        &[
+            "medical",
+            "diabetic",
+            "diabetes",
+            "asthma",
+            "doctor",
+            "clinic",
+            "hospital",
+            "medication",
+            "medicine",
+        ],
         &["病院", "医", "薬", "持病", "通院", "内科"],
     ),
     // Dates.
@@ -903,11 +926,13 @@ pub fn who(mentioned: &[usize]) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// Whether a memory mentioning `memory` may answer a question mentioning `query`: every
-/// pet or person the question names is one the memory names too, and the memory names no
-/// other kind of the same thing instead ("tea" against "coffee", both drinks).
+/// person the question names is one the memory names too (a memory that names nobody is
+/// about the speaker), and the memory names no other kind of the same thing instead (a
+/// cat against a dog, coffee against tea). A pet of a kind the thesaurus does not know
+/// is not a conflict.
 pub fn compatible(query: &[usize], memory: &[usize]) -> bool {
     let has = |i: usize| memory.binary_search(&i).is_ok();
-    who(query).all(has)
+    who(query).filter(|&q| !is_pet(q)).all(has)
         && query.iter().all(|&q| {
             has(q)
                 || CONCEPTS[q].broader.is_none_or(|b| {
@@ -916,6 +941,10 @@ pub fn compatible(query: &[usize], memory: &[usize]) -> bool {
                         .any(|&m| m != q && CONCEPTS[m].broader == Some(b))
                 })
         })
+}
+
+fn is_pet(i: usize) -> bool {
+    CONCEPTS[i].name == "pet" || CONCEPTS[i].broader == Some("pet")
 }
 
 /// Whether a memory is about another topic than the question: both name topics (things,
@@ -955,6 +984,21 @@ pub fn subject(mentioned: &[usize]) -> Option<String> {
         (Some(p), None) => Some(format!("{} {things}", CONCEPTS[p].name)),
         _ => None,
     }
+}
+
+/// The concepts a subject made by [`subject`] names ("wife car" → wife, car).
+pub fn in_subject(subject: &str) -> Vec<usize> {
+    let words: Vec<&str> = subject.split(' ').collect();
+    CONCEPTS
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            c.name == subject
+                || words.contains(&c.name)
+                || (c.name.contains(' ') && subject.contains(c.name))
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// The concept's name (for tests and `memory list`).

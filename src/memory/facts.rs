@@ -38,7 +38,7 @@ pub fn extract(prompt: &str) -> Vec<Fact> {
     for sentence in sentences(prompt) {
         let lang = detect_language(sentence);
         for clause in clauses(sentence, lang) {
-            let Some(text) = statement(clause, lang) else {
+            let Some(text) = statement(&clause, lang) else {
                 continue;
             };
             if out.iter().any(|f| f.text == text) {
@@ -68,6 +68,58 @@ pub fn extract(prompt: &str) -> Vec<Fact> {
         }
     }
     out
+}
+
+/// Words that say a fact replaces an earlier one ("I ditched the Nighthawk", "dynabookを
+/// VAIOに買い替えた"): such a fact without a subject of its own takes the subject of the
+/// earlier fact it names.
+const CHANGES: &[&str] = &[
+    "replaced",
+    "switched",
+    "swapped",
+    "traded",
+    "ditched",
+    "upgraded",
+    "left",
+    "quit",
+    "moved",
+    "sold",
+    "got rid of",
+    "no longer",
+    "retired",
+    "changed",
+    "gave up",
+    "instead",
+    "買い替え",
+    "乗り換え",
+    "替え",
+    "換え",
+    "変え",
+    "辞め",
+    "やめ",
+    "引っ越",
+    "機種変",
+    "手放",
+    "換装",
+    "移っ",
+    "転職",
+];
+
+/// Whether a fact says it replaces an earlier one.
+pub fn is_change(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    CHANGES.iter().any(|c| {
+        if c.is_ascii() {
+            lower.match_indices(c).any(|(at, _)| {
+                let before = lower[..at].chars().next_back();
+                let after = lower[at + c.len()..].chars().next();
+                !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+            })
+        } else {
+            lower.contains(c)
+        }
+    })
 }
 
 /// Words of reactions and greetings: a prompt made only of them asks for no memory.
@@ -189,10 +241,13 @@ const EN_CLAUSE_STARTS: &[&str] = &[
     "remind", "tell", "which", "where", "when", "why",
 ];
 
+/// Clause starts that begin a clause after a comma only as a question.
+const EN_AUXILIARIES: &[&str] = &["can", "could", "would", "should", "do", "does", "is", "are"];
+
 /// The clauses of a sentence that may each state a fact: Japanese sentences split after a
 /// conjunction (which is cut off, with any explanatory ending before it), English ones
 /// before a new clause ("I live in Osaka and my wife works in Kobe", "…, any tips?").
-fn clauses(sentence: &str, lang: Lang) -> Vec<&str> {
+fn clauses(sentence: &str, lang: Lang) -> Vec<Clause<'_>> {
     let mut out = Vec::new();
     match lang {
         Lang::Ja => {
@@ -204,11 +259,17 @@ fn clauses(sentence: &str, lang: Lang) -> Vec<&str> {
                     if let Some(e) = JA_EXPLANATORY.iter().find(|e| clause.ends_with(*e)) {
                         clause = &clause[..clause.len() - e.len()];
                     }
-                    out.push(clause.trim());
+                    out.push(Clause {
+                        text: clause.trim(),
+                        before_conjunction: true,
+                    });
                     start = at + '、'.len_utf8();
                 }
             }
-            out.push(sentence[start..].trim());
+            out.push(Clause {
+                text: sentence[start..].trim(),
+                before_conjunction: false,
+            });
         }
         Lang::En => {
             let lower = sentence.to_ascii_lowercase();
@@ -238,7 +299,19 @@ fn clauses(sentence: &str, lang: Lang) -> Vec<&str> {
                     .split(|c: char| !(c.is_alphanumeric() || c == '\''))
                     .next()
                     .unwrap_or("");
-                if EN_CLAUSE_STARTS.contains(&next) {
+                // Not after an opening name or phrase ("Maisie, my youngest, is nine").
+                let since = cuts.iter().copied().filter(|&c| c <= at).max().unwrap_or(0);
+                let before = lower[since..at].split_whitespace().count();
+                // An auxiliary starts a clause only as a question ("…, can you help?").
+                let asks = lower[at + 2 + next.len()..]
+                    .split_whitespace()
+                    .next()
+                    .is_some_and(|w| {
+                        ["you", "i", "we", "it", "there", "that", "this"].contains(&w)
+                    });
+                let starts =
+                    EN_CLAUSE_STARTS.contains(&next) && (!EN_AUXILIARIES.contains(&next) || asks);
+                if starts && before >= 3 {
                     cuts.push(at + 2);
                 }
             }
@@ -250,19 +323,28 @@ fn clauses(sentence: &str, lang: Lang) -> Vec<&str> {
                 for tail in [" and", ", but", ";", ","] {
                     clause = clause.strip_suffix(tail).unwrap_or(clause).trim_end();
                 }
-                out.push(clause);
+                out.push(Clause {
+                    text: clause,
+                    before_conjunction: false,
+                });
             }
         }
     }
-    out.retain(|c| !c.is_empty());
+    out.retain(|c| !c.text.is_empty());
     out
 }
 
+/// A clause of a sentence, and whether it was cut before a Japanese conjunction.
+struct Clause<'a> {
+    text: &'a str,
+    before_conjunction: bool,
+}
+
 /// The fact a clause states, or `None` for a question, a request, thanks or small talk.
-fn statement(clause: &str, lang: Lang) -> Option<String> {
-    let flat = clause.split_whitespace().collect::<Vec<_>>().join(" ");
+fn statement(clause: &Clause<'_>, lang: Lang) -> Option<String> {
+    let flat = clause.text.split_whitespace().collect::<Vec<_>>().join(" ");
     let text = match lang {
-        Lang::Ja => ja_statement(&flat)?,
+        Lang::Ja => ja_statement(&flat, clause.before_conjunction)?,
         Lang::En => en_statement(&flat)?,
     };
     let chars = text.chars().count();
@@ -368,7 +450,9 @@ const JA_SMALL_TALK: &[&str] = &[
     "おやすみ",
 ];
 
-fn ja_statement(sentence: &str) -> Option<String> {
+/// `implied`: the clause was cut before a conjunction ("…なんだけど、"), which says it has
+/// a predicate even when what is left is a noun phrase ("うちのプリンター、ブラザーの…").
+fn ja_statement(sentence: &str, implied: bool) -> Option<String> {
     let mut s = sentence.trim_end_matches(['。', '！', '!', '．', '.', '…', '〜', '~', 'w', '笑']);
     s = s.trim();
     if s.ends_with(['？', '?']) {
@@ -448,9 +532,10 @@ fn ja_statement(sentence: &str) -> Option<String> {
         "い",
         "ん",
         "よ",
+        "ね",
     ];
     let topical = s.contains('は') || s.contains('が');
-    if !(topical || predicate.iter().any(|p| s.ends_with(p))) {
+    if !(implied || topical || predicate.iter().any(|p| s.ends_with(p))) {
         return None;
     }
     Some(s.to_owned())
@@ -682,7 +767,8 @@ fn en_statement(clause: &str) -> Option<String> {
             .iter()
             .any(|&c| super::concepts::CONCEPTS[c].family != super::concepts::Family::Many)
     };
-    if !words.iter().any(|w| EN_FIRST_PERSON.contains(w)) && !household() {
+    // A change ("Finally sold the Mazda") is the speaker's without saying so.
+    if !words.iter().any(|w| EN_FIRST_PERSON.contains(w)) && !household() && !is_change(s) {
         return None;
     }
     // A clause needs a verb-ish word beyond the pronoun ("my cat, Mike" is not enough).
@@ -847,6 +933,16 @@ mod tests {
             texts("実家は長野の松本なんです。"),
             ["実家は長野の松本なんです"]
         );
+        assert_eq!(
+            texts(
+                "うちのプリンター、ブラザーのMFC-J905Nなんだけど、最近紙詰まりするんだよね。何が原因だろう？"
+            ),
+            ["うちのプリンター、ブラザーのMFC-J905N。最近紙詰まりするんだよね"]
+        );
+        assert_eq!(
+            texts("Maisie, my youngest, is nine and loves horses. Are riding lessons a good idea?"),
+            ["Maisie, my youngest, is nine and loves horses"]
+        );
     }
 
     #[test]
@@ -948,10 +1044,7 @@ mod tests {
             Some("猫の名前".into())
         );
         assert_eq!(subject_of("柏市に住んでいます"), Some("home".into()));
-        assert_eq!(
-            subject_of("先月大阪に引っ越しました"),
-            Some("home".into())
-        );
+        assert_eq!(subject_of("先月大阪に引っ越しました"), Some("home".into()));
         assert_eq!(
             subject_of("うちのルーターはNECのAtermです"),
             Some("router".into())

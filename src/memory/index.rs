@@ -107,6 +107,13 @@ impl<'a> Query<'a> {
     }
 }
 
+/// Items without any of the query's terms assumed besides the index's own (see
+/// `Index::lexical`).
+pub const BACKGROUND: usize = 50;
+
+/// The most items a term may be in and still name one fact (see [`Index::subject_named`]).
+pub const NAMING_DF: usize = 5;
+
 /// How much more a shared concept weighs than a shared word of the same rarity.
 pub const CONCEPT_WEIGHT: f32 = 3.0;
 
@@ -226,6 +233,29 @@ impl Index {
             .copied()
     }
 
+    /// The subject of the current fact that `terms` (a new fact's word terms) name most
+    /// specifically: the newest shared fact with a subject holding the most of the rarer
+    /// terms (held by at most [`NAMING_DF`] items). "I ditched the Nighthawk" names the
+    /// fact "My router is a Netgear Nighthawk".
+    pub fn subject_named(&self, terms: &[u64]) -> Option<String> {
+        let mut overlap: HashMap<usize, usize> = HashMap::new();
+        for t in terms {
+            let Some(posting) = self.postings.get(t).filter(|p| p.len() <= NAMING_DF) else {
+                continue;
+            };
+            for &slot in posting {
+                let slot = slot as usize;
+                if self.shared[slot] && self.entries[slot].subject.is_some() {
+                    *overlap.entry(slot).or_default() += 1;
+                }
+            }
+        }
+        overlap
+            .into_iter()
+            .max_by_key(|&(slot, n)| (n, self.entries[slot].created_at, self.entries[slot].id))
+            .and_then(|(slot, _)| self.entries[slot].subject.clone())
+    }
+
     /// [`superseded_by`](Self::superseded_by) for the item with `id`.
     pub fn superseded(&self, id: &Uuid) -> Option<Uuid> {
         self.slots
@@ -265,7 +295,22 @@ impl Index {
         self.known.insert((thread, text_key(&item.text)));
         self.vectors.extend_from_slice(&item.vector);
         item.vector = Vec::new();
-        let analysis = super::lexical::analyze(&item.text);
+        let mut analysis = super::lexical::analyze(&item.text);
+        // A fact is about its subject even when it does not say so ("Finally sold the
+        // Mazda and got a Kia" took "car" from the fact it replaces).
+        if let Some(subject) = item
+            .subject
+            .as_deref()
+            .filter(|_| item.kind == ItemKind::Fact)
+        {
+            for c in super::concepts::in_subject(subject) {
+                if !analysis.concepts.contains(&c) {
+                    analysis.concepts.push(c);
+                    analysis.concept_terms.push(super::lexical::concept_term(c));
+                }
+            }
+            analysis.concepts.sort_unstable();
+        }
         let mut terms = analysis.terms;
         terms.extend(analysis.concept_terms);
         terms.sort_unstable();
@@ -453,7 +498,9 @@ impl Index {
     /// Per slot, the share (0..1) of the query terms' idf weight it holds (a concept's
     /// [`CONCEPT_WEIGHT`] times its idf).
     fn lexical(&self, query: &Query<'_>) -> Vec<f32> {
-        let n = self.entries.len() as f32;
+        // BM25's idf over this index and [`BACKGROUND`] virtual items that hold none of
+        // the terms: a memory of a few items weighs its words like a larger one would.
+        let n = (self.entries.len() + BACKGROUND) as f32;
         let mut acc = vec![0f32; self.entries.len()];
         let mut total = 0f32;
         let weighted = query

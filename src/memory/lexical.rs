@@ -11,6 +11,31 @@
 
 use super::embed::{STOP_WORDS, normalize, stem};
 
+/// Words that place a question in time or ask again, beyond the embedder's stop words:
+/// "where do I live now?" asks what "where do I live?" asks.
+const FILLERS: &[&str] = &[
+    "now",
+    "currently",
+    "these",
+    "days",
+    "still",
+    "usual",
+    "usually",
+    "again",
+    "ever",
+    "kind",
+    "sort",
+    "type",
+    "lately",
+    "anymore",
+    "moment",
+    "got",
+    "like",
+    "know",
+    "think",
+    "thing",
+];
+
 /// Kanji that only ask.
 const QUESTION_KANJI: &[char] = &['何', '誰'];
 
@@ -112,6 +137,7 @@ fn kanji(out: &mut Vec<u64>, run: &[char]) {
 fn word(out: &mut Vec<u64>, w: &str) {
     if w.is_empty()
         || STOP_WORDS.contains(&w)
+        || FILLERS.contains(&w)
         || (w.len() == 1 && !w.as_bytes()[0].is_ascii_digit())
     {
         return;

@@ -256,7 +256,14 @@ impl Memory {
             !stored.contains(&p.seq) && !self.knows(exchange.person, exchange.thread_id, &p.text)
         });
         if !stored.iter().any(|s| *s >= FACT_SEQ) {
-            let facts = self.facts_of(exchange.prompt).await;
+            let mut facts = self.facts_of(exchange.prompt).await;
+            // A change ("I ditched the Nighthawk") supersedes the earlier fact it names.
+            for fact in facts
+                .iter_mut()
+                .filter(|f| f.subject.is_none() && super::facts::is_change(&f.text))
+            {
+                fact.subject = self.subject_named(exchange.person, &fact.text);
+            }
             pieces.extend(
                 fact_pieces(facts)
                     .into_iter()

@@ -111,6 +111,16 @@ impl Memory {
         })
     }
 
+    /// The subject of `person`'s current fact that `text` names (see
+    /// [`Index::subject_named`]), under any embedder.
+    pub(crate) fn subject_named(&self, person: &Person, text: &str) -> Option<String> {
+        let terms = super::lexical::terms(text);
+        self.indexes()
+            .get(person)?
+            .values()
+            .find_map(|i| i.subject_named(&terms))
+    }
+
     /// The facts `prompt` states (see [`super::facts`]).
     pub(crate) async fn facts_of(&self, prompt: &str) -> Vec<super::facts::Fact> {
         super::facts::extract(prompt)

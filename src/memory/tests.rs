@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 
-use super::embed::Embedder;
+use super::embed::{Embedder, HashEmbedder};
 use super::store::ItemKind;
 use super::store::postgres::PostgresMemoryStore;
 use super::store::sqlite::SqliteMemoryStore;
@@ -875,4 +875,245 @@ fn eval_files_with_mistakes_name_the_line() {
             .unwrap_err()
             .starts_with("line 2")
     );
+}
+
+/// A record of `person`'s turn in `thread`, ended `minutes_ago`.
+fn told(thread: &str, prompt: &str, minutes_ago: i64) -> TaskRecord {
+    let mut r = record(
+        thread,
+        prompt,
+        "That is good to know. Let me know if there is anything else I can help with.",
+    );
+    r.updated_at = Utc::now() - chrono::Duration::minutes(minutes_ago);
+    r
+}
+
+fn facts_of(items: &[MemoryItem]) -> Vec<&MemoryItem> {
+    items.iter().filter(|i| i.kind == ItemKind::Fact).collect()
+}
+
+/// "I moved to Osaka" after "I live in Kashiwa": recall answers Osaka, the older fact is
+/// listed, marked with the one that supersedes it; after a restart as before; and when the
+/// newer is forgotten, the older is current again.
+#[tokio::test]
+async fn a_newer_fact_on_the_same_subject_supersedes_the_older() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    let kashiwa = told("A", "I live in Kashiwa.", 60);
+    let osaka = told("B", "I moved to Osaka last month!", 30);
+    memory.remember_task(&kashiwa).await.unwrap();
+    memory.remember_task(&osaka).await.unwrap();
+    for memory in [
+        memory.clone(),
+        memory_on(db.store.clone(), MemoryConfig::default()).await,
+    ] {
+        let hits = memory
+            .recall("Where do I live now?", &me(), &thread("C"))
+            .await;
+        assert_eq!(
+            hits.first().map(|h| h.item.task_id),
+            Some(osaka.task_id),
+            "{hits:?}"
+        );
+        assert!(
+            hits.iter().all(|h| h.item.task_id != kashiwa.task_id),
+            "{hits:?}"
+        );
+        let listed = memory.list(Some(&me()), None, 50).await.unwrap();
+        let facts = facts_of(&listed);
+        let old = facts.iter().find(|f| f.task_id == kashiwa.task_id).unwrap();
+        let new = facts.iter().find(|f| f.task_id == osaka.task_id).unwrap();
+        assert_eq!(
+            old.superseded_by,
+            Some(new.id),
+            "the older stays listed, marked"
+        );
+        assert_eq!(new.superseded_by, None);
+        assert_eq!(old.subject.as_deref(), Some("home"));
+    }
+    // Forgetting the newer makes the older current again.
+    let listed = memory
+        .list(Some(&me()), Some(&thread("B")), 50)
+        .await
+        .unwrap();
+    for item in &listed {
+        memory.forget(item.id, None).await.unwrap();
+    }
+    let hits = memory
+        .recall("Where do I live now?", &me(), &thread("C"))
+        .await;
+    assert_eq!(
+        hits.first().map(|h| h.item.task_id),
+        Some(kashiwa.task_id),
+        "{hits:?}"
+    );
+}
+
+/// The same in Japanese, and across languages: "うちのルーター" and "my router" are one
+/// subject. A change that names the earlier fact ("ditched the Nighthawk") supersedes it
+/// without naming the subject itself.
+#[tokio::test]
+async fn supersession_works_in_both_languages_and_by_name() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    let aterm = told("A", "うちのルーターはNECのAtermです。", 90);
+    let deco = told("B", "ルーターをTP-LinkのDecoに買い替えました。", 60);
+    memory.remember_task(&aterm).await.unwrap();
+    memory.remember_task(&deco).await.unwrap();
+    let hits = memory
+        .recall("今うちで使ってるルーターは？", &me(), &thread("Z"))
+        .await;
+    assert_eq!(
+        hits.first().map(|h| h.item.task_id),
+        Some(deco.task_id),
+        "{hits:?}"
+    );
+    assert!(hits.iter().all(|h| h.item.task_id != aterm.task_id));
+
+    let desk = told(
+        "C",
+        "My desktop has an old GTX 1060 that I'm thinking of replacing.",
+        50,
+    );
+    memory.remember_task(&desk).await.unwrap();
+    let car = told("D", "My car is a Mazda 3 hatchback.", 40);
+    let swap = told("E", "Finally sold the Mazda and got a Kia EV6!", 20);
+    memory.remember_task(&car).await.unwrap();
+    memory.remember_task(&swap).await.unwrap();
+    let hits = memory
+        .recall("What do I drive these days?", &me(), &thread("Z"))
+        .await;
+    assert_eq!(
+        hits.first().map(|h| h.item.task_id),
+        Some(swap.task_id),
+        "{hits:?}"
+    );
+    assert!(
+        hits.iter().all(|h| h.item.task_id != car.task_id),
+        "{hits:?}"
+    );
+}
+
+/// The same fact told twice, in two threads and two wordings of punctuation, is stored
+/// once; told again after a newer fact superseded it, it is current again.
+#[tokio::test]
+async fn a_fact_told_twice_is_stored_once() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    memory
+        .remember_task(&told("A", "私の猫の名前はミケです。", 90))
+        .await
+        .unwrap();
+    memory
+        .remember_task(&told("B", "私の猫の名前はミケです！覚えておいてね", 80))
+        .await
+        .unwrap();
+    let listed = memory.list(Some(&me()), None, 50).await.unwrap();
+    assert_eq!(facts_of(&listed).len(), 1, "{listed:?}");
+
+    memory
+        .remember_task(&told("C", "I live in Kashiwa", 70))
+        .await
+        .unwrap();
+    memory
+        .remember_task(&told("D", "I moved to Osaka", 60))
+        .await
+        .unwrap();
+    let back = told("E", "I live in Kashiwa", 10);
+    memory.remember_task(&back).await.unwrap();
+    let hits = memory.recall("where do I live?", &me(), &thread("Z")).await;
+    assert_eq!(
+        hits.first().map(|h| h.item.task_id),
+        Some(back.task_id),
+        "{hits:?}"
+    );
+}
+
+/// A question about a dog does not get the cat; about the wife's birthday not the
+/// person's own; small talk gets nothing.
+#[tokio::test]
+async fn recall_keeps_pets_people_and_small_talk_apart() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    memory
+        .remember_task(&told("A", "私の猫の名前はミケです", 30))
+        .await
+        .unwrap();
+    memory
+        .remember_task(&told("B", "My birthday is March 14", 20))
+        .await
+        .unwrap();
+    memory
+        .remember_task(&told("C", "My partner keeps asking what I want, lol", 10))
+        .await
+        .unwrap();
+    let z = thread("Z");
+    assert!(
+        memory
+            .recall("うちの犬の名前って何だっけ？", &me(), &z)
+            .await
+            .is_empty()
+    );
+    assert!(
+        !memory
+            .recall("うちの猫の名前って何だっけ？", &me(), &z)
+            .await
+            .is_empty()
+    );
+    assert!(
+        memory
+            .recall("When is my wife's birthday?", &me(), &z)
+            .await
+            .is_empty()
+    );
+    assert!(
+        !memory
+            .recall("When is my birthday?", &me(), &z)
+            .await
+            .is_empty()
+    );
+    assert!(memory.recall("lol nice", &me(), &z).await.is_empty());
+}
+
+/// Removing items keeps the lexical index right: the moved slot's terms follow it.
+#[test]
+fn the_lexical_index_follows_removals() {
+    use super::index::{Index, Query};
+    let mut index = Index::new(crate::memory::embed::BUILTIN_DIM);
+    let item = |text: &str| MemoryItem {
+        id: uuid::Uuid::now_v7(),
+        person: me(),
+        thread_id: "t".into(),
+        task_id: TaskId::new(),
+        seq: 4,
+        kind: ItemKind::Fact,
+        subject: None,
+        superseded_by: None,
+        text: text.into(),
+        embedder: HashEmbedder::ID.into(),
+        vector: HashEmbedder.embed(text),
+        created_at: Utc::now(),
+    };
+    let (a, b, c) = (
+        item("My cat is Mike"),
+        item("My bike is a Trek"),
+        item("I play the cello"),
+    );
+    let (ida, idc) = (a.id, c.id);
+    for i in [a, b, c] {
+        assert!(index.insert(i));
+    }
+    assert!(
+        index.remove(&ida),
+        "the last slot (cello) moves into slot 0"
+    );
+    let analysis = super::lexical::analyze("cello");
+    let vector = HashEmbedder.embed("cello");
+    let q = Query {
+        lexical_weight: 1.0,
+        ..Query::hybrid(&vector, &analysis, 1.0)
+    };
+    let top = index.search(&q, 1);
+    assert_eq!(index.entry(top[0].slot).unwrap().id, idc);
+    assert!((top[0].score - 1.0).abs() < 1e-6, "{top:?}");
 }
