@@ -928,11 +928,15 @@ pub fn who(mentioned: &[usize]) -> impl Iterator<Item = usize> + '_ {
 /// Whether a memory mentioning `memory` may answer a question mentioning `query`: every
 /// person the question names is one the memory names too (a memory that names nobody is
 /// about the speaker), and the memory names no other kind of the same thing instead (a
-/// cat against a dog, coffee against tea). A pet of a kind the thesaurus does not know
-/// is not a conflict.
+/// cat against a dog, coffee against tea), nor only others than it names (a daughter
+/// against a hamster). A pet of a kind the thesaurus does not know is not a conflict.
 pub fn compatible(query: &[usize], memory: &[usize]) -> bool {
     let has = |i: usize| memory.binary_search(&i).is_ok();
-    who(query).filter(|&q| !is_pet(q)).all(has)
+    // A memory about others than the question names, whoever they are.
+    let named_others =
+        who(memory).next().is_some() && who(query).next().is_some() && !who(query).any(has);
+    !named_others
+        && who(query).filter(|&q| !is_pet(q)).all(has)
         && query.iter().all(|&q| {
             has(q)
                 || CONCEPTS[q].broader.is_none_or(|b| {

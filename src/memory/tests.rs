@@ -1117,3 +1117,20 @@ fn the_lexical_index_follows_removals() {
     assert_eq!(index.entry(top[0].slot).unwrap().id, idc);
     assert!((top[0].score - 1.0).abs() < 1e-6, "{top:?}");
 }
+
+/// A backfill writes each task's memory as its person's, facts included.
+#[tokio::test]
+async fn backfill_keeps_the_person_of_each_task() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    let alice = Person::parse("alice").unwrap();
+    let mut task = record("t", "私の猫の名前はミケです", "かわいい名前ですね。");
+    task.person = alice.clone();
+    db.tasks.insert(new_task(&task)).await.unwrap().await.unwrap();
+    let report = memory.backfill(&db.tasks, &mut |_, _| {}).await.unwrap();
+    assert_eq!(report.items, 2, "{report:?}");
+    let items = db.store.list(None, None, 10).await.unwrap();
+    assert!(items.iter().all(|i| i.person == alice), "{items:?}");
+    assert!(!memory.recall("私の猫の名前は？", &alice, &thread("z")).await.is_empty());
+    assert!(memory.recall("私の猫の名前は？", &me(), &thread("z")).await.is_empty());
+}

@@ -14,6 +14,7 @@ mod household;
 mod leaks;
 mod limits;
 mod memory;
+mod memory_facts;
 mod open_port;
 mod people;
 mod placement;
