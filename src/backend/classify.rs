@@ -2,10 +2,9 @@
 //! short generation on a backend that serves the classifier model.
 
 use async_trait::async_trait;
-use futures::StreamExt;
 
 use super::{BackendRequest, Registry};
-use crate::chat::{ChatMessage, Chunk, SamplingParams};
+use crate::chat::{ChatMessage, SamplingParams};
 use crate::domain::ModelName;
 use crate::routing::ClassifierBackend;
 
@@ -47,19 +46,11 @@ impl ClassifierBackend for RegistryClassifier {
             },
             tools: Vec::new(),
         };
-        let mut stream = handle
+        let answer = handle
             .backend
-            .chat(&request)
+            .answer_text(&request)
             .await
             .map_err(|e| e.to_string())?;
-        let mut answer = String::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk.map_err(|e| e.to_string())? {
-                Chunk::Content { text } => answer.push_str(&text),
-                Chunk::Done { .. } => break,
-                Chunk::Reasoning { .. } | Chunk::ToolCalls { .. } => {}
-            }
-        }
         Ok(answer.trim().to_ascii_lowercase())
     }
 }

@@ -202,6 +202,23 @@ impl Backend {
         }
     }
 
+    /// The text of a short answer (its content, not its reasoning or tool calls): for
+    /// Coordinator's own small asks of a model (query rewriting, classification, fact
+    /// extraction).
+    pub async fn answer_text(&self, req: &BackendRequest) -> Result<String, BackendError> {
+        use futures::StreamExt;
+        let mut stream = self.chat(req).await?;
+        let mut text = String::new();
+        while let Some(chunk) = stream.next().await {
+            match chunk? {
+                crate::chat::Chunk::Content { text: t } => text.push_str(&t),
+                crate::chat::Chunk::Done { .. } => break,
+                crate::chat::Chunk::Reasoning { .. } | crate::chat::Chunk::ToolCalls { .. } => {}
+            }
+        }
+        Ok(text)
+    }
+
     /// The whole answer in one response (`stream: false`), for clients that do not
     /// stream: the same chunks as [`chat`](Self::chat), but not one per token.
     pub async fn complete(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {

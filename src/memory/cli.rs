@@ -157,20 +157,25 @@ pub async fn run_eval(
     calibrate: bool,
 ) -> anyhow::Result<()> {
     use super::eval;
-    let embedder = Embedder::from_config(&config.memory, &backends(config));
+    let backends = backends(config);
+    let embedder = Embedder::from_config(&config.memory, &backends);
+    let extractor = super::extract::ModelExtractor::from_config(&config.memory, &backends);
     let cases = eval::load(path)?;
     println!(
-        "memory eval {} ({} cases; embedder {}, scope {:?}, top_k {}, lexical_weight {}, \
-         cross_thread_min_score {})",
+        "memory eval {} ({} cases; embedder {}, facts by {}, scope {:?}, top_k {}, \
+         lexical_weight {}, cross_thread_min_score {})",
         path.display(),
         cases.len(),
         embedder.preferred_id(),
+        extractor
+            .as_ref()
+            .map_or_else(|| "the rules".to_owned(), |e| e.model().to_string()),
         config.memory.scope,
         config.memory.top_k,
         config.memory.lexical_weight,
         config.memory.cross_thread_min_score,
     );
-    let recalled = eval::recall_all(&cases, &config.memory, &embedder).await;
+    let recalled = eval::recall_all(&cases, &config.memory, &embedder, extractor.as_ref()).await;
     let thresholds = eval::Thresholds::of(&config.memory);
     let report = eval::judge(&cases, &recalled, &thresholds);
     print!("{report}");
@@ -193,7 +198,14 @@ pub async fn run_eval(
     }
     if calibrate {
         let weights = [0.0, 0.25, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0];
-        let rows = eval::calibrate(&cases, &config.memory, &embedder, &weights).await;
+        let rows = eval::calibrate(
+            &cases,
+            &config.memory,
+            &embedder,
+            extractor.as_ref(),
+            &weights,
+        )
+        .await;
         println!("\nbest settings (lexical_weight, cross_thread_min_score):");
         for row in rows.iter().take(10) {
             print!(

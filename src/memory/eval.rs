@@ -24,6 +24,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::embed::Embedder;
+use super::extract::ModelExtractor;
 use super::store::in_memory::InMemoryStore;
 use super::{Memory, MemoryConfig, MemoryError};
 use crate::domain::{Person, TaskId, ThreadId};
@@ -177,7 +178,7 @@ pub async fn run(
 }
 
 pub async fn run_cases(cases: &[Case], config: &MemoryConfig, embedder: &Embedder) -> Report {
-    let recalled = recall_all(cases, config, embedder).await;
+    let recalled = recall_all(cases, config, embedder, None).await;
     judge(cases, &recalled, &Thresholds::of(config))
 }
 
@@ -227,11 +228,13 @@ impl Thresholds {
     }
 }
 
-/// Every case's candidates under `config`'s scoring, with no thresholds.
+/// Every case's candidates under `config`'s scoring, with no thresholds; facts by
+/// `extractor` when given, else by the rules.
 pub async fn recall_all(
     cases: &[Case],
     config: &MemoryConfig,
     embedder: &Embedder,
+    extractor: Option<&ModelExtractor>,
 ) -> Vec<Vec<Candidate>> {
     let open = MemoryConfig {
         min_score: -1.0,
@@ -241,7 +244,7 @@ pub async fn recall_all(
     };
     let mut out = Vec::with_capacity(cases.len());
     for case in cases {
-        out.push(recall(case, &open, embedder).await);
+        out.push(recall(case, &open, embedder, extractor).await);
     }
     out
 }
@@ -306,6 +309,7 @@ pub async fn calibrate(
     cases: &[Case],
     config: &MemoryConfig,
     embedder: &Embedder,
+    extractor: Option<&ModelExtractor>,
     weights: &[f32],
 ) -> Vec<Calibration> {
     let mut rows = Vec::new();
@@ -314,7 +318,7 @@ pub async fn calibrate(
             lexical_weight,
             ..config.clone()
         };
-        let recalled = recall_all(cases, &scored, embedder).await;
+        let recalled = recall_all(cases, &scored, embedder, extractor).await;
         for step in 2..=80u8 {
             let cross = f32::from(step) / 100.0;
             let thresholds = Thresholds {
@@ -340,13 +344,20 @@ pub async fn calibrate(
 }
 
 /// The exchange indices recall returns for a case's query, best first.
-async fn recall(case: &Case, config: &MemoryConfig, embedder: &Embedder) -> Vec<Candidate> {
+async fn recall(
+    case: &Case,
+    config: &MemoryConfig,
+    embedder: &Embedder,
+    extractor: Option<&ModelExtractor>,
+) -> Vec<Candidate> {
     let person = |p: &Option<String>| {
         p.as_deref()
             .map_or_else(|| Ok(Person::default()), Person::parse)
     };
     let store = Arc::new(InMemoryStore::default());
-    let Ok(memory) = Memory::open(config.clone(), store, embedder.clone()).await else {
+    let Ok(memory) =
+        Memory::open_with(config.clone(), store, embedder.clone(), extractor.cloned()).await
+    else {
         return Vec::new();
     };
     let task_ids: Vec<TaskId> = case.exchanges.iter().map(|_| TaskId::new()).collect();

@@ -15,7 +15,7 @@ use crate::lang::{Lang, detect_language};
 
 /// The longest sentence kept as a fact, in characters: longer ones are narratives, not
 /// statements.
-const MAX_FACT_CHARS: usize = 240;
+pub(crate) const MAX_FACT_CHARS: usize = 240;
 /// How many facts one prompt gives at most.
 pub const MAX_FACTS: usize = 8;
 
@@ -869,6 +869,11 @@ fn en_single(noun: &str) -> Option<String> {
         .iter()
         .any(|s| noun.ends_with(s) || words.first().is_some_and(|w| w == s));
     (single && !noun.is_empty()).then(|| noun.to_owned())
+}
+
+/// [`subject`] in the language of `fact`.
+pub fn subject_of(fact: &str) -> Option<String> {
+    subject(fact, detect_language(fact))
 }
 
 /// A fact's subject: the single-valued household concept it is about (the same in both

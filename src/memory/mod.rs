@@ -24,6 +24,7 @@ pub mod concepts;
 mod context;
 pub mod embed;
 pub mod eval;
+pub mod extract;
 pub mod facts;
 pub mod index;
 pub mod lexical;
@@ -85,6 +86,13 @@ pub struct MemoryConfig {
     /// What to do when a request already carries Open WebUI's own memories in its
     /// system prompt.
     pub openwebui_memory: OpenWebUiMemory,
+    /// A (small) model that extracts the facts of a remembered turn; the rules otherwise,
+    /// and whenever it fails or is late.
+    pub extract_model: Option<String>,
+    /// The backend (worker name) that serves `extract_model`; the first backend otherwise.
+    pub extract_backend: Option<String>,
+    /// How long fact extraction by the model may take before the rules decide.
+    pub extract_timeout_ms: u64,
 }
 
 /// `[memory] openwebui_memory`: when Open WebUI's memory feature has put the person's
@@ -112,6 +120,9 @@ impl Default for MemoryConfig {
             max_context_chars: 1500,
             lexical_weight: 0.9,
             openwebui_memory: OpenWebUiMemory::Merge,
+            extract_model: None,
+            extract_backend: None,
+            extract_timeout_ms: 8000,
         }
     }
 }
@@ -157,6 +168,28 @@ impl MemoryConfig {
                         .to_owned(),
                 );
             }
+        }
+        if let Some(m) = &self.extract_model
+            && let Err(e) = crate::domain::ModelName::parse(m)
+        {
+            problems.push(format!("memory.extract_model: {e}"));
+        }
+        if let Some(b) = &self.extract_backend {
+            if let Err(e) = crate::domain::WorkerName::parse(b) {
+                problems.push(format!("memory.extract_backend: {e}"));
+            }
+            if self.extract_model.is_none() {
+                problems.push(
+                    "memory.extract_backend: set only together with memory.extract_model"
+                        .to_owned(),
+                );
+            }
+        }
+        if !(100..=120_000).contains(&self.extract_timeout_ms) {
+            problems.push(format!(
+                "memory.extract_timeout_ms: {} is not between 100 and 120000",
+                self.extract_timeout_ms
+            ));
         }
         problems
     }

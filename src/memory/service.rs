@@ -12,6 +12,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::embed::{Embedder, HashEmbedder};
+use super::extract::ModelExtractor;
 use super::index::{Index, Query, Scored};
 use super::store::{MemoryItem, MemoryStore};
 use super::{MemoryConfig, MemoryError, OpenWebUiMemory, Scope};
@@ -55,17 +56,30 @@ pub(super) struct Inner {
     pub(super) config: MemoryConfig,
     pub(super) store: Arc<dyn MemoryStore>,
     pub(super) embedder: Embedder,
+    /// `[memory] extract_model`, when set.
+    extractor: Option<ModelExtractor>,
     indexes: RwLock<Indexes>,
     /// The newest item time the indexes hold from the store (where a refresh reads from).
     newest: Mutex<Option<DateTime<Utc>>>,
 }
 
 impl Memory {
-    /// Opens memory on `store` and loads every stored item into the in-memory indexes.
+    /// Opens memory on `store` and loads every stored item into the in-memory indexes;
+    /// facts come from the rules.
     pub async fn open(
         config: MemoryConfig,
         store: Arc<dyn MemoryStore>,
         embedder: Embedder,
+    ) -> Result<Self, MemoryError> {
+        Self::open_with(config, store, embedder, None).await
+    }
+
+    /// [`open`](Self::open), with a model that extracts facts.
+    pub async fn open_with(
+        config: MemoryConfig,
+        store: Arc<dyn MemoryStore>,
+        embedder: Embedder,
+        extractor: Option<ModelExtractor>,
     ) -> Result<Self, MemoryError> {
         let items = store.load(None).await?;
         let count = items.len();
@@ -77,6 +91,7 @@ impl Memory {
                 config,
                 store,
                 embedder,
+                extractor,
                 indexes: RwLock::new(indexes),
                 newest: Mutex::new(newest),
             }),
@@ -88,7 +103,8 @@ impl Memory {
     pub async fn from_config(config: &Config, backends: &[Backend]) -> Result<Self, MemoryError> {
         let store = super::store::open(&config.store).await?;
         let embedder = Embedder::from_config(&config.memory, backends);
-        Self::open(config.memory.clone(), store, embedder).await
+        let extractor = ModelExtractor::from_config(&config.memory, backends);
+        Self::open_with(config.memory.clone(), store, embedder, extractor).await
     }
 
     pub fn config(&self) -> &MemoryConfig {
@@ -121,9 +137,21 @@ impl Memory {
             .find_map(|i| i.subject_named(&terms))
     }
 
-    /// The facts `prompt` states (see [`super::facts`]).
+    /// The facts `prompt` states: by `[memory] extract_model` when it answers in time,
+    /// else by the rules of [`super::facts`].
     pub(crate) async fn facts_of(&self, prompt: &str) -> Vec<super::facts::Fact> {
+        if let Some(extractor) = &self.inner.extractor {
+            match extractor.extract(prompt).await {
+                Ok(facts) => return facts,
+                Err(e) => tracing::debug!(error = %e, "facts from the rules"),
+            }
+        }
         super::facts::extract(prompt)
+    }
+
+    /// The fact extractor, when `[memory] extract_model` is set.
+    pub fn extractor(&self) -> Option<&ModelExtractor> {
+        self.inner.extractor.as_ref()
     }
 
     /// Items in the in-memory indexes, over all people and embedders.

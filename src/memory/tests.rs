@@ -827,10 +827,29 @@ fn config_defaults_validation_and_toml() {
         ..Default::default()
     };
     assert_eq!(bad.validate().len(), 5, "{:?}", bad.validate());
-    let toml = "[memory]\nscope = \"thread\"\ntop_k = 5\nembedding_model = \"nomic-embed-text\"\n";
+    let bad = MemoryConfig {
+        lexical_weight: 1.5,
+        extract_backend: Some("small".into()),
+        extract_timeout_ms: 10,
+        ..Default::default()
+    };
+    let problems = bad.validate();
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("memory.extract_backend: set only together"))
+    );
+    let toml = "[memory]\nscope = \"thread\"\ntop_k = 5\nembedding_model = \"nomic-embed-text\"\n\
+                lexical_weight = 0.5\nopenwebui_memory = \"defer\"\nextract_model = \"qwen2.5:0.5b\"\n\
+                extract_timeout_ms = 2000\n";
     let c = crate::config::load_str(toml, Vec::new()).unwrap();
     assert_eq!(c.memory.scope, Scope::Thread);
     assert_eq!(c.memory.top_k, 5);
+    assert_eq!(c.memory.lexical_weight, 0.5);
+    assert_eq!(c.memory.openwebui_memory, OpenWebUiMemory::Defer);
+    assert_eq!(c.memory.extract_model.as_deref(), Some("qwen2.5:0.5b"));
+    assert_eq!(c.memory.extract_timeout_ms, 2000);
     let err = crate::config::load_str("[memory]\nscope = \"everywhere\"\ntop_k = 0\n", Vec::new());
     assert!(err.is_err());
 }
@@ -1126,11 +1145,109 @@ async fn backfill_keeps_the_person_of_each_task() {
     let alice = Person::parse("alice").unwrap();
     let mut task = record("t", "私の猫の名前はミケです", "かわいい名前ですね。");
     task.person = alice.clone();
-    db.tasks.insert(new_task(&task)).await.unwrap().await.unwrap();
+    db.tasks
+        .insert(new_task(&task))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     let report = memory.backfill(&db.tasks, &mut |_, _| {}).await.unwrap();
     assert_eq!(report.items, 2, "{report:?}");
     let items = db.store.list(None, None, 10).await.unwrap();
     assert!(items.iter().all(|i| i.person == alice), "{items:?}");
-    assert!(!memory.recall("私の猫の名前は？", &alice, &thread("z")).await.is_empty());
-    assert!(memory.recall("私の猫の名前は？", &me(), &thread("z")).await.is_empty());
+    assert!(
+        !memory
+            .recall("私の猫の名前は？", &alice, &thread("z"))
+            .await
+            .is_empty()
+    );
+    assert!(
+        memory
+            .recall("私の猫の名前は？", &me(), &thread("z"))
+            .await
+            .is_empty()
+    );
+}
+
+/// `[memory] extract_model`: the model's facts (normalised, checked) are stored; when it
+/// answers nonsense, fails or is late, the rules decide, and the turn is remembered all
+/// the same.
+#[tokio::test]
+async fn a_model_extracts_facts_and_the_rules_step_in_when_it_fails() {
+    use crate::config::{BackendConfig, BackendKind, TimeoutsConfig};
+    use crate::testkit::fake_llm::{FakeLlm, Script};
+    const SMALL: &str = "qwen2.5:0.5b";
+    let fake = FakeLlm::builder().model(SMALL).spawn().await.unwrap();
+    let backend = crate::backend::Backend::from_config(
+        &BackendConfig {
+            name: "small".into(),
+            kind: BackendKind::Ollama,
+            url: fake.base_url(),
+            models: None,
+            api_key_env: None,
+            max_concurrency: 1,
+        },
+        &TimeoutsConfig::default(),
+    )
+    .unwrap();
+    let config = MemoryConfig {
+        extract_model: Some(SMALL.into()),
+        extract_timeout_ms: 300,
+        ..Default::default()
+    };
+    let extractor = super::extract::ModelExtractor::from_config(&config, &[backend]);
+    assert!(extractor.is_some());
+    let db = sqlite().await;
+    let memory = Memory::open_with(config, db.store.clone(), Embedder::default(), extractor)
+        .await
+        .unwrap();
+    let fact_texts = |items: Vec<MemoryItem>| -> Vec<String> {
+        items
+            .into_iter()
+            .filter(|i| i.kind == ItemKind::Fact)
+            .map(|i| i.text)
+            .collect()
+    };
+
+    fake.set_script(
+        SMALL,
+        Some(Script::text(
+            r#"{"facts": [{"text": "猫の名前はミケ", "subject": "cat name"}]}"#,
+        )),
+    );
+    memory
+        .remember_task(&told("A", "私の猫の名前はミケです。覚えておいてね。", 5))
+        .await
+        .unwrap();
+    let a = memory.list(None, Some(&thread("A")), 10).await.unwrap();
+    assert_eq!(fact_texts(a.clone()), ["猫の名前はミケ"]);
+    assert!(a.iter().any(|i| i.subject.as_deref() == Some("cat name")));
+    let asked = fake.requests_to("/api/chat");
+    let body = asked.last().unwrap().body.as_ref().unwrap();
+    assert_eq!(body["model"], SMALL);
+    let messages = body["messages"].to_string();
+    assert!(
+        messages.contains("<message>") && messages.contains("覚えておいてね"),
+        "{messages}"
+    );
+
+    // Not JSON: the rules.
+    fake.set_script(SMALL, Some(Script::text("Sorry, I can't help with that.")));
+    memory
+        .remember_task(&told("B", "うちの犬はポチです。", 4))
+        .await
+        .unwrap();
+    let b = memory.list(None, Some(&thread("B")), 10).await.unwrap();
+    assert_eq!(fact_texts(b), ["うちの犬はポチです"]);
+
+    // Late: the rules, within the deadline.
+    fake.update_knobs(|k| k.latency = std::time::Duration::from_secs(5));
+    let started = std::time::Instant::now();
+    memory
+        .remember_task(&told("C", "I live in Kashiwa.", 3))
+        .await
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+    let c = memory.list(None, Some(&thread("C")), 10).await.unwrap();
+    assert_eq!(fact_texts(c), ["I live in Kashiwa"]);
 }

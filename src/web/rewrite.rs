@@ -4,12 +4,11 @@
 //! the rules whenever a rewrite is absent, fails, times out or answers nothing usable.
 
 use async_trait::async_trait;
-use futures::StreamExt;
 
 use super::clean::{clean_text, collapse};
 use super::query::{MAX_QUERY_CHARS, cap_chars};
 use crate::backend::{Backend, BackendRequest};
-use crate::chat::{ChatMessage, Chunk, SamplingParams};
+use crate::chat::{ChatMessage, SamplingParams};
 use crate::domain::ModelName;
 
 /// A rewrite the application's model could not make.
@@ -74,20 +73,10 @@ impl QueryRewriter for BackendQueryRewriter {
             },
             tools: Vec::new(),
         };
-        let mut stream = self
-            .backend
-            .chat(&request)
+        self.backend
+            .answer_text(&request)
             .await
-            .map_err(|e| RewriteError(e.to_string()))?;
-        let mut text = String::new();
-        while let Some(chunk) = stream.next().await {
-            match chunk.map_err(|e| RewriteError(e.to_string()))? {
-                Chunk::Content { text: t } => text.push_str(&t),
-                Chunk::Done { .. } => break,
-                Chunk::Reasoning { .. } | Chunk::ToolCalls { .. } => {}
-            }
-        }
-        Ok(text)
+            .map_err(|e| RewriteError(e.to_string()))
     }
 }
 
