@@ -136,7 +136,7 @@ pub fn parse(answer: &str, prompt: &str) -> Result<Vec<Fact>, String> {
         let text = f.text.split_whitespace().collect::<Vec<_>>().join(" ");
         let text = text.trim_end_matches(['.', '。']).to_owned();
         let chars = text.chars().count();
-        if chars < 2 || chars > super::facts::MAX_FACT_CHARS || text.ends_with(['?', '？']) {
+        if !(2..=super::facts::MAX_FACT_CHARS).contains(&chars) || text.ends_with(['?', '？']) {
             continue;
         }
         // Reworded, not invented: the fact shares words with what the person wrote.
