@@ -93,8 +93,8 @@ pub async fn run_list(config: &Config, scope: &Scope, limit: u32) -> anyhow::Res
         .list(scope.person.as_ref(), scope.thread.as_ref(), limit)
         .await?;
     println!(
-        "{:<36}  {:<19}  {:<16}  {:<24}  text",
-        "id", "created_at", "person", "thread"
+        "{:<36}  {:<19}  {:<16}  {:<24}  {:<9}  text",
+        "id", "created_at", "person", "thread", "kind"
     );
     for item in &items {
         print_item(item, None);
@@ -115,8 +115,8 @@ pub async fn run_search(
         .search(query, scope.person.as_ref(), scope.thread.as_ref(), limit)
         .await;
     println!(
-        "{:<6}  {:<36}  {:<19}  {:<16}  {:<24}  text",
-        "score", "id", "created_at", "person", "thread"
+        "{:<6}  {:<36}  {:<19}  {:<16}  {:<24}  {:<9}  text",
+        "score", "id", "created_at", "person", "thread", "kind"
     );
     for hit in &hits {
         print_item(&hit.item, Some(hit.score));
@@ -224,8 +224,13 @@ fn print_item(item: &MemoryItem, score: Option<f32>) {
     if let Some(s) = score {
         print!("{s:<6.3}  ");
     }
+    // A superseded fact is shown as such: it is kept, but no longer recalled.
+    let kind = match item.superseded_by {
+        Some(_) => "fact, old".to_owned(),
+        None => item.kind.to_string(),
+    };
     println!(
-        "{:<36}  {:<19}  {:<16}  {:<24}  {short}{ellipsis}",
+        "{:<36}  {:<19}  {:<16}  {:<24}  {kind:<9}  {short}{ellipsis}",
         item.id,
         item.created_at.format("%Y-%m-%d %H:%M:%S"),
         item.person,
