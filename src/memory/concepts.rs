@@ -925,44 +925,116 @@ pub fn who(mentioned: &[usize]) -> impl Iterator<Item = usize> + '_ {
         .filter(|&i| CONCEPTS[i].family == Family::Who)
 }
 
-/// Whether a memory mentioning `memory` may answer a question mentioning `query`: every
-/// person the question names is one the memory names too (a memory that names nobody is
-/// about the speaker), and the memory names no other kind of the same thing instead (a
-/// cat against a dog, coffee against tea), nor only others than it names (a daughter
-/// against a hamster). A pet of a kind the thesaurus does not know is not a conflict.
-pub fn compatible(query: &[usize], memory: &[usize]) -> bool {
-    let has = |i: usize| memory.binary_search(&i).is_ok();
-    // A memory about others than the question names, whoever they are.
-    let named_others =
-        who(memory).next().is_some() && who(query).next().is_some() && !who(query).any(has);
-    !named_others
-        && who(query).filter(|&q| !is_pet(q)).all(has)
-        && query.iter().all(|&q| {
-            has(q)
-                || CONCEPTS[q].broader.is_none_or(|b| {
-                    !memory
-                        .iter()
-                        .any(|&m| m != q && CONCEPTS[m].broader == Some(b))
-                })
-        })
+/// A set of concepts as bits (the thesaurus has fewer than 128 concepts; a test holds it
+/// to that).
+pub type Mask = u128;
+
+/// The bit of one concept.
+fn bit(i: usize) -> Mask {
+    1u128
+        .checked_shl(u32::try_from(i).unwrap_or(u32::MAX))
+        .unwrap_or(0)
 }
 
-fn is_pet(i: usize) -> bool {
-    CONCEPTS[i].name == "pet" || CONCEPTS[i].broader == Some("pet")
+/// The concepts as a [`Mask`].
+pub fn mask(concepts: &[usize]) -> Mask {
+    concepts.iter().fold(0, |m, &i| m | bit(i))
 }
 
-/// Whether a memory is about another topic than the question: both name topics (things,
-/// tastes, names, not people), and none in common ("my laptop's memory" against "my
-/// desktop's GPU", "my wife's job" against "my wife's name").
-pub fn off_topic(query: &[usize], memory: &[usize]) -> bool {
-    let topics = |c: &[usize]| -> Vec<usize> {
-        c.iter()
-            .copied()
-            .filter(|&i| CONCEPTS[i].family != Family::Who)
-            .collect()
+/// The masks a recall's checks need, made once.
+struct Masks {
+    /// Pets and people (and their kinds).
+    who: Mask,
+    /// Pets and their kind.
+    pets: Mask,
+}
+
+static FAMILY_MASKS: std::sync::LazyLock<Masks> = std::sync::LazyLock::new(|| {
+    let of = |f: &dyn Fn(&Concept) -> bool| {
+        CONCEPTS
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| f(c))
+            .fold(0, |m, (i, _)| m | bit(i))
     };
-    let (q, m) = (topics(query), topics(memory));
-    !q.is_empty() && !m.is_empty() && !q.iter().any(|t| m.binary_search(t).is_ok())
+    Masks {
+        who: of(&|c| c.family == Family::Who),
+        pets: of(&|c| c.name == "pet" || c.broader == Some("pet")),
+    }
+});
+
+/// What a question's concepts allow of a memory, made once per recall so that checking
+/// each of many memories is a few bit operations.
+#[derive(Debug, Clone, Default)]
+pub struct Fit {
+    /// Who the question names (pets and people).
+    who: Mask,
+    /// The people it names: a memory must name each.
+    people: Mask,
+    /// The topics it names (things, tastes, names).
+    topics: Mask,
+    /// For each concept it names that has a broader one: its bit and its siblings' (a
+    /// memory naming a sibling and not the concept is about another kind of thing).
+    siblings: Vec<(Mask, Mask)>,
+}
+
+impl Fit {
+    pub fn new(query: &[usize]) -> Self {
+        let masks = &*FAMILY_MASKS;
+        let q = mask(query);
+        let siblings = query
+            .iter()
+            .filter_map(|&i| {
+                let broader = CONCEPTS[i].broader?;
+                let others = CONCEPTS
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, c)| *j != i && c.broader == Some(broader))
+                    .fold(0, |m, (j, _)| m | bit(j));
+                Some((bit(i), others))
+            })
+            .collect();
+        Self {
+            who: q & masks.who,
+            people: q & masks.who & !masks.pets,
+            topics: q & !masks.who,
+            siblings,
+        }
+    }
+
+    /// Whether a memory with concepts `m` may answer the question: every person the
+    /// question names is one the memory names too (a memory that names nobody is about
+    /// the speaker), the memory names no other kind of the same thing instead (a cat
+    /// against a dog, coffee against tea), nor only others than it names (a daughter
+    /// against a hamster). A pet of a kind the thesaurus does not know is no conflict.
+    pub fn compatible(&self, m: Mask) -> bool {
+        let named_others = self.who != 0 && m & FAMILY_MASKS.who != 0 && self.who & m == 0;
+        !named_others
+            && self.people & !m == 0
+            && self
+                .siblings
+                .iter()
+                .all(|&(own, others)| m & own != 0 || m & others == 0)
+    }
+
+    /// Whether a memory with concepts `m` is about another topic than the question:
+    /// both name topics (things, tastes, names, not people), and none in common ("my
+    /// laptop's memory" against "my desktop's GPU", "my wife's job" against "my wife's
+    /// name").
+    pub fn off_topic(&self, m: Mask) -> bool {
+        let theirs = m & !FAMILY_MASKS.who;
+        self.topics != 0 && theirs != 0 && self.topics & theirs == 0
+    }
+}
+
+/// [`Fit::compatible`] of two concept lists.
+pub fn compatible(query: &[usize], memory: &[usize]) -> bool {
+    Fit::new(query).compatible(mask(memory))
+}
+
+/// [`Fit::off_topic`] of two concept lists.
+pub fn off_topic(query: &[usize], memory: &[usize]) -> bool {
+    Fit::new(query).off_topic(mask(memory))
 }
 
 /// The subject of a fact by its concepts: the single-valued things it is about (a car;
@@ -1016,6 +1088,20 @@ mod tests {
 
     fn names(text: &str) -> Vec<&'static str> {
         mentioned(text).into_iter().map(name).collect()
+    }
+
+    #[test]
+    fn every_concept_has_a_bit() {
+        assert!(
+            CONCEPTS.len() < 128,
+            "{} concepts do not fit a Mask",
+            CONCEPTS.len()
+        );
+        let names: std::collections::HashSet<&str> = CONCEPTS.iter().map(|c| c.name).collect();
+        assert_eq!(names.len(), CONCEPTS.len(), "concept names are unique");
+        for c in CONCEPTS {
+            assert!(c.broader.is_none_or(|b| names.contains(b)), "{}", c.name);
+        }
     }
 
     #[test]

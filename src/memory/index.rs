@@ -11,6 +11,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use uuid::Uuid;
 
+use super::concepts::{Fit, Mask};
 use super::lexical::Analysis;
 use super::store::{ItemKind, MemoryItem};
 
@@ -130,7 +131,11 @@ pub const OFF_TOPIC_FACTOR: f32 = 0.5;
 #[derive(Debug, Clone)]
 pub struct Index {
     dim: usize,
-    vectors: Vec<f32>,
+    /// The vectors, facts in one arena and the rest in another, so that a recall for
+    /// another thread reads the facts' vectors one after the other.
+    arenas: [Arena; 2],
+    /// Per slot: its arena and position there.
+    place: Vec<(u8, u32)>,
     /// The items without their vectors, slot for slot.
     entries: Vec<MemoryItem>,
     /// Each slot's thread, interned.
@@ -139,7 +144,7 @@ pub struct Index {
     shared: Vec<bool>,
     /// Per slot: its lexical terms and concepts; and each term's slots.
     terms: Vec<Vec<u64>>,
-    concepts: Vec<Vec<usize>>,
+    concepts: Vec<Mask>,
     postings: HashMap<u64, Vec<u32>>,
     thread_numbers: HashMap<String, u32>,
     slots: HashMap<Uuid, usize>,
@@ -149,6 +154,19 @@ pub struct Index {
     facts: HashMap<u64, Uuid>,
     /// Each subject's newest fact.
     current: HashMap<String, Uuid>,
+}
+
+/// Vectors of some of an index's items, contiguous, with each one's slot and thread.
+#[derive(Debug, Clone, Default)]
+struct Arena {
+    vectors: Vec<f32>,
+    slots: Vec<u32>,
+    threads: Vec<u32>,
+}
+
+/// The arena of an item's kind.
+fn arena_of(kind: ItemKind) -> u8 {
+    u8::from(kind != ItemKind::Fact)
 }
 
 fn text_key(text: &str) -> u64 {
@@ -170,7 +188,8 @@ impl Index {
     pub fn new(dim: usize) -> Self {
         Self {
             dim,
-            vectors: Vec::new(),
+            arenas: [Arena::default(), Arena::default()],
+            place: Vec::new(),
             entries: Vec::new(),
             threads: Vec::new(),
             shared: Vec::new(),
@@ -293,7 +312,12 @@ impl Index {
             .or_insert(next);
         let slot = self.entries.len();
         self.known.insert((thread, text_key(&item.text)));
-        self.vectors.extend_from_slice(&item.vector);
+        let a = arena_of(item.kind);
+        let arena = &mut self.arenas[usize::from(a)];
+        self.place.push((a, slot_u32(arena.slots.len())));
+        arena.vectors.extend_from_slice(&item.vector);
+        arena.slots.push(slot_u32(slot));
+        arena.threads.push(thread);
         item.vector = Vec::new();
         let mut analysis = super::lexical::analyze(&item.text);
         // A fact is about its subject even when it does not say so ("Finally sold the
@@ -309,7 +333,6 @@ impl Index {
                     analysis.concept_terms.push(super::lexical::concept_term(c));
                 }
             }
-            analysis.concepts.sort_unstable();
         }
         let mut terms = analysis.terms;
         terms.extend(analysis.concept_terms);
@@ -319,7 +342,8 @@ impl Index {
             self.postings.entry(*t).or_default().push(slot_u32(slot));
         }
         self.terms.push(terms);
-        self.concepts.push(analysis.concepts);
+        self.concepts
+            .push(super::concepts::mask(&analysis.concepts));
         let mut shared = item.kind == ItemKind::Fact;
         if shared {
             let newer =
@@ -368,9 +392,24 @@ impl Index {
                 }
             }
         }
+        // Its vector leaves its arena (the arena's last moves into its place)…
+        let (a, pos) = self.place[slot];
+        let arena = &mut self.arenas[usize::from(a)];
+        let (pos, end) = (pos as usize, arena.slots.len() - 1);
+        if pos != end {
+            let (head, tail) = arena.vectors.split_at_mut(end * self.dim);
+            head[pos * self.dim..(pos + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
+            arena.slots[pos] = arena.slots[end];
+            arena.threads[pos] = arena.threads[end];
+            self.place[arena.slots[pos] as usize].1 = slot_u32(pos);
+        }
+        arena.vectors.truncate(end * self.dim);
+        arena.slots.pop();
+        arena.threads.pop();
+        // … and its slot the index (the last slot moves into its place).
         if slot != last {
-            let (head, tail) = self.vectors.split_at_mut(last * self.dim);
-            head[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
+            let (a, pos) = self.place[last];
+            self.arenas[usize::from(a)].slots[pos as usize] = slot_u32(slot);
             self.slots.insert(self.entries[last].id, slot);
             for t in &self.terms[last] {
                 if let Some(p) = self.postings.get_mut(t) {
@@ -380,7 +419,7 @@ impl Index {
                 }
             }
         }
-        self.vectors.truncate(last * self.dim);
+        self.place.swap_remove(slot);
         let gone = self.entries.swap_remove(slot);
         self.threads.swap_remove(slot);
         self.terms.swap_remove(slot);
@@ -419,12 +458,12 @@ impl Index {
     /// The `k` items most similar to `query` among all threads, best first.
     pub fn search(&self, query: &Query<'_>, k: usize) -> Vec<Scored> {
         let mut top = TopK::new(k);
-        self.scan(query, |_, s| top.offer(s));
+        self.scan(query, |_, _| true, |_, s| top.offer(s));
         top.into_sorted()
     }
 
     /// In one scan: the best `k` of `thread`, and the best `k` shared items (facts that
-    /// nothing supersedes) of every other thread.
+    /// nothing supersedes) of every other thread; no other item is scored.
     pub fn search_split(
         &self,
         query: &Query<'_>,
@@ -433,13 +472,17 @@ impl Index {
     ) -> (Vec<Scored>, Vec<Scored>) {
         let own = self.thread_numbers.get(thread).copied();
         let (mut mine, mut others) = (TopK::new(k), TopK::new(k));
-        self.scan(query, |t, s| {
-            if Some(t) == own {
-                mine.offer(s);
-            } else if self.shared[s.slot] {
-                others.offer(s);
-            }
-        });
+        self.scan(
+            query,
+            |slot, t| Some(t) == own || self.shared[slot],
+            |t, s| {
+                if Some(t) == own {
+                    mine.offer(s);
+                } else {
+                    others.offer(s);
+                }
+            },
+        );
         (mine.into_sorted(), others.into_sorted())
     }
 
@@ -449,11 +492,7 @@ impl Index {
             return Vec::new();
         };
         let mut top = TopK::new(k);
-        self.scan(query, |t, s| {
-            if t == own {
-                top.offer(s);
-            }
-        });
+        self.scan(query, |_, t| t == own, |_, s| top.offer(s));
         top.into_sorted()
     }
 
@@ -462,8 +501,13 @@ impl Index {
     /// the index has never seen weighs the most, so a question about something never
     /// told matches nothing well. A memory about another pet or person than the one the
     /// question names is not offered at all; one about another topic scores
-    /// [`OFF_TOPIC_FACTOR`] of that.
-    fn scan(&self, query: &Query<'_>, mut visit: impl FnMut(u32, Scored)) {
+    /// [`OFF_TOPIC_FACTOR`] of that. Only the slots `wanted(slot, thread)` are scored.
+    fn scan(
+        &self,
+        query: &Query<'_>,
+        wanted: impl Fn(usize, u32) -> bool,
+        mut visit: impl FnMut(u32, Scored),
+    ) {
         if query.vector.len() != self.dim || self.dim == 0 {
             return;
         }
@@ -473,22 +517,25 @@ impl Index {
         } else {
             Vec::new()
         };
-        for (slot, (v, t)) in self
-            .vectors
-            .chunks_exact(self.dim)
-            .zip(self.threads.iter())
-            .enumerate()
-        {
+        let fit = Fit::new(query.concepts);
+        let every = self.arenas.iter().flat_map(|arena| {
+            arena
+                .vectors
+                .chunks_exact(self.dim)
+                .zip(arena.slots.iter().zip(&arena.threads))
+        });
+        for (v, (&slot, t)) in every {
+            let slot = slot as usize;
+            let concepts = self.concepts[slot];
+            if !wanted(slot, *t) || !fit.compatible(concepts) {
+                continue;
+            }
             let cosine = dot(query.vector, v);
             let mut score = match lexical.get(slot) {
                 Some(l) => (1.0 - w) * cosine + w * l,
                 None => (1.0 - w) * cosine,
             };
-            let concepts = &self.concepts[slot];
-            if !super::concepts::compatible(query.concepts, concepts) {
-                continue;
-            }
-            if super::concepts::off_topic(query.concepts, concepts) {
+            if fit.off_topic(concepts) {
                 score *= OFF_TOPIC_FACTOR;
             }
             visit(*t, Scored { slot, score });
@@ -647,6 +694,44 @@ mod tests {
             !index.insert(item("x", vec![1.0; 3])),
             "wrong dimension is refused"
         );
+    }
+
+    /// Facts and other items live in two arenas; whatever is removed, every item left is
+    /// found by its own vector, in its own slot.
+    #[test]
+    fn removals_keep_both_arenas_right() {
+        let dim = 16;
+        let mut index = Index::new(dim);
+        let mut live = Vec::new();
+        for i in 0..40usize {
+            let mut it = item(
+                if i % 3 == 0 { "a" } else { "b" },
+                unit(dim, &[(i % dim, 1.0), ((i * 7 + 3) % dim, 0.5 + i as f32)]),
+            );
+            it.kind = if i % 2 == 0 {
+                ItemKind::Fact
+            } else {
+                ItemKind::Exchange
+            };
+            it.text = format!("item {i}");
+            live.push((it.id, it.vector.clone()));
+            assert!(index.insert(it));
+        }
+        let mut state = 7u64;
+        while live.len() > 5 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let (id, _) = live.swap_remove((state >> 33) as usize % live.len());
+            assert!(index.remove(&id));
+            for (id, vector) in &live {
+                let top = index.search(&Query::vector(vector), 1);
+                let found = index.entry(top[0].slot).unwrap();
+                assert!((top[0].score - 1.0).abs() < 1e-5, "{top:?}");
+                assert_eq!(found.id, *id);
+            }
+        }
+        assert_eq!(index.len(), 5);
     }
 
     #[test]
