@@ -252,10 +252,14 @@ impl Memory {
         stored: &[u32],
     ) -> Result<usize, MemoryError> {
         let mut pieces = condense(exchange.prompt, answer);
+        let before = pieces.len();
         pieces.retain(|p| {
             !stored.contains(&p.seq) && !self.knows(exchange.person, exchange.thread_id, &p.text)
         });
-        if !stored.iter().any(|s| *s >= FACT_SEQ) {
+        // The same exchange again in its thread (a repeated question and its answer) was
+        // remembered with its facts already.
+        let repeated = stored.is_empty() && pieces.len() < before && pieces.is_empty();
+        if !repeated && !stored.iter().any(|s| *s >= FACT_SEQ) {
             let mut facts = self.facts_of(exchange.prompt).await;
             // A change ("I ditched the Nighthawk") supersedes the earlier fact it names.
             for fact in facts

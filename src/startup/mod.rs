@@ -334,6 +334,16 @@ impl WorkerProcess {
             .iter()
             .map(|h| h.name().to_string())
             .collect();
+        // What this process writes is checked against the person's memory (a fact told
+        // before, the earlier fact a change names): it reads what other processes wrote,
+        // as the router does.
+        if let Some(memory) = self.parts.memory.clone() {
+            tracker.spawn(memory_reload_loop(
+                memory,
+                MEMORY_REFRESH_EVERY,
+                stop.clone(),
+            ));
+        }
         spawn_workers(
             &self.config,
             &self.registry,
