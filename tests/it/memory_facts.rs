@@ -283,22 +283,14 @@ async fn open_webui_memories_are_not_repeated() {
     assert!(sent.contains("<memory>") && sent.contains("ポチ"), "{sent}");
 
     // Open WebUI's memory review is an internal task.
-    let review = app
-        .http
-        .post(app.url("/v1/chat/completions"))
-        .header("X-OpenWebUI-Chat-Id", "c5")
-        .json(&json!({"model": "auto", "stream": false, "messages": [
-            {"role": "system", "content": "You are Open WebUI's private memory reviewer. Return only valid JSON."},
-            {"role": "user", "content": "USER: 私の猫の名前はミケです\nASSISTANT: かわいいですね"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(review.status(), 200);
-    let task = review.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    review.bytes().await.unwrap();
+    let review = "You are Open WebUI's private memory reviewer. Return only valid JSON.";
+    let (task, _) = chat(
+        &app,
+        "c5",
+        Some(review),
+        "USER: 私の猫の名前はミケです\nASSISTANT: かわいいですね",
+    )
+    .await;
     let row: Value = app
         .get(&format!("/tasks/{task}"))
         .await

@@ -50,12 +50,11 @@ pub fn extract(prompt: &str) -> Vec<Fact> {
             if out.iter().any(|f| f.text == text) {
                 continue;
             }
-            let subject = subject(&text, lang);
+            let concepts = super::concepts::mentioned(&text);
+            let subject = subject(&text, lang, &concepts);
             let continues = out.last().is_some_and(|last| {
                 (subject.is_some() && last.subject == subject)
-                    || (lang == Lang::Ja
-                        && subject.is_none()
-                        && super::concepts::mentioned(&text).is_empty())
+                    || (lang == Lang::Ja && subject.is_none() && concepts.is_empty())
             });
             if let Some(last) = out.last_mut().filter(|l| {
                 continues && l.text.chars().count() + text.chars().count() < MAX_FACT_CHARS
@@ -359,14 +358,18 @@ fn statement(clause: &Clause<'_>, lang: Lang) -> Option<String> {
 
 /// [`subject`] in the language of `fact`.
 pub fn subject_of(fact: &str) -> Option<String> {
-    subject(fact, detect_language(fact))
+    subject(
+        fact,
+        detect_language(fact),
+        &super::concepts::mentioned(fact),
+    )
 }
 
 /// A fact's subject: the single-valued household concept it is about (the same in both
 /// languages: `router` for "my router" and "うちのルーター"), else what its wording
-/// names ("cat name", "猫の名前").
-fn subject(fact: &str, lang: Lang) -> Option<String> {
-    super::concepts::subject(&super::concepts::mentioned(fact)).or_else(|| match lang {
+/// names ("cat name", "猫の名前"). `concepts`: those `fact` mentions.
+fn subject(fact: &str, lang: Lang, concepts: &[usize]) -> Option<String> {
+    super::concepts::subject(concepts).or_else(|| match lang {
         Lang::Ja => ja_subject(fact),
         Lang::En => en_subject(fact),
     })
