@@ -305,7 +305,22 @@ impl Memory {
                 vector,
                 created_at: exchange.ended_at,
             })
+            .collect::<Vec<_>>();
+        // Embedding ran outside the lock; under it, what another turn stored meanwhile is
+        // dropped, and the rest is written and indexed before the next turn looks.
+        let _writing = self.inner.writing.lock().await;
+        let items: Vec<MemoryItem> = items
+            .into_iter()
+            .filter(|i| match i.kind {
+                ItemKind::Fact => !self.knows_fact(&i.person, &i.text),
+                ItemKind::Exchange | ItemKind::Answer => {
+                    !self.knows(&i.person, &i.thread_id, &i.text)
+                }
+            })
             .collect();
+        if items.is_empty() {
+            return Ok(0);
+        }
         let written = self.store_items(items).await?;
         tracing::debug!(task_id = %exchange.task_id, thread_id = %exchange.thread_id, items = written, "task remembered");
         Ok(written)

@@ -61,6 +61,9 @@ pub(super) struct Inner {
     indexes: RwLock<Indexes>,
     /// The newest item time the indexes hold from the store (where a refresh reads from).
     newest: Mutex<Option<DateTime<Utc>>>,
+    /// Held from "is this already remembered?" to the index holding what was written, so
+    /// that turns finishing at once cannot each store the same exchange or fact.
+    pub(super) writing: tokio::sync::Mutex<()>,
 }
 
 impl Memory {
@@ -94,6 +97,7 @@ impl Memory {
                 extractor,
                 indexes: RwLock::new(indexes),
                 newest: Mutex::new(newest),
+                writing: tokio::sync::Mutex::new(()),
             }),
         })
     }

@@ -378,3 +378,21 @@ async fn the_unseen_eval_sets_do_not_regress() {
         assert!(report.quiet_rate() >= quiet, "{file}: {report}");
     }
 }
+
+/// Turns that finish at once (the same question asked again and again in one chat) store
+/// the exchange and its fact once, not once per turn.
+#[tokio::test]
+async fn the_same_exchange_finishing_at_once_is_stored_once() {
+    let db = sqlite().await;
+    let memory = memory_on(db.store.clone(), MemoryConfig::default()).await;
+    let turns: Vec<TaskRecord> = (0..32)
+        .map(|_| record("A", "I live in Kashiwa.", "A nice city near Tokyo."))
+        .collect();
+    let written: usize = futures::future::join_all(turns.iter().map(|t| memory.remember_task(t)))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .sum();
+    assert_eq!(written, 2, "one exchange and one fact");
+    assert_eq!(db.store.list(None, None, 100).await.unwrap().len(), 2);
+}
