@@ -1,23 +1,30 @@
-//! Conversation memory: what earlier turns said, recalled for the turn at hand.
+//! Conversation memory: what the person said in earlier turns, recalled for the turn at
+//! hand.
 //!
 //! Where it sits in the request flow (DESIGN.md §3):
 //! - **Producer**: when an LLM task has finished and its answer has been delivered, the
-//!   exchange (the user's original prompt and the answer) is condensed into a few
-//!   [`store::MemoryItem`]s, embedded and written with its thread and task id
+//!   exchange (the user's original prompt and the start of the answer) becomes an
+//!   `exchange` item, context for its own thread, and the statements the person made in
+//!   the prompt become `fact` items ([`facts`], or `[memory] extract_model` through
+//!   [`extract`]); all are embedded and written with their thread and task id
 //!   ([`Memory::remember_task`]). Web, RAG, utility and internal tasks, failed tasks and
 //!   turns the user asked not to remember are never written. `coordinator memory
 //!   backfill` feeds finished tasks from the task store the same way, idempotently.
 //! - **Consumer**: at compose time, [`Memory::recall`] finds the items most relevant to the
-//!   current prompt (scope `thread`, `global` or `auto`) and [`Memory::context_block`]
-//!   formats them for the worker, which receives history + memory context + original.
-//!   The stored prompt stays the user's text, so the seed's self-feeding loop (history and
-//!   memory written back as the prompt, then remembered again) cannot happen: memory
-//!   is only ever made from `tasks.prompt` and the answer.
+//!   current prompt: the thread's own, and facts from other threads that no newer fact
+//!   supersedes, scored by the embedder and the lexical match ([`lexical`], with the
+//!   household thesaurus of [`concepts`]); [`Memory::context_block`] formats them, fenced
+//!   and dated, for the worker, which receives history + memory context + original. What
+//!   Open WebUI's own memory already put in the system prompt is not repeated
+//!   ([`openwebui`]). The stored prompt stays the user's text, so the seed's self-feeding
+//!   loop (history and memory written back as the prompt, then remembered again) cannot
+//!   happen: memory is only ever made from `tasks.prompt` and the answer.
 //!
 //! Vectors live in the task store's database (`memory_items`, SQLite or PostgreSQL), the
-//! source of truth; each process keeps an [`index::Index`] per embedder in memory for
-//! search. Embeddings come from a backend model (`[memory] embedding_model`) or, without
-//! one, from the built-in hashed character n-gram embedder ([`embed::HashEmbedder`]).
+//! source of truth; each process keeps an [`index::Index`] per person and embedder in
+//! memory for search. Embeddings come from a backend model (`[memory] embedding_model`)
+//! or, without one, from the built-in hashed character n-gram embedder
+//! ([`embed::HashEmbedder`]).
 
 pub mod cli;
 pub mod concepts;

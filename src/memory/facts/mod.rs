@@ -356,7 +356,7 @@ fn statement(clause: &Clause<'_>, lang: Lang) -> Option<String> {
     (4..=MAX_FACT_CHARS).contains(&chars).then_some(text)
 }
 
-/// [`subject`] in the language of `fact`.
+/// The subject of `fact` (see `subject`), in the language of `fact`.
 pub fn subject_of(fact: &str) -> Option<String> {
     subject(
         fact,
