@@ -254,7 +254,8 @@ impl Memory {
         let mut pieces = condense(exchange.prompt, answer);
         let before = pieces.len();
         pieces.retain(|p| {
-            !stored.contains(&p.seq) && !self.knows(exchange.person, exchange.thread_id, &p.text)
+            !stored.contains(&p.seq)
+                && !self.holds(exchange.person, exchange.thread_id, p.kind, &p.text)
         });
         // The same exchange again in its thread (a repeated question and its answer) was
         // remembered with its facts already.
@@ -271,10 +272,21 @@ impl Memory {
             pieces.extend(
                 fact_pieces(facts)
                     .into_iter()
-                    .filter(|p| !self.knows_fact(exchange.person, &p.text)),
+                    .filter(|p| !self.holds(exchange.person, exchange.thread_id, p.kind, &p.text)),
             );
         }
         self.store_pieces(exchange, pieces).await
+    }
+
+    /// Whether `person`'s memory already holds a piece like this one: an exchange or
+    /// answer part with this text in `thread`, or a current fact saying this (in any
+    /// thread). Asked before embedding (to embed nothing twice) and again under the write
+    /// lock (where it decides).
+    fn holds(&self, person: &Person, thread: &str, kind: ItemKind, text: &str) -> bool {
+        match kind {
+            ItemKind::Fact => self.knows_fact(person, text),
+            ItemKind::Exchange | ItemKind::Answer => self.knows(person, thread, text),
+        }
     }
 
     /// Embeds and writes `pieces` of `exchange`; returns how many were written.
@@ -311,12 +323,7 @@ impl Memory {
         let _writing = self.inner.writing.lock().await;
         let items: Vec<MemoryItem> = items
             .into_iter()
-            .filter(|i| match i.kind {
-                ItemKind::Fact => !self.knows_fact(&i.person, &i.text),
-                ItemKind::Exchange | ItemKind::Answer => {
-                    !self.knows(&i.person, &i.thread_id, &i.text)
-                }
-            })
+            .filter(|i| !self.holds(&i.person, &i.thread_id, i.kind, &i.text))
             .collect();
         if items.is_empty() {
             return Ok(0);

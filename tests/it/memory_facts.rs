@@ -78,6 +78,24 @@ fn facts(items: &[Value]) -> Vec<&str> {
         .collect()
 }
 
+/// Tells `prompt` in chat `thread` and waits until the turn is remembered.
+async fn tell(app: &TestApp, thread: &str, prompt: &str) {
+    chat(app, thread, None, prompt).await;
+    remembered(app, thread).await;
+}
+
+/// Every fact item in `/memory` whose text holds `word`.
+async fn facts_holding(app: &TestApp, word: &str) -> Vec<Value> {
+    let all: Value = app.get("/memory").await.json().await.unwrap();
+    all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "fact" && i["text"].as_str().unwrap().contains(word))
+        .cloned()
+        .collect()
+}
+
 /// What the backend was sent for the last chat turn, as one string.
 fn last_prompt(app: &TestApp) -> String {
     app.last_backend_body("/api/chat")["messages"].to_string()
@@ -187,8 +205,7 @@ async fn facts_of_every_kind_are_recalled_in_both_languages() {
         ),
     ];
     for (n, (told, _, _)) in cases.iter().enumerate() {
-        chat(&app, &format!("tell-{n}"), None, told).await;
-        remembered(&app, &format!("tell-{n}")).await;
+        tell(&app, &format!("tell-{n}"), told).await;
     }
     for (n, (_, asked, fact)) in cases.iter().enumerate() {
         chat(&app, &format!("ask-{n}"), None, asked).await;
@@ -213,41 +230,24 @@ async fn facts_of_every_kind_are_recalled_in_both_languages() {
 #[tokio::test]
 async fn newer_facts_win_and_repeated_facts_are_stored_once() {
     let app = realistic_app(|_| {}).await;
-    chat(&app, "c1", None, "I live in Kashiwa, near Tokyo.").await;
-    remembered(&app, "c1").await;
-    chat(&app, "c2", None, "Guess what: I moved to Osaka last month!").await;
-    remembered(&app, "c2").await;
+    tell(&app, "c1", "I live in Kashiwa, near Tokyo.").await;
+    tell(&app, "c2", "Guess what: I moved to Osaka last month!").await;
     chat(&app, "c3", None, "Where do I live these days?").await;
     let sent = last_prompt(&app);
     assert!(
         sent.contains("Osaka") && !sent.contains("Kashiwa"),
         "{sent}"
     );
-    let all: Value = app.get("/memory").await.json().await.unwrap();
-    let items = all["items"].as_array().unwrap();
-    let kashiwa = items
-        .iter()
-        .find(|i| i["kind"] == "fact" && i["text"].as_str().unwrap().contains("Kashiwa"))
-        .unwrap();
-    let osaka = items
-        .iter()
-        .find(|i| i["kind"] == "fact" && i["text"].as_str().unwrap().contains("Osaka"))
-        .unwrap();
-    assert_eq!(kashiwa["superseded_by"], osaka["id"], "{all}");
+    let kashiwa = facts_holding(&app, "Kashiwa").await;
+    let osaka = facts_holding(&app, "Osaka").await;
+    let (kashiwa, osaka) = (&kashiwa[0], &osaka[0]);
+    assert_eq!(kashiwa["superseded_by"], osaka["id"], "{kashiwa} {osaka}");
     assert!(osaka.get("superseded_by").is_none(), "{osaka}");
 
-    chat(&app, "d1", None, "私の猫の名前はミケです。").await;
-    remembered(&app, "d1").await;
-    chat(&app, "d2", None, "私の猫の名前はミケです！覚えておいてね").await;
-    remembered(&app, "d2").await;
-    let all: Value = app.get("/memory").await.json().await.unwrap();
-    let cats = all["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|i| i["kind"] == "fact" && i["text"].as_str().unwrap().contains("ミケ"))
-        .count();
-    assert_eq!(cats, 1, "{all}");
+    tell(&app, "d1", "私の猫の名前はミケです。").await;
+    tell(&app, "d2", "私の猫の名前はミケです！覚えておいてね").await;
+    let cats = facts_holding(&app, "ミケ").await;
+    assert_eq!(cats.len(), 1, "{cats:?}");
 }
 
 const OWUI_LEGACY: &str =
@@ -260,10 +260,8 @@ const OWUI_LEGACY: &str =
 #[tokio::test]
 async fn open_webui_memories_are_not_repeated() {
     let app = realistic_app(|_| {}).await;
-    chat(&app, "c1", None, "私の猫の名前はミケです。").await;
-    remembered(&app, "c1").await;
-    chat(&app, "c2", None, "うちの犬はポチという柴犬です。").await;
-    remembered(&app, "c2").await;
+    tell(&app, "c1", "私の猫の名前はミケです。").await;
+    tell(&app, "c2", "うちの犬はポチという柴犬です。").await;
 
     chat(
         &app,
@@ -311,14 +309,12 @@ async fn open_webui_memories_are_not_repeated() {
         "{reviews:?}"
     );
     // The next remembered turn shows the review never reached memory.
-    chat(&app, "c6", None, "I keep my bike in the garage.").await;
-    remembered(&app, "c6").await;
+    tell(&app, "c6", "I keep my bike in the garage.").await;
     let c5: Value = app.get("/memory?thread_id=c5").await.json().await.unwrap();
     assert!(c5["items"].as_array().unwrap().is_empty(), "{c5}");
 
     let deferring = realistic_app(|c| c.memory.openwebui_memory = OpenWebUiMemory::Defer).await;
-    chat(&deferring, "c1", None, "うちの犬はポチという柴犬です。").await;
-    remembered(&deferring, "c1").await;
+    tell(&deferring, "c1", "うちの犬はポチという柴犬です。").await;
     chat(
         &deferring,
         "c2",
