@@ -198,6 +198,8 @@ pub fn apply_cluster_flags(
                 models: None,
                 api_key_env: None,
                 max_concurrency: 2,
+                max_loaded: None,
+                keep_alive: Default::default(),
             });
         }
     }

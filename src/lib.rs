@@ -17,6 +17,7 @@ pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod people;
+pub mod placement;
 pub mod queue;
 pub mod routing;
 pub mod server;

@@ -218,8 +218,8 @@ impl AppState {
             });
         let request = compose(&turn, &decision, &self.config, memory_context.as_deref());
         let worker_hint = decision.pinned_worker().cloned().or_else(|| {
-            let tokens = request.estimated_prompt_tokens();
-            self.directory.best_worker_for(&decision.model, tokens)
+            let ask = crate::placement::Ask::of(&request, Some(&turn.thread_id));
+            self.directory.best_worker_for(&ask)
         });
         let job = Job {
             task_id,

@@ -3,6 +3,7 @@
 //! Workers call [`Backend::chat`] and get a stream of [`Chunk`]s; the registry calls
 //! [`Backend::list_models`] and [`Backend::loaded_models`] to keep the catalog fresh.
 
+pub mod activity;
 pub mod classify;
 #[cfg(test)]
 mod embed_tests;

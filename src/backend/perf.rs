@@ -124,6 +124,50 @@ impl ModelPerf {
         }
     }
 
+    /// What an answer still running shows of the machine, taken only for figures nothing
+    /// is known of yet (a cold start: the first answers take many seconds, and placement
+    /// should not wait for them to end to tell a fast machine from a slow one). At its
+    /// first token: the load (a cold start) or the prompt rate (a warm one); some tokens
+    /// later, the generation rate so far. A finished task's sample then refines them.
+    pub fn first_impression(
+        &mut self,
+        r: &super::activity::Running,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        let Some(first) = r.first_token_at else {
+            return;
+        };
+        let seconds = |a: chrono::DateTime<chrono::Utc>, b: chrono::DateTime<chrono::Utc>| {
+            (b - a).as_seconds_f64().max(0.0)
+        };
+        let ttft = seconds(r.started_at, first);
+        if r.cold && self.load_s.is_none() {
+            let prompt_s = self
+                .prompt_tps
+                .map_or(0.0, |tps| f64::from(r.prompt_tokens) / tps);
+            self.load_s = Some((ttft - prompt_s).max(0.001));
+        } else if !r.cold
+            && self.prompt_tps.is_none()
+            && r.prompt_tokens >= MIN_PROMPT_SAMPLE
+            && ttft > 0.0
+        {
+            self.prompt_tps = Some(f64::from(r.prompt_tokens) / ttft);
+        }
+        let generating = seconds(first, now);
+        if self.eval_tps.is_none() && r.tokens >= MIN_ANSWER_SAMPLE && generating > 0.0 {
+            self.eval_tps = Some(f64::from(r.tokens - 1) / generating);
+        }
+    }
+
+    /// Whether anything was learned of this model here, from a finished task or a first
+    /// impression.
+    pub fn known(&self) -> bool {
+        self.samples > 0
+            || self.load_s.is_some()
+            || self.prompt_tps.is_some()
+            || self.eval_tps.is_some()
+    }
+
     /// The known figures, the rest taken from `fallback`.
     pub fn rates(&self, fallback: Rates) -> Rates {
         Rates {

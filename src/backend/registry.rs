@@ -8,9 +8,13 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use chrono::{DateTime, Utc};
+
+use super::activity::{Activity, Recent, Running};
 use super::perf::{ModelPerf, Sample};
 use super::{Backend, ModelInfo};
-use crate::domain::{ModelName, WorkerName};
+use crate::domain::{ModelName, ThreadId, WorkerName};
+use crate::placement::learned::{Learned, LearnedStore, SAVE_EVERY};
 use crate::routing::{Catalog, CatalogEntry};
 
 /// One backend and what is known about it right now.
@@ -27,6 +31,13 @@ pub struct BackendHandle {
     in_flight: AtomicUsize,
     /// What its tasks have shown of its speed, per model.
     perf: Mutex<Vec<ModelPerf>>,
+    /// What it runs now and served lately, and how many models it keeps resident.
+    activity: Mutex<Activity>,
+    /// `keep_alive` per model from the config, for requests that set none.
+    keep_alive: Vec<(ModelName, serde_json::Value)>,
+    /// Where what it learned is kept across restarts, and when it was last written.
+    learned: std::sync::OnceLock<Arc<dyn LearnedStore>>,
+    last_kept: Mutex<Option<tokio::time::Instant>>,
     /// Bumped whenever the model list changes, so workers re-read their lanes.
     models_version: tokio::sync::watch::Sender<u64>,
 }
@@ -46,15 +57,60 @@ pub struct WorkerStatus {
     /// Learned speed per model (placement's figures); older heartbeats carry none.
     #[serde(default)]
     pub perf: Vec<ModelPerf>,
+    /// The answers running now, with how far along they are.
+    #[serde(default)]
+    pub running: Vec<Running>,
+    /// The conversations served lately, per model (placement's affinity and what an
+    /// eviction would cost).
+    #[serde(default)]
+    pub recent: Vec<Recent>,
+    /// How many models the machine keeps resident at once, configured or learned; `None`
+    /// while unknown.
+    #[serde(default)]
+    pub max_loaded: Option<usize>,
 }
 
-/// Decrements the in-flight count when dropped.
+/// One answer running on a backend, from its start until the guard is dropped: counted
+/// in flight, its progress visible to placement, its conversation remembered as served
+/// here when it ends.
 #[derive(Debug)]
-pub struct InFlight(Arc<BackendHandle>);
+pub struct InFlight {
+    handle: Arc<BackendHandle>,
+    id: u64,
+    model: ModelName,
+    thread: Option<ThreadId>,
+    tokens: u32,
+    /// Whether a first impression of the machine's speed was taken from this answer.
+    sampled: bool,
+    /// Whether the model had to be loaded for it.
+    pub cold: bool,
+}
+
+/// Tokens into an answer after which its pace so far stands for the machine's generation
+/// rate, while nothing else is known of it.
+const FIRST_IMPRESSION_TOKENS: u32 = 24;
+
+impl InFlight {
+    /// The answer produced another piece of content (about a token).
+    pub fn token(&mut self) {
+        self.tokens += 1;
+        let now = Utc::now();
+        let Some(running) = lock(&self.handle.activity).progress(self.id, self.tokens, now) else {
+            return;
+        };
+        if self.tokens == 1 || (!self.sampled && self.tokens >= FIRST_IMPRESSION_TOKENS) {
+            self.sampled |= self.tokens >= FIRST_IMPRESSION_TOKENS;
+            self.handle.first_impression(&self.model, &running, now);
+        }
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.handle.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // Only an answer that came leaves its conversation in the machine's cache.
+        let thread = self.thread.take().filter(|_| self.tokens > 0);
+        lock(&self.handle.activity).end(self.id, thread, Utc::now());
     }
 }
 
@@ -87,7 +143,81 @@ impl BackendHandle {
             last_error: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
             perf: Mutex::new(Vec::new()),
+            activity: Mutex::new(Activity::default()),
+            keep_alive: Vec::new(),
+            learned: std::sync::OnceLock::new(),
+            last_kept: Mutex::new(None),
             models_version: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// States how many models the machine keeps resident at once (`[[backends]]
+    /// max_loaded`), instead of learning it from the first load that evicts one.
+    #[must_use]
+    pub fn with_max_loaded(self, max_loaded: Option<usize>) -> Self {
+        Self {
+            activity: Mutex::new(Activity::new(max_loaded)),
+            ..self
+        }
+    }
+
+    /// Keeps these models resident for as long as given (Ollama's `keep_alive`), unless a
+    /// request says otherwise.
+    #[must_use]
+    pub fn with_keep_alive(self, keep_alive: Vec<(ModelName, serde_json::Value)>) -> Self {
+        Self { keep_alive, ..self }
+    }
+
+    /// The configured `keep_alive` for `model`, if any.
+    pub fn keep_alive_for(&self, model: &ModelName) -> Option<&serde_json::Value> {
+        self.keep_alive
+            .iter()
+            .find(|(m, _)| m == model)
+            .map(|(_, k)| k)
+    }
+
+    /// Takes back what was learned of this machine before a restart, and keeps what it
+    /// learns from now on in `store`.
+    pub fn restore_learned(&self, learned: Option<Learned>, store: Arc<dyn LearnedStore>) {
+        if let Some(learned) = learned {
+            let mut perf = lock(&self.perf);
+            if perf.is_empty() {
+                *perf = learned.perf;
+            }
+            lock(&self.activity).restore_max_loaded(learned.max_loaded);
+        }
+        let _ = self.learned.set(store);
+    }
+
+    /// What this machine has shown, as kept across restarts.
+    pub fn learned(&self) -> Learned {
+        Learned {
+            perf: lock(&self.perf).clone(),
+            max_loaded: lock(&self.activity).learned_max_loaded(),
+        }
+    }
+
+    /// Writes what was learned when the last write is [`SAVE_EVERY`] old (or there was
+    /// none), after a task taught something. A failure is logged, never fatal.
+    pub async fn keep_learned(&self) {
+        let now = tokio::time::Instant::now();
+        {
+            let mut last = lock(&self.last_kept);
+            if last.is_some_and(|t| now.duration_since(t) < SAVE_EVERY) {
+                return;
+            }
+            *last = Some(now);
+        }
+        self.keep_learned_now().await;
+    }
+
+    /// Writes what was learned now (at exit, so nothing of the last seconds is lost).
+    pub async fn keep_learned_now(&self) {
+        let Some(store) = self.learned.get() else {
+            return;
+        };
+        if let Err(e) = store.save(self.name(), &self.learned(), Utc::now()).await {
+            tracing::warn!(backend = %self.name(), error = %e, "could not keep what placement learned");
         }
     }
 
@@ -116,9 +246,55 @@ impl BackendHandle {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    pub fn start_request(self: &Arc<Self>) -> InFlight {
+    /// An answer for `model` starts now, for `thread` if known, with a prompt of about
+    /// `prompt_tokens`. The model counts as resident from now on (the look at `/api/ps`
+    /// after the task corrects what its load evicted).
+    pub fn start_request(
+        self: &Arc<Self>,
+        model: &ModelName,
+        thread: Option<&ThreadId>,
+        prompt_tokens: u32,
+    ) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight(self.clone())
+        let cold = {
+            let mut loaded = lock(&self.loaded);
+            let cold = !loaded.contains(model);
+            lock(&self.activity).loading(model, &loaded);
+            if cold {
+                loaded.push(model.clone());
+            }
+            cold
+        };
+        let id = lock(&self.activity).start(Running {
+            model: model.clone(),
+            started_at: Utc::now(),
+            first_token_at: None,
+            tokens: 0,
+            prompt_tokens,
+            cold,
+        });
+        InFlight {
+            handle: self.clone(),
+            id,
+            model: model.clone(),
+            thread: thread.cloned(),
+            tokens: 0,
+            sampled: false,
+            cold,
+        }
+    }
+
+    /// What a running answer already shows of the machine's speed, taken only where
+    /// nothing better is known yet (see [`ModelPerf::first_impression`]).
+    fn first_impression(&self, model: &ModelName, running: &Running, now: DateTime<Utc>) {
+        let mut perf = lock(&self.perf);
+        if !perf.iter().any(|p| &p.model == model) {
+            perf.push(ModelPerf::new(model.clone()));
+        }
+        let Some(p) = perf.iter_mut().find(|p| &p.model == model) else {
+            return;
+        };
+        p.first_impression(running, now);
     }
 
     /// Records a failure seen while serving a task.
@@ -150,19 +326,16 @@ impl BackendHandle {
         lock(&self.loaded).contains(model)
     }
 
-    /// Counts `model` as resident: a task for it has started here.
-    pub fn note_resident(&self, model: &ModelName) {
-        let mut loaded = lock(&self.loaded);
-        if !loaded.contains(model) {
-            loaded.push(model.clone());
-        }
-    }
-
     /// Reads the resident models again (Ollama's `/api/ps`), as after every task.
     pub async fn refresh_loaded(&self) {
         if let Ok(loaded) = self.backend.loaded_models().await {
-            *lock(&self.loaded) = loaded;
+            self.set_loaded(loaded);
         }
+    }
+
+    fn set_loaded(&self, loaded: Vec<ModelName>) {
+        lock(&self.activity).resident_now(&loaded);
+        *lock(&self.loaded) = loaded;
     }
 
     /// Asks the backend for its models (or only checks it answers, when models are configured).
@@ -203,12 +376,18 @@ impl BackendHandle {
                 return;
             }
         }
-        if let Ok(loaded) = self.backend.loaded_models().await {
-            *lock(&self.loaded) = loaded;
-        }
+        self.refresh_loaded().await;
     }
 
     pub fn status(&self) -> WorkerStatus {
+        let (running, recent, max_loaded) = {
+            let activity = lock(&self.activity);
+            (
+                activity.running(),
+                activity.recent(Utc::now()),
+                activity.max_loaded(),
+            )
+        };
         WorkerStatus {
             name: self.name().clone(),
             kind: self.backend.kind(),
@@ -220,6 +399,9 @@ impl BackendHandle {
             max_concurrency: self.max_concurrency,
             last_error: lock(&self.last_error).clone(),
             perf: lock(&self.perf).clone(),
+            running,
+            recent,
+            max_loaded,
         }
     }
 }
@@ -269,13 +451,18 @@ impl Registry {
         Catalog::new(entries)
     }
 
-    /// The worker expected to give the first token of a task for `model` soonest (see
-    /// [`crate::cluster::best_of`]).
-    pub fn best_worker_for(&self, model: &ModelName, prompt_tokens: u32) -> Option<WorkerName> {
-        crate::cluster::best_of(&self.statuses(), model, prompt_tokens)
+    /// The worker expected to give the ask's first token soonest (see
+    /// [`crate::placement::best_of`]).
+    pub fn best_worker_for(&self, ask: &crate::placement::Ask<'_>) -> Option<WorkerName> {
+        crate::placement::best_of(&self.statuses(), ask)
     }
 
     pub fn statuses(&self) -> Vec<WorkerStatus> {
         self.handles.iter().map(|h| h.status()).collect()
+    }
+
+    /// Keeps what every backend learned, as the process ends.
+    pub async fn keep_learned_at_exit(&self) {
+        futures::future::join_all(self.handles.iter().map(|h| h.keep_learned_now())).await;
     }
 }

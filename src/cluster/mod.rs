@@ -12,9 +12,10 @@ use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::Registry;
 use crate::backend::registry::WorkerStatus;
-use crate::backend::{Registry, perf};
 use crate::domain::{ModelName, WorkerName};
+use crate::placement::Ask;
 use crate::queue::redis::connection::Redis;
 use crate::routing::{Catalog, CatalogEntry};
 use crate::worker::Directory;
@@ -236,16 +237,8 @@ impl Directory for RedisDirectory {
         Catalog::new(entries)
     }
 
-    fn best_worker_for(&self, model: &ModelName, prompt_tokens: u32) -> Option<WorkerName> {
-        best_of(
-            &self
-                .beats()
-                .into_iter()
-                .map(|b| b.status)
-                .collect::<Vec<_>>(),
-            model,
-            prompt_tokens,
-        )
+    fn best_worker_for(&self, ask: &Ask<'_>) -> Option<WorkerName> {
+        crate::placement::best_of(&self.statuses(), ask)
     }
 
     fn statuses(&self) -> Vec<WorkerStatus> {
@@ -265,156 +258,5 @@ impl Directory for RedisDirectory {
                     && !except.contains(&b.status.name)
             })
             .count()
-    }
-}
-
-/// Among workers serving `model`, a healthy one expected to give the first token of a
-/// `prompt_tokens` prompt soonest (see [`expected_ttft_on`]). Expectations that differ by
-/// less than [`SAME_WITHIN`] count as the same, and then one that has the model resident
-/// wins (a load evicts someone else's model), then the worker configured (or, in a
-/// cluster, heard from) first: with nothing learned yet, the first machine in the config
-/// is preferred, and noise in the figures does not move work around.
-pub fn best_of(
-    statuses: &[WorkerStatus],
-    model: &ModelName,
-    prompt_tokens: u32,
-) -> Option<WorkerName> {
-    let fleet = fleet_rates(statuses, model);
-    let serving: Vec<(&WorkerStatus, f64)> = statuses
-        .iter()
-        .filter(|s| s.models.contains(model))
-        .map(|s| (s, expected_ttft_on(s, model, prompt_tokens, fleet)))
-        .collect();
-    let healthy: Vec<(&WorkerStatus, f64)> =
-        serving.iter().copied().filter(|(s, _)| s.healthy).collect();
-    let candidates = if healthy.is_empty() { serving } else { healthy };
-    let soonest = candidates.iter().map(|(_, t)| *t).reduce(f64::min)?;
-    let (same_factor, same_s) = SAME_WITHIN;
-    let mut soonest_ones = candidates
-        .iter()
-        .filter(|(_, t)| *t <= soonest * same_factor + same_s);
-    let first = soonest_ones.clone().next();
-    soonest_ones
-        .find(|(s, _)| s.loaded.contains(model))
-        .or(first)
-        .map(|(s, _)| s.name.clone())
-}
-
-/// Expected times within this factor and these seconds of the soonest count as the same.
-pub const SAME_WITHIN: (f64, f64) = (1.1, 0.1);
-
-/// What is assumed of `model` where it has not run yet: the best any machine has shown.
-fn fleet_rates(statuses: &[WorkerStatus], model: &ModelName) -> perf::Rates {
-    perf::fleet_best(
-        statuses
-            .iter()
-            .flat_map(|s| s.perf.iter())
-            .filter(|p| &p.model == model),
-    )
-}
-
-/// Seconds until the first token of a task for `model` on the worker `s`: the answers
-/// ahead of it when its slots are full, the load when the model is not resident, the
-/// prompt at the rate this machine has shown (else the fleet's best).
-fn expected_ttft_on(
-    s: &WorkerStatus,
-    model: &ModelName,
-    prompt_tokens: u32,
-    fleet: perf::Rates,
-) -> f64 {
-    let rates = s
-        .perf
-        .iter()
-        .find(|p| &p.model == model)
-        .map_or(fleet, |p| p.rates(fleet));
-    let busy_ahead = (s.in_flight + 1).saturating_sub(s.max_concurrency);
-    perf::expected_ttft(
-        rates,
-        s.loaded.contains(model),
-        busy_ahead,
-        s.max_concurrency,
-        prompt_tokens,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::BackendKind;
-
-    fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
-        let m = ModelName::parse("m").unwrap();
-        WorkerStatus {
-            name: WorkerName::parse(name).unwrap(),
-            kind: BackendKind::Ollama,
-            url: String::new(),
-            models: vec![m.clone()],
-            loaded: if loaded { vec![m] } else { vec![] },
-            healthy: true,
-            in_flight,
-            max_concurrency: 1,
-            last_error: None,
-            perf: vec![],
-        }
-    }
-
-    fn with_rates(
-        mut s: WorkerStatus,
-        load_s: f64,
-        prompt_tps: f64,
-        eval_tps: f64,
-    ) -> WorkerStatus {
-        let mut p = perf::ModelPerf::new(ModelName::parse("m").unwrap());
-        p.load_s = Some(load_s);
-        p.prompt_tps = Some(prompt_tps);
-        p.eval_tps = Some(eval_tps);
-        p.answer_tokens = Some(300.0);
-        s.perf = vec![p];
-        s
-    }
-
-    fn best(statuses: &[WorkerStatus], prompt_tokens: u32) -> String {
-        let m = ModelName::parse("m").unwrap();
-        best_of(statuses, &m, prompt_tokens).unwrap().to_string()
-    }
-
-    #[test]
-    fn with_nothing_learned_the_first_configured_machine_is_preferred() {
-        let all_cold = [
-            status("moon", false, 0),
-            status("ai-core", false, 0),
-            status("laptop", false, 0),
-        ];
-        assert_eq!(best(&all_cold, 100), "moon");
-        // A machine with the model resident and a free slot saves the load.
-        let warm_last = [status("moon", false, 0), status("laptop", true, 0)];
-        assert_eq!(best(&warm_last, 100), "laptop");
-    }
-
-    #[test]
-    fn placement_weighs_the_queue_the_load_and_the_prompt_at_each_machines_speed() {
-        let moon =
-            |loaded, in_flight| with_rates(status("moon", loaded, in_flight), 3.0, 1500.0, 80.0);
-        let laptop =
-            |loaded, in_flight| with_rates(status("laptop", loaded, in_flight), 10.0, 150.0, 10.0);
-        // A long prompt: 2 s on moon, 20 s on the laptop; moon's load (3 s) is worth it.
-        assert_eq!(best(&[moon(false, 0), laptop(true, 0)], 3000), "moon");
-        // A short one on a resident model beats a load.
-        assert_eq!(best(&[moon(false, 0), laptop(true, 0)], 30), "laptop");
-        // Moon busy with one answer (300 tokens at 80/s: 3.75 s) is still sooner for a
-        // long prompt than the free laptop.
-        assert_eq!(best(&[moon(true, 1), laptop(true, 0)], 3000), "moon");
-        assert_eq!(best(&[moon(true, 3), laptop(true, 0)], 300), "laptop");
-        // An unhealthy machine comes last whatever its speed.
-        let mut down = moon(true, 0);
-        down.healthy = false;
-        assert_eq!(best(&[down, laptop(false, 0)], 3000), "laptop");
-    }
-
-    #[test]
-    fn a_machine_that_has_not_run_the_model_is_assumed_as_fast_as_the_best_that_has() {
-        let known_slow = with_rates(status("laptop", true, 1), 10.0, 150.0, 10.0);
-        let unknown = status("moon", true, 0);
-        assert_eq!(best(&[known_slow, unknown], 500), "moon");
     }
 }

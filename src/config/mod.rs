@@ -120,6 +120,66 @@ pub struct BackendConfig {
     /// queue, where the first machine that frees up can take them.
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: usize,
+    /// How many models the machine keeps resident at once (`OLLAMA_MAX_LOADED_MODELS`, or
+    /// what fits its memory). Learned from the first load that evicts a model when absent.
+    #[serde(default)]
+    pub max_loaded: Option<usize>,
+    /// Per model, how long Ollama keeps it resident after a request (Ollama's
+    /// `keep_alive`: `"30m"`, `"24h"`, `-1` for always, `0` to unload at once), sent with
+    /// every request for it that does not set its own.
+    #[serde(default)]
+    pub keep_alive: std::collections::BTreeMap<String, KeepAliveSetting>,
+}
+
+/// A `keep_alive` as Ollama takes it: a duration string or a number of seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum KeepAliveSetting {
+    Seconds(i64),
+    Duration(String),
+}
+
+impl KeepAliveSetting {
+    /// The value sent to Ollama.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Self::Seconds(n) => serde_json::Value::from(*n),
+            Self::Duration(s) => serde_json::Value::from(s.as_str()),
+        }
+    }
+
+    /// Whether Ollama reads it: seconds, or a Go duration such as `"5m"`, `"1h30m"`,
+    /// `"-1"`.
+    pub fn is_valid(&self) -> bool {
+        let Self::Duration(s) = self else {
+            return true;
+        };
+        let s = s.strip_prefix('-').unwrap_or(s);
+        if s.parse::<f64>().is_ok() {
+            return true;
+        }
+        let mut rest = s;
+        if rest.is_empty() {
+            return false;
+        }
+        while !rest.is_empty() {
+            let digits = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(rest.len());
+            if digits == 0 || rest[..digits].parse::<f64>().is_err() {
+                return false;
+            }
+            rest = &rest[digits..];
+            let unit = ["ms", "h", "m", "s"]
+                .into_iter()
+                .find(|u| rest.starts_with(u));
+            match unit {
+                Some(u) => rest = &rest[u.len()..],
+                None => return false,
+            }
+        }
+        true
+    }
 }
 
 /// Ollama's default `OLLAMA_NUM_PARALLEL`: one generation per model at a time. More
@@ -139,6 +199,8 @@ impl BackendConfig {
             models: None,
             api_key_env: None,
             max_concurrency: default_max_concurrency(),
+            max_loaded: None,
+            keep_alive: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -271,6 +333,24 @@ impl Config {
             }
             if b.max_concurrency == 0 {
                 problems.push(format!("{at}.max_concurrency: must be at least 1"));
+            }
+            if b.max_loaded == Some(0) {
+                problems.push(format!("{at}.max_loaded: must be at least 1"));
+            }
+            for (m, k) in &b.keep_alive {
+                if let Err(e) = ModelName::parse(m) {
+                    problems.push(format!("{at}.keep_alive: {e}"));
+                }
+                if !k.is_valid() {
+                    problems.push(format!(
+                        "{at}.keep_alive.{m:?}: must be a duration such as \"30m\" or \"-1\", or a number of seconds"
+                    ));
+                }
+                if b.kind != BackendKind::Ollama {
+                    problems.push(format!(
+                        "{at}.keep_alive: only kind = \"ollama\" backends keep models resident"
+                    ));
+                }
             }
             for m in b.models.iter().flatten() {
                 if let Err(e) = ModelName::parse(m) {

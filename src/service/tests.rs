@@ -25,6 +25,8 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
         models: Some(vec!["m".into()]),
         api_key_env: None,
         max_concurrency: 1,
+        max_loaded: None,
+        keep_alive: Default::default(),
     };
     let handle = BackendHandle::new(
         Backend::from_config(&backend, &TimeoutsConfig::default()).unwrap(),

@@ -80,6 +80,7 @@ impl Application {
         let config = Arc::new(config);
         let store = open_store(&config).await?;
         let registry = build_registry(&config, None)?;
+        crate::placement::learned::restore(&registry, &config.store).await;
         registry.refresh_all().await;
         let transport = open_transport(&config, &registry, store.clone()).await?;
         let decider = Decider::with_classifier(
@@ -210,6 +211,7 @@ impl Application {
             Duration::from_secs(config.server.shutdown_grace_s),
         )
         .await;
+        registry.keep_learned_at_exit().await;
         match tokio::time::timeout(Duration::from_secs(1), &mut http).await {
             Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
             Ok(Ok(())) => {}
@@ -299,6 +301,7 @@ impl WorkerProcess {
         }
         let store = open_store(&config).await?;
         let registry = build_registry(&config, name)?;
+        crate::placement::learned::restore(&registry, &config.store).await;
         registry.refresh_all().await;
         let transport = open_transport(&config, &registry, store).await?;
         let cluster = transport
@@ -362,6 +365,7 @@ impl WorkerProcess {
             Duration::from_secs(self.config.server.shutdown_grace_s),
         )
         .await;
+        self.registry.keep_learned_at_exit().await;
         tracing::info!("worker process stopped");
         Ok(())
     }

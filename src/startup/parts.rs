@@ -68,7 +68,16 @@ pub fn build_registry(config: &Config, rename: Option<&str>) -> anyhow::Result<R
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?;
-        handles.push(BackendHandle::new(backend, b.max_concurrency, models));
+        let keep_alive = b
+            .keep_alive
+            .iter()
+            .map(|(m, k)| Ok((ModelName::parse(m)?, k.to_json())))
+            .collect::<Result<Vec<_>, crate::domain::ParseError>>()?;
+        handles.push(
+            BackendHandle::new(backend, b.max_concurrency, models)
+                .with_max_loaded(b.max_loaded)
+                .with_keep_alive(keep_alive),
+        );
     }
     Ok(Registry::new(handles))
 }

@@ -292,6 +292,8 @@ pub(super) fn backend_at(url: &str) -> Backend {
         models: None,
         api_key_env: None,
         max_concurrency: 1,
+        max_loaded: None,
+        keep_alive: Default::default(),
     };
     Backend::from_config(&cfg, &TimeoutsConfig::default()).unwrap()
 }

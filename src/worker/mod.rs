@@ -19,6 +19,7 @@ use crate::backend::{BackendHandle, Registry};
 use crate::dispatch::Cancels;
 use crate::domain::{Lane, ModelName, ThreadId, WorkerName};
 use crate::events::EventBus;
+use crate::placement::Ask;
 use crate::queue::{Delivery, Job, Queue};
 use crate::routing::Catalog;
 use crate::store::TaskStore;
@@ -30,8 +31,9 @@ pub trait Directory: Send + Sync + 'static {
     /// What every worker serves right now.
     fn catalog(&self) -> Catalog;
 
-    /// The worker expected to take a task for `model` now.
-    fn best_worker_for(&self, model: &ModelName, prompt_tokens: u32) -> Option<WorkerName>;
+    /// The worker expected to give the ask's first token soonest now (see
+    /// [`crate::placement::best_of`]).
+    fn best_worker_for(&self, ask: &Ask<'_>) -> Option<WorkerName>;
 
     fn statuses(&self) -> Vec<WorkerStatus>;
 
@@ -47,8 +49,8 @@ impl Directory for Registry {
         Registry::catalog(self)
     }
 
-    fn best_worker_for(&self, model: &ModelName, prompt_tokens: u32) -> Option<WorkerName> {
-        Registry::best_worker_for(self, model, prompt_tokens)
+    fn best_worker_for(&self, ask: &Ask<'_>) -> Option<WorkerName> {
+        Registry::best_worker_for(self, ask)
     }
 
     fn statuses(&self) -> Vec<WorkerStatus> {

@@ -5,7 +5,7 @@ use futures::StreamExt;
 
 use super::{MAX_ATTEMPTS, Worker};
 use crate::backend::perf::Sample;
-use crate::backend::registry::WorkerStatus;
+use crate::backend::registry::{InFlight, WorkerStatus};
 use crate::backend::{BackendError, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
 use crate::domain::{Lane, TaskStatus, WorkerName};
@@ -76,6 +76,9 @@ impl Worker {
     pub(super) async fn execute(&self, delivery: &Delivery) {
         let outcome = self.settle(delivery).await;
         self.ack(delivery).await;
+        if outcome.is_some() {
+            self.handle.keep_learned().await;
+        }
         if let Some(outcome) = outcome.filter(|o| o.status == TaskStatus::Done) {
             self.remember(&delivery.job, &outcome).await;
         }
@@ -94,17 +97,18 @@ impl Worker {
             return None;
         }
         let started = Utc::now();
-        let was_loaded = self.handle.has_loaded(&job.request.model);
-        // Resident from now on, as far as placement can tell (the look at `/api/ps` after
-        // the task corrects what it evicted).
-        self.handle.note_resident(&job.request.model);
-        let in_flight = self.handle.start_request();
+        let tokens = job.request.estimated_prompt_tokens();
+        let mut in_flight =
+            self.handle
+                .start_request(&job.request.model, job.thread_id.as_ref(), tokens);
+        let was_loaded = !in_flight.cold;
         let opened = self.claim_and_open(delivery, started).await?;
         let mut got = Collected::default();
         let result = match opened {
             Ok(opened) => {
                 got.fallback = opened.fallback;
-                self.forward(job, opened.chunks, &mut got).await
+                self.forward(job, opened.chunks, &mut got, &mut in_flight)
+                    .await
             }
             Err(e) => Err(e),
         };
@@ -305,14 +309,32 @@ impl Worker {
                     fallback,
                 })
             }
-            _ if job.response.is_streamed() => Ok(Opened {
-                chunks: self.handle.backend.chat(&job.request).await?,
-                fallback: None,
-            }),
-            _ => Ok(Opened {
-                chunks: self.handle.backend.complete(&job.request).await?,
-                fallback: None,
-            }),
+            _ => {
+                // The residency the config asks for this model, unless the request set one.
+                let configured = self
+                    .handle
+                    .keep_alive_for(&job.request.model)
+                    .filter(|_| job.request.params.keep_alive.is_none());
+                let with_keep_alive;
+                let request = match configured {
+                    Some(k) => {
+                        let mut r = job.request.clone();
+                        r.params.keep_alive = Some(k.clone());
+                        with_keep_alive = r;
+                        &with_keep_alive
+                    }
+                    None => &job.request,
+                };
+                let chunks = if job.response.is_streamed() {
+                    self.handle.backend.chat(request).await?
+                } else {
+                    self.handle.backend.complete(request).await?
+                };
+                Ok(Opened {
+                    chunks,
+                    fallback: None,
+                })
+            }
         }
     }
 
@@ -323,6 +345,7 @@ impl Worker {
         job: &Job,
         mut chunks: ChunkStream,
         got: &mut Collected,
+        in_flight: &mut InFlight,
     ) -> Result<Chunk, BackendError> {
         while let Some(item) = chunks.next().await {
             let chunk = item?;
@@ -330,7 +353,10 @@ impl Worker {
                 got.first_token_at = Some(Utc::now());
             }
             match &chunk {
-                Chunk::Content { text } => got.content.push_str(text),
+                Chunk::Content { text } => {
+                    got.content.push_str(text);
+                    in_flight.token();
+                }
                 Chunk::Reasoning { .. } => {}
                 Chunk::ToolCalls { calls } => got.tool_calls.extend(calls.iter().cloned()),
                 Chunk::Done { usage, .. } => {
@@ -369,7 +395,7 @@ impl Worker {
     }
 
     /// Placement, seen from the worker that got a job from the lane rather than directly:
-    /// when placement ([`crate::cluster::best_of`], among the workers the job has not
+    /// when placement ([`crate::placement::best_of`], among the workers the job has not
     /// been left by yet) prefers another worker (a warm model where this one would load
     /// it, a faster machine that frees up first, or an equal one configured earlier), the
     /// job is left for it, and this worker is added to the job's avoid list, so a job
@@ -386,8 +412,8 @@ impl Worker {
             .into_iter()
             .filter(|s| !job.avoid.contains(&s.name))
             .collect();
-        let tokens = job.request.estimated_prompt_tokens();
-        let Some(best) = crate::cluster::best_of(&statuses, model, tokens) else {
+        let ask = crate::placement::Ask::of(&job.request, job.thread_id.as_ref());
+        let Some(best) = crate::placement::best_of(&statuses, &ask) else {
             return false;
         };
         if &best == me {

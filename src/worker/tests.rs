@@ -31,6 +31,8 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
         models: Some(vec!["m".into()]),
         api_key_env: None,
         max_concurrency: 1,
+        max_loaded: None,
+        keep_alive: Default::default(),
     };
     let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
     let model = ModelName::parse("m").unwrap();

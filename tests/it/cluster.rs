@@ -60,6 +60,8 @@ fn backend(name: &str, fake: &FakeLlmServer) -> BackendConfig {
         models: None,
         api_key_env: None,
         max_concurrency: 4,
+        max_loaded: None,
+        keep_alive: Default::default(),
     }
 }
 

@@ -348,6 +348,8 @@ async fn fails_over_to_another_machine_before_the_first_token() {
             models: None,
             api_key_env: None,
             max_concurrency: 1,
+            max_loaded: None,
+            keep_alive: Default::default(),
         });
     })
     .await;

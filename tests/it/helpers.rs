@@ -149,6 +149,8 @@ pub fn test_config(dir: &tempfile::TempDir, backend_url: &str) -> Config {
         models: None,
         api_key_env: None,
         max_concurrency: 4,
+        max_loaded: None,
+        keep_alive: Default::default(),
     }];
     config
 }

@@ -1,12 +1,14 @@
-//! Placement: among workers that serve a model, the one that has it loaded and a free
-//! slot gets the task.
+//! Placement: among workers that serve a model, the one expected to give the first token
+//! soonest gets the task: a loaded model and a free slot, a conversation's cache, what a
+//! load evicts; and what placement learns of the machines.
 
 use std::time::{Duration, Instant};
 
-use coordinator::config::{BackendConfig, BackendKind};
+use coordinator::config::{BackendConfig, BackendKind, Config, KeepAliveSetting};
+use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, Realism, Speed};
 use serde_json::{Value, json};
 
-use crate::helpers::{MODEL, spawn_app_with, spawn_fake};
+use crate::helpers::{MODEL, TestApp, spawn_app_with, spawn_fake};
 
 #[tokio::test]
 async fn a_worker_with_the_model_loaded_gets_the_task() {
@@ -22,6 +24,8 @@ async fn a_worker_with_the_model_loaded_gets_the_task() {
             models: None,
             api_key_env: None,
             max_concurrency: 4,
+            max_loaded: None,
+            keep_alive: Default::default(),
         });
         c.timeouts.discovery_interval_s = 1;
     })
@@ -59,4 +63,223 @@ async fn a_worker_with_the_model_loaded_gets_the_task() {
         0,
         "the cold machine ran nothing"
     );
+}
+
+/// A realistic machine (one generation at a time, `max_loaded` resident models, loads of
+/// 3 s of life) serving `models`, 100 times faster than life.
+async fn realistic(models: &[&str], max_loaded: usize) -> FakeLlmServer {
+    models
+        .iter()
+        .fold(FakeLlm::builder(), |b, m| b.model(*m))
+        .realistic(Realism {
+            time_scale: 100.0,
+            max_loaded,
+            speed: Speed {
+                load: Duration::from_secs(3),
+                prompt_tps: 1000.0,
+                eval_tps: 50.0,
+            },
+            answer_tokens: (20, 40),
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap()
+}
+
+/// Config: the app's fake as `first`, then `others` in order, each one slot.
+fn machines(c: &mut Config, first: &str, others: &[(&str, String)]) {
+    c.backends[0].name = first.into();
+    c.backends[0].max_concurrency = 1;
+    for (name, url) in others {
+        let mut b = c.backends[0].clone();
+        b.name = (*name).to_owned();
+        b.url = url.clone();
+        c.backends.push(b);
+    }
+}
+
+/// One turn of the chat `chat_id`: returns the worker that answered.
+async fn turn(app: &TestApp, chat_id: &str, model: &str, messages: Value) -> String {
+    let res = app
+        .http
+        .post(app.url("/v1/chat/completions"))
+        .header("x-openwebui-chat-id", chat_id)
+        .json(&json!({"model": model, "messages": messages}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let worker = res.headers()["x-coordinator-worker"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _: Value = res.json().await.unwrap();
+    worker
+}
+
+/// Waits (bounded) until `GET /workers` satisfies `check` for the worker `name`.
+async fn worker_until(app: &TestApp, name: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let workers: Value = app.get("/workers").await.json().await.unwrap();
+        let w = workers["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == name)
+            .cloned()
+            .unwrap();
+        if check(&w) {
+            return w;
+        }
+        assert!(Instant::now() < deadline, "never got there: {w}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Two equal machines with the model resident on both: a chat served by the second goes
+/// back to it (its prompt cache holds the history), although the first is listed first
+/// and just as free; a chat the first served stays there.
+#[tokio::test]
+async fn a_chats_next_turn_goes_back_to_the_machine_whose_cache_holds_it() {
+    let first = realistic(&[MODEL], 1).await;
+    let twin = realistic(&[MODEL], 1).await;
+    let twin_url = twin.base_url();
+    let app = spawn_app_with(first, |c| machines(c, "first", &[("twin", twin_url)])).await;
+    let history = |q: &str| {
+        json!([
+            {"role": "user", "content": "Tell me about the NAS backup schedule, in detail please."},
+            {"role": "assistant", "content": "The NAS backs up every night at two, to the USB disk, and keeps a week."},
+            {"role": "user", "content": q}
+        ])
+    };
+    let opening = json!([{"role": "user", "content": "Tell me about the NAS backup schedule, in detail please."}]);
+    assert_eq!(
+        turn(&app, "chat-b", &format!("{MODEL}@twin"), opening.clone()).await,
+        "twin"
+    );
+    assert_eq!(
+        turn(&app, "chat-a", &format!("{MODEL}@first"), opening).await,
+        "first"
+    );
+    worker_until(&app, "twin", |w| w["recent"].as_array().unwrap().len() == 1).await;
+    assert_eq!(
+        turn(&app, "chat-b", MODEL, history("And the offsite copy?")).await,
+        "twin"
+    );
+    assert_eq!(
+        turn(&app, "chat-a", MODEL, history("And the offsite copy?")).await,
+        "first"
+    );
+    assert_eq!(
+        twin.stats().loads,
+        1,
+        "the twin loaded once: {:?}",
+        twin.stats()
+    );
+    app.stop().await;
+}
+
+/// A machine that holds one model at a time and evicts on the next load teaches placement
+/// its `max_loaded`, visible in `GET /workers`; the running answer and the conversations
+/// it served are there too.
+#[tokio::test]
+async fn a_load_that_evicts_teaches_the_machines_capacity() {
+    let fake = realistic(&[MODEL, "llama3.2:3b"], 1).await;
+    let app = spawn_app_with(fake, |c| machines(c, "moon", &[])).await;
+    let w = worker_until(&app, "moon", |w| w["healthy"] == true).await;
+    assert_eq!(w["max_loaded"], Value::Null, "{w}");
+    let ask = json!([{"role": "user", "content": "hello"}]);
+    turn(&app, "c1", MODEL, ask.clone()).await;
+    turn(&app, "c2", "llama3.2:3b", ask).await;
+    let w = worker_until(&app, "moon", |w| w["max_loaded"] == 1).await;
+    let recent: Vec<(&str, &str)> = w["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["thread"].as_str().unwrap(), r["model"].as_str().unwrap()))
+        .collect();
+    assert_eq!(recent, [("c1", MODEL), ("c2", "llama3.2:3b")], "{w}");
+    assert_eq!(w["running"], json!([]), "{w}");
+    app.stop().await;
+}
+
+/// `keep_alive` configured per model reaches Ollama with every request for that model
+/// that sets none; a request's own wins; other models get none.
+#[tokio::test]
+async fn a_configured_keep_alive_reaches_ollama_unless_the_request_sets_one() {
+    let app = spawn_app_with(crate::helpers::spawn_fake().await, |c| {
+        c.backends[0]
+            .keep_alive
+            .insert(MODEL.to_owned(), KeepAliveSetting::Duration("24h".into()));
+    })
+    .await;
+    let ask = |extra: Value| {
+        let mut body = json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": false});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let res = app.post("/api/chat", ask(json!({}))).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        app.fake
+            .requests_to("/api/chat")
+            .last()
+            .unwrap()
+            .body
+            .as_ref()
+            .unwrap()["keep_alive"],
+        "24h"
+    );
+    let res = app
+        .post("/api/chat", ask(json!({"keep_alive": "1m"})))
+        .await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        app.fake
+            .requests_to("/api/chat")
+            .last()
+            .unwrap()
+            .body
+            .as_ref()
+            .unwrap()["keep_alive"],
+        "1m"
+    );
+    app.stop().await;
+}
+
+/// What placement learned of a machine (its rates, and the capacity a load that evicted
+/// showed) is there again after a restart, before any new task.
+#[tokio::test]
+async fn what_placement_learned_of_a_machine_survives_a_restart() {
+    let fake = realistic(&[MODEL, "llama3.2:3b"], 1).await;
+    let app = spawn_app_with(fake, |c| machines(c, "moon", &[])).await;
+    let ask = json!([{"role": "user", "content": "hello there, how are you today?"}]);
+    turn(&app, "c1", MODEL, ask.clone()).await;
+    turn(&app, "c2", "llama3.2:3b", ask).await;
+    let before = worker_until(&app, "moon", |w| {
+        w["max_loaded"] == 1 && w["perf"].as_array().unwrap().len() == 2
+    })
+    .await;
+    let config_path = app.db_path.clone();
+    let (dir, fake) = app.stop().await;
+    let mut config = crate::helpers::test_config(&dir, &fake.base_url());
+    machines(&mut config, "moon", &[]);
+    assert_eq!(
+        config.store,
+        coordinator::config::StoreConfig::Sqlite { path: config_path }
+    );
+    let app = crate::helpers::start(config, dir, fake).await;
+    let after = worker_until(&app, "moon", |w| w["healthy"] == true).await;
+    assert_eq!(after["max_loaded"], 1, "{after}");
+    assert_eq!(after["perf"], before["perf"], "{after}");
+    assert_eq!(
+        app.fake.stats().requests,
+        2,
+        "nothing ran since the restart"
+    );
+    app.stop().await;
 }

@@ -1,0 +1,376 @@
+//! Placement: which machine gives a task's first token soonest, at what cost to others.
+//!
+//! For every healthy worker serving the model, the expected time to first token is the
+//! wait for a slot (the running answers' remaining work, from how far along they are),
+//! plus the load when the model is not resident, plus the prompt at the machine's rate
+//! (only the new part of it when the machine's prompt cache holds the conversation). A
+//! load on a machine that is full evicts its least recently used idle model; what that
+//! costs the conversations that came back to it lately is added to the score, so one
+//! person's occasional model does not push out the model two others are using.
+//!
+//! The rates are what each machine has shown ([`crate::backend::perf`]); where a machine
+//! has not run the model, the fleet's best for it, scaled by how this machine compares on
+//! the models both ran, or taken with caution when nothing at all is known of it.
+
+pub mod learned;
+#[cfg(test)]
+mod tests;
+
+use chrono::{DateTime, Utc};
+
+use crate::backend::BackendRequest;
+use crate::backend::activity::{DEFAULT_MAX_LOADED, RECENT_FOR, Running};
+use crate::backend::perf::{self, Rates};
+use crate::backend::registry::WorkerStatus;
+use crate::chat::Role;
+use crate::domain::{ModelName, ThreadId, WorkerName};
+
+/// Expected times within this factor and these seconds of the soonest count as the same.
+pub const SAME_WITHIN: (f64, f64) = (1.1, 0.1);
+
+/// A machine nothing is known of is assumed this much slower than the best known one:
+/// a person is waiting, so an untried machine is tried when the known ones are busy, not
+/// because it might be fast.
+const UNKNOWN_MACHINE: f64 = 1.5;
+
+/// At most this many returning conversations count toward what an eviction costs.
+const MAX_DEMAND: f64 = 2.0;
+
+/// What placement needs of a task.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub model: &'a ModelName,
+    /// The whole composed prompt.
+    pub prompt_tokens: u32,
+    /// Its new part: what follows the conversation's earlier turns (the last user
+    /// message and anything after it). A machine holding the conversation in its prompt
+    /// cache processes at least this, and more when the history it holds was cut since.
+    pub fresh_tokens: u32,
+    pub thread: Option<&'a ThreadId>,
+}
+
+impl<'a> Ask<'a> {
+    /// The ask of a composed request for `thread`.
+    pub fn of(request: &'a BackendRequest, thread: Option<&'a ThreadId>) -> Self {
+        let last_user = request
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .unwrap_or(0);
+        let fresh_chars: usize = request.messages[last_user..]
+            .iter()
+            .map(|m| m.content.len())
+            .sum();
+        Self {
+            model: &request.model,
+            prompt_tokens: request.estimated_prompt_tokens(),
+            fresh_tokens: perf::estimate_tokens(fresh_chars),
+            thread,
+        }
+    }
+
+    /// An ask with no conversation behind it: the whole prompt is new.
+    pub fn fresh(model: &'a ModelName, prompt_tokens: u32) -> Self {
+        Self {
+            model,
+            prompt_tokens,
+            fresh_tokens: prompt_tokens,
+            thread: None,
+        }
+    }
+}
+
+/// What placement expects of one worker for one task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    pub worker: WorkerName,
+    /// Seconds until the task's first token there.
+    pub ttft_s: f64,
+    /// Seconds the load there would cost the conversations using the model it evicts.
+    pub eviction_s: f64,
+    /// The model it would evict, if any.
+    pub evicts: Option<ModelName>,
+    /// Whether the model is resident there.
+    pub resident: bool,
+    /// Whether its prompt cache holds the conversation.
+    pub cached: bool,
+}
+
+impl Estimate {
+    fn score(&self) -> f64 {
+        self.ttft_s + self.eviction_s
+    }
+}
+
+/// Among workers serving the ask's model, a healthy one (any, when none is) with the best
+/// expected time to first token plus eviction cost. Scores within [`SAME_WITHIN`] of the
+/// best count as the same, and then one holding the conversation in its cache wins, then
+/// one with the model resident, then the worker configured (or, in a cluster, heard from)
+/// first: with nothing learned yet the first machine in the config is preferred, and noise
+/// in the figures does not move work around.
+pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
+    let estimates = estimates(statuses, ask, Utc::now());
+    let best = estimates.iter().map(Estimate::score).reduce(f64::min)?;
+    let (factor, seconds) = SAME_WITHIN;
+    let close: Vec<&Estimate> = estimates
+        .iter()
+        .filter(|e| e.score() <= best * factor + seconds)
+        .collect();
+    close
+        .iter()
+        .find(|e| e.cached)
+        .or_else(|| close.iter().find(|e| e.resident))
+        .or(close.first())
+        .map(|e| e.worker.clone())
+}
+
+/// The estimate for every worker that may take the ask: the healthy ones serving its
+/// model, or all serving it when none is healthy, in the order given.
+pub fn estimates(statuses: &[WorkerStatus], ask: &Ask<'_>, now: DateTime<Utc>) -> Vec<Estimate> {
+    let serving: Vec<&WorkerStatus> = statuses
+        .iter()
+        .filter(|s| s.models.contains(ask.model))
+        .collect();
+    let any_healthy = serving.iter().any(|s| s.healthy);
+    serving
+        .into_iter()
+        .filter(|s| s.healthy || !any_healthy)
+        .map(|s| estimate_on(s, ask, statuses, now))
+        .collect()
+}
+
+/// Seconds until the first token of `ask` on `s`, and what its load would cost others.
+pub fn estimate_on(
+    s: &WorkerStatus,
+    ask: &Ask<'_>,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> Estimate {
+    let rates = rates_on(s, ask.model, statuses);
+    let resident = s.loaded.contains(ask.model);
+    let wait = slot_wait(s, statuses, now);
+    let (load, evicts, eviction_s) = if resident {
+        (0.0, None, 0.0)
+    } else {
+        let (evicts, busy_wait) = eviction(s, ask.model, statuses, now);
+        let cost = evicts
+            .as_ref()
+            .map_or(0.0, |v| eviction_cost(s, v, statuses, now));
+        (rates.load_s + busy_wait.max(0.0), evicts, cost)
+    };
+    let held = if resident { cache_holds(s, ask) } else { None };
+    let cached = held.is_some();
+    let tokens = held.unwrap_or(ask.prompt_tokens);
+    Estimate {
+        worker: s.name.clone(),
+        ttft_s: wait + load + f64::from(tokens) / rates.prompt_tps.max(1.0),
+        eviction_s,
+        evicts,
+        resident,
+        cached,
+    }
+}
+
+/// The rates placement assumes for `model` on `s`: what it has shown, the rest from the
+/// fleet's best scaled to this machine.
+pub fn rates_on(s: &WorkerStatus, model: &ModelName, statuses: &[WorkerStatus]) -> Rates {
+    let fleet = fleet_best(statuses, model);
+    let base = match machine_factor(s, statuses) {
+        Some(f) => Rates {
+            load_s: fleet.load_s / f.eval.sqrt(),
+            prompt_tps: fleet.prompt_tps * f.prompt,
+            eval_tps: fleet.eval_tps * f.eval,
+            answer_tokens: fleet.answer_tokens,
+        },
+        None if knows_anything(s) => fleet,
+        None => Rates {
+            load_s: fleet.load_s * UNKNOWN_MACHINE,
+            prompt_tps: fleet.prompt_tps / UNKNOWN_MACHINE,
+            eval_tps: fleet.eval_tps / UNKNOWN_MACHINE,
+            answer_tokens: fleet.answer_tokens,
+        },
+    };
+    s.perf
+        .iter()
+        .find(|p| &p.model == model)
+        .map_or(base, |p| p.rates(base))
+}
+
+fn knows_anything(s: &WorkerStatus) -> bool {
+    s.perf.iter().any(perf::ModelPerf::known)
+}
+
+/// What is assumed of `model` where it has not run: the best any machine has shown.
+fn fleet_best(statuses: &[WorkerStatus], model: &ModelName) -> Rates {
+    perf::fleet_best(
+        statuses
+            .iter()
+            .flat_map(|s| s.perf.iter())
+            .filter(|p| &p.model == model),
+    )
+}
+
+/// How a machine compares with the best of the fleet, from the models both ran.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Factor {
+    prompt: f64,
+    eval: f64,
+}
+
+/// The geometric mean, over the models `s` has shown a rate for, of its rate over the
+/// fleet's best for that model; `None` when it has shown none.
+fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor> {
+    let ratio = |figure: fn(&perf::ModelPerf) -> Option<f64>| {
+        let logs: Vec<f64> = s
+            .perf
+            .iter()
+            .filter_map(|p| {
+                let mine = figure(p)?;
+                let best = statuses
+                    .iter()
+                    .flat_map(|o| o.perf.iter())
+                    .filter(|o| o.model == p.model)
+                    .filter_map(figure)
+                    .reduce(f64::max)?;
+                (mine > 0.0 && best > 0.0).then(|| (mine / best).min(1.0).ln())
+            })
+            .collect();
+        (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+    };
+    let eval = ratio(|p| p.eval_tps);
+    let prompt = ratio(|p| p.prompt_tps);
+    match (prompt, eval) {
+        (None, None) => None,
+        (p, e) => {
+            let known = e.or(p).unwrap_or(1.0);
+            Some(Factor {
+                prompt: p.unwrap_or(known).clamp(0.01, 1.0),
+                eval: e.unwrap_or(known).clamp(0.01, 1.0),
+            })
+        }
+    }
+}
+
+/// Seconds until `s` has a free slot: none when one is free, else until the soonest of
+/// its running answers that frees one ends.
+fn slot_wait(s: &WorkerStatus, statuses: &[WorkerStatus], now: DateTime<Utc>) -> f64 {
+    let slots = s.max_concurrency.max(1);
+    let busy = s.in_flight.max(s.running.len());
+    if busy < slots {
+        return 0.0;
+    }
+    let mut left: Vec<f64> = s
+        .running
+        .iter()
+        .map(|r| remaining(s, r, statuses, now))
+        .collect();
+    // In flight, but not described (a heartbeat of an older version): a whole answer.
+    let rates = |m: &ModelName| rates_on(s, m, statuses);
+    let whole =
+        s.models
+            .first()
+            .map_or(perf::ASSUMED.answer_tokens / perf::ASSUMED.eval_tps, |m| {
+                let r = rates(m);
+                r.answer_tokens / r.eval_tps.max(0.1)
+            });
+    left.resize(busy, whole);
+    left.sort_by(f64::total_cmp);
+    left[busy - slots]
+}
+
+/// Seconds until a running answer ends, from how far along it is.
+fn remaining(s: &WorkerStatus, r: &Running, statuses: &[WorkerStatus], now: DateTime<Utc>) -> f64 {
+    let rates = rates_on(s, &r.model, statuses);
+    let eval = rates.eval_tps.max(0.1);
+    match r.first_token_at {
+        None => {
+            let load = if r.cold { rates.load_s } else { 0.0 };
+            let ttft = load + f64::from(r.prompt_tokens) / rates.prompt_tps.max(1.0);
+            let elapsed = (now - r.started_at).as_seconds_f64().max(0.0);
+            (ttft - elapsed).max(0.0) + rates.answer_tokens / eval
+        }
+        Some(_) => {
+            let left = (rates.answer_tokens - f64::from(r.tokens)).max(rates.answer_tokens * 0.1);
+            left / eval
+        }
+    }
+}
+
+/// What loading `model` on `s` evicts: nothing while the machine has room, else its least
+/// recently used idle resident model. When every resident model is busy, the load waits
+/// for the soonest to finish (returned as seconds).
+fn eviction(
+    s: &WorkerStatus,
+    model: &ModelName,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> (Option<ModelName>, f64) {
+    let capacity = s
+        .max_loaded
+        .unwrap_or_else(|| DEFAULT_MAX_LOADED.max(s.loaded.len()))
+        .max(1);
+    let resident: Vec<&ModelName> = s.loaded.iter().filter(|m| *m != model).collect();
+    if resident.len() < capacity {
+        return (None, 0.0);
+    }
+    let busy = |m: &ModelName| s.running.iter().any(|r| &r.model == m);
+    let last_used = |m: &ModelName| {
+        s.recent
+            .iter()
+            .filter(|r| &r.model == m)
+            .map(|r| r.at)
+            .max()
+    };
+    let idle = resident
+        .iter()
+        .filter(|m| !busy(m))
+        .min_by_key(|m| last_used(m));
+    match idle {
+        Some(victim) => (Some((*victim).clone()), 0.0),
+        None => {
+            let soonest = s
+                .running
+                .iter()
+                .map(|r| remaining(s, r, statuses, now))
+                .reduce(f64::min)
+                .unwrap_or(0.0);
+            (None, soonest)
+        }
+    }
+}
+
+/// What evicting `victim` from `s` costs: its load again, for each conversation (up to
+/// [`MAX_DEMAND`]) that used it there lately and is likely to come back.
+fn eviction_cost(
+    s: &WorkerStatus,
+    victim: &ModelName,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> f64 {
+    let cutoff = now - RECENT_FOR;
+    let demand = s
+        .recent
+        .iter()
+        .filter(|r| &r.model == victim && r.at >= cutoff)
+        .count() as f64;
+    rates_on(s, victim, statuses).load_s * demand.min(MAX_DEMAND)
+}
+
+/// When `s`'s prompt cache holds the ask's conversation, the tokens it still has to
+/// process: the conversation must be among the last the machine served with this model,
+/// one per slot (each slot keeps the last prompt it processed), and its history must have
+/// grown since, not been cut at the front (the cache holds a prefix). `None` when not.
+fn cache_holds(s: &WorkerStatus, ask: &Ask<'_>) -> Option<u32> {
+    let thread = ask.thread?;
+    // An answer of this model running now takes over a slot, and that slot's cache.
+    let taken = s.running.iter().filter(|r| &r.model == ask.model).count();
+    let held = s
+        .recent
+        .iter()
+        .rev()
+        .filter(|r| &r.model == ask.model)
+        .take(s.max_concurrency.max(1).saturating_sub(taken))
+        .find(|r| &r.thread == thread)?;
+    (held.tokens <= ask.prompt_tokens)
+        .then(|| (ask.prompt_tokens - held.tokens).max(ask.fresh_tokens))
+}

@@ -1,0 +1,312 @@
+use chrono::Duration;
+
+use super::*;
+use crate::backend::activity::Recent;
+use crate::backend::perf::ModelPerf;
+use crate::config::BackendKind;
+
+fn model(s: &str) -> ModelName {
+    ModelName::parse(s).unwrap()
+}
+
+fn thread(s: &str) -> ThreadId {
+    ThreadId::parse(s).unwrap()
+}
+
+/// A one-slot machine serving `m` (and the models in `also`), with `m` resident or not.
+fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
+    let m = model("m");
+    WorkerStatus {
+        name: WorkerName::parse(name).unwrap(),
+        kind: BackendKind::Ollama,
+        url: String::new(),
+        models: vec![m.clone()],
+        loaded: if loaded { vec![m] } else { vec![] },
+        healthy: true,
+        in_flight,
+        max_concurrency: 1,
+        last_error: None,
+        perf: vec![],
+        running: vec![],
+        recent: vec![],
+        max_loaded: None,
+    }
+}
+
+fn rates(m: &str, load_s: f64, prompt_tps: f64, eval_tps: f64) -> ModelPerf {
+    let mut p = ModelPerf::new(model(m));
+    p.load_s = Some(load_s);
+    p.prompt_tps = Some(prompt_tps);
+    p.eval_tps = Some(eval_tps);
+    p.answer_tokens = Some(300.0);
+    p.samples = 1;
+    p
+}
+
+fn with_rates(mut s: WorkerStatus, load_s: f64, prompt_tps: f64, eval_tps: f64) -> WorkerStatus {
+    s.perf = vec![rates("m", load_s, prompt_tps, eval_tps)];
+    s
+}
+
+fn best(statuses: &[WorkerStatus], prompt_tokens: u32) -> String {
+    let m = model("m");
+    best_of(statuses, &Ask::fresh(&m, prompt_tokens))
+        .unwrap()
+        .to_string()
+}
+
+fn running(m: &str, secs_ago: i64, tokens: u32, first_token: bool) -> Running {
+    let now = Utc::now();
+    Running {
+        model: model(m),
+        started_at: now - Duration::seconds(secs_ago),
+        first_token_at: first_token.then_some(now - Duration::seconds(secs_ago / 2)),
+        tokens,
+        prompt_tokens: 100,
+        cold: false,
+    }
+}
+
+#[test]
+fn with_nothing_learned_the_first_configured_machine_is_preferred() {
+    let all_cold = [
+        status("moon", false, 0),
+        status("ai-core", false, 0),
+        status("laptop", false, 0),
+    ];
+    assert_eq!(best(&all_cold, 100), "moon");
+    // A machine with the model resident and a free slot saves the load.
+    let warm_last = [status("moon", false, 0), status("laptop", true, 0)];
+    assert_eq!(best(&warm_last, 100), "laptop");
+}
+
+#[test]
+fn placement_weighs_the_queue_the_load_and_the_prompt_at_each_machines_speed() {
+    let moon = |loaded, in_flight| with_rates(status("moon", loaded, in_flight), 3.0, 1500.0, 80.0);
+    let laptop =
+        |loaded, in_flight| with_rates(status("laptop", loaded, in_flight), 10.0, 150.0, 10.0);
+    // A long prompt: 2 s on moon, 20 s on the laptop; moon's load (3 s) is worth it.
+    assert_eq!(best(&[moon(false, 0), laptop(true, 0)], 3000), "moon");
+    // A short one on a resident model beats a load.
+    assert_eq!(best(&[moon(false, 0), laptop(true, 0)], 30), "laptop");
+    // Moon busy with one answer (300 tokens at 80/s: 3.75 s) is still sooner for a
+    // long prompt than the free laptop.
+    assert_eq!(best(&[moon(true, 1), laptop(true, 0)], 3000), "moon");
+    assert_eq!(best(&[moon(true, 3), laptop(true, 0)], 300), "laptop");
+    // An unhealthy machine comes last whatever its speed.
+    let mut down = moon(true, 0);
+    down.healthy = false;
+    assert_eq!(best(&[down, laptop(false, 0)], 3000), "laptop");
+}
+
+#[test]
+fn a_machine_that_has_not_run_the_model_is_tried_when_the_known_one_is_busy() {
+    let known_slow = with_rates(status("laptop", true, 1), 10.0, 150.0, 10.0);
+    let unknown = status("moon", true, 0);
+    assert_eq!(best(&[known_slow, unknown], 500), "moon");
+}
+
+#[test]
+fn a_machine_nothing_is_known_of_is_taken_with_caution() {
+    // Moon is known and busy with an answer two thirds done (100 of 300 tokens left at
+    // 80/s: 1.25 s); the laptop has never run anything. Assumed as fast as moon, the idle
+    // laptop would win (3 s load + 1.2 s prompt against 1.25 s + 1.2 s + nothing), but
+    // taken with caution a busy known machine that is about to free up wins.
+    let mut moon = with_rates(status("moon", true, 1), 3.0, 1500.0, 80.0);
+    moon.running = vec![running("m", 4, 200, true)];
+    let laptop = status("laptop", false, 0);
+    assert_eq!(best(&[moon.clone(), laptop.clone()], 1800), "moon");
+    // An answer that has only begun keeps moon busy for long: the laptop is tried.
+    moon.running = vec![running("m", 1, 1, true)];
+    moon.perf[0].eval_tps = Some(20.0);
+    assert_eq!(best(&[moon, laptop], 1800), "laptop");
+}
+
+#[test]
+fn how_far_along_the_running_answers_are_decides_when_a_slot_frees() {
+    let now = Utc::now();
+    let mut moon = with_rates(status("moon", true, 1), 3.0, 1500.0, 80.0);
+    let statuses = std::slice::from_ref(&moon);
+    let m = model("m");
+    let ask = Ask::fresh(&m, 0);
+    // Nothing known of the running answer: a whole answer (300 tokens at 80/s).
+    assert!((estimate_on(&moon, &ask, statuses, now).ttft_s - 3.75).abs() < 1e-6);
+    // 280 tokens in: about 20 left, but at least a tenth of an answer (30 tokens).
+    moon.running = vec![running("m", 4, 280, true)];
+    let statuses = std::slice::from_ref(&moon);
+    assert!((estimate_on(&moon, &ask, statuses, now).ttft_s - 30.0 / 80.0).abs() < 1e-6);
+    // Two slots, one busy: no wait.
+    moon.max_concurrency = 2;
+    let statuses = std::slice::from_ref(&moon);
+    assert_eq!(estimate_on(&moon, &ask, statuses, now).ttft_s, 0.0);
+}
+
+#[test]
+fn a_machine_slower_on_the_models_both_ran_is_assumed_slower_on_the_others() {
+    // Both ran `small`; the laptop at a tenth of moon's rates. Neither ran `m` on the
+    // laptop, moon ran it at 80 tokens/s: the laptop is assumed at 8.
+    let mut moon = with_rates(status("moon", false, 0), 3.0, 1500.0, 80.0);
+    moon.perf.push(rates("small", 1.0, 3000.0, 150.0));
+    let mut laptop = status("laptop", false, 0);
+    laptop.perf = vec![rates("small", 5.0, 300.0, 15.0)];
+    let statuses = [moon, laptop.clone()];
+    let r = rates_on(&laptop, &model("m"), &statuses);
+    assert!((r.eval_tps - 8.0).abs() < 1e-6, "{r:?}");
+    assert!((r.prompt_tps - 150.0).abs() < 1e-6, "{r:?}");
+    assert!(r.load_s > 3.0, "{r:?}");
+}
+
+/// Moon holds two models at most and has `a` and `b` resident; `b` was used by two
+/// conversations lately, `a` by nobody; ai-core serves `small` too, with nothing resident.
+fn full_moon(b_users: usize) -> (WorkerStatus, WorkerStatus) {
+    let now = Utc::now();
+    let mut moon = status("moon", false, 0);
+    moon.models = vec![model("a"), model("b"), model("small")];
+    moon.loaded = vec![model("a"), model("b")];
+    moon.max_loaded = Some(2);
+    moon.perf = vec![
+        rates("a", 3.0, 1500.0, 80.0),
+        rates("b", 3.0, 1500.0, 80.0),
+        rates("small", 1.5, 3000.0, 150.0),
+    ];
+    moon.recent = (0..b_users)
+        .map(|i| Recent {
+            thread: thread(&format!("t{i}")),
+            model: model("b"),
+            at: now - Duration::seconds(30),
+            tokens: 100,
+        })
+        .collect();
+    let mut ai_core = status("ai-core", false, 0);
+    ai_core.models = vec![model("small")];
+    ai_core.perf = vec![rates("small", 3.0, 600.0, 50.0)];
+    (moon, ai_core)
+}
+
+#[test]
+fn a_load_evicts_the_least_recently_used_idle_model_and_counts_what_that_costs() {
+    let now = Utc::now();
+    let small = model("small");
+    let ask = Ask::fresh(&small, 100);
+    let (mut moon, ai_core) = full_moon(2);
+    // `a` was used longer ago than `b`: `a` goes, and nobody uses it: free.
+    moon.recent.insert(
+        0,
+        Recent {
+            thread: thread("old"),
+            model: model("a"),
+            at: now - Duration::seconds(200),
+            tokens: 100,
+        },
+    );
+    let statuses = [moon.clone(), ai_core.clone()];
+    let e = estimate_on(&moon, &ask, &statuses, now);
+    assert_eq!(e.evicts, Some(model("a")));
+    assert!((e.eviction_s - 3.0).abs() < 1e-6, "{e:?}");
+    // With `a` busy, `b` goes: two conversations come back to it, two loads of 3 s.
+    moon.running = vec![running("a", 2, 10, true)];
+    let statuses = [moon.clone(), ai_core];
+    let e = estimate_on(&moon, &ask, &statuses, now);
+    assert_eq!(e.evicts, Some(model("b")));
+    assert!((e.eviction_s - 6.0).abs() < 1e-6, "{e:?}");
+    // Room left: nothing evicted.
+    moon.max_loaded = Some(3);
+    let e = estimate_on(&moon, &ask, &[moon.clone()], now);
+    assert_eq!((e.evicts, e.eviction_s), (None, 0.0));
+}
+
+#[test]
+fn one_persons_occasional_model_goes_where_it_evicts_nobodys() {
+    let small = model("small");
+    let ask = Ask::fresh(&small, 100);
+    // Nobody used moon's models lately: moon, the fastest, takes it.
+    let (moon, ai_core) = full_moon(0);
+    assert_eq!(best_of(&[moon, ai_core], &ask).unwrap().to_string(), "moon");
+    // Two people keep coming back to `b` (and `a` is busy): ai-core loads it instead.
+    let (mut moon, ai_core) = full_moon(2);
+    moon.running = vec![running("a", 2, 10, true)];
+    moon.in_flight = 0;
+    moon.max_concurrency = 2;
+    assert_eq!(
+        best_of(&[moon, ai_core], &ask).unwrap().to_string(),
+        "ai-core"
+    );
+}
+
+#[test]
+fn a_conversation_goes_back_to_the_machine_whose_cache_holds_it() {
+    let now = Utc::now();
+    let m = model("m");
+    let t = thread("chat-1");
+    // Two equal machines with the model resident; the second served this chat last.
+    let moon = with_rates(status("moon", true, 0), 3.0, 500.0, 30.0);
+    let mut twin = with_rates(status("twin", true, 0), 3.0, 500.0, 30.0);
+    twin.recent = vec![Recent {
+        thread: t.clone(),
+        model: m.clone(),
+        at: now - Duration::seconds(20),
+        tokens: 2900,
+    }];
+    let ask = Ask {
+        model: &m,
+        prompt_tokens: 3000,
+        fresh_tokens: 50,
+        thread: Some(&t),
+    };
+    let statuses = [moon.clone(), twin.clone()];
+    assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "twin");
+    // The cache holds 2,900 of the 3,000 tokens: 100 are left, at 500/s.
+    let e = estimate_on(&twin, &ask, &statuses, now);
+    assert!(e.cached && (e.ttft_s - 0.2).abs() < 1e-6, "{e:?}");
+    // A history cut at the front since: the cached prefix is gone.
+    let shorter = Ask {
+        prompt_tokens: 2000,
+        ..ask
+    };
+    assert!(!estimate_on(&twin, &shorter, &statuses, now).cached);
+    // Another conversation ran there since: the slot's cache holds that one now.
+    twin.recent.push(Recent {
+        thread: thread("chat-2"),
+        model: m.clone(),
+        at: now - Duration::seconds(5),
+        tokens: 100,
+    });
+    let statuses = [moon.clone(), twin.clone()];
+    assert!(!estimate_on(&twin, &ask, &statuses, now).cached);
+    assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "moon");
+    // Two slots, one running another conversation: the other slot still holds this one.
+    twin.recent.pop();
+    twin.max_concurrency = 2;
+    twin.in_flight = 1;
+    twin.running = vec![running("m", 1, 10, true)];
+    let statuses = [moon.clone(), twin.clone()];
+    assert!(estimate_on(&twin, &ask, &statuses, now).cached);
+    assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "twin");
+    // Both slots taken by answers that have only begun: this conversation's cache goes
+    // with them, and the free machine is clearly sooner.
+    twin.in_flight = 2;
+    twin.running = vec![running("m", 1, 1, true), running("m", 1, 1, true)];
+    let statuses = [moon, twin];
+    assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "moon");
+}
+
+#[test]
+fn the_new_part_of_a_request_is_its_last_user_message_and_what_follows() {
+    use crate::chat::ChatMessage;
+    let request = BackendRequest {
+        model: model("m"),
+        messages: vec![
+            ChatMessage::system("s".repeat(400)),
+            ChatMessage::user("u".repeat(4000)),
+            ChatMessage::new(Role::Assistant, "a".repeat(4000)),
+            ChatMessage::user("q".repeat(40)),
+        ],
+        params: Default::default(),
+        tools: Vec::new(),
+    };
+    let t = thread("x");
+    let ask = Ask::of(&request, Some(&t));
+    assert_eq!(ask.fresh_tokens, 10);
+    assert!(ask.prompt_tokens >= 2100, "{ask:?}");
+    assert_eq!(ask.thread, Some(&t));
+}
