@@ -102,6 +102,16 @@ pub trait TaskStore: Send + Sync + 'static {
     /// the handle resolves to false when the task had already ended.
     async fn finish(&self, id: TaskId, outcome: &TaskOutcome) -> Result<Durable<bool>, StoreError>;
 
+    /// Writes what the worker of a cancelled task had sent its client (`outcome`'s
+    /// response, worker, timings, token counts and fallback) onto the task's `cancelled`
+    /// row, keeping its status and reason. Returns once the write is ordered (see
+    /// [`Durable`]); the handle resolves to false when the row is not cancelled.
+    async fn record_partial(
+        &self,
+        id: TaskId,
+        outcome: &TaskOutcome,
+    ) -> Result<Durable<bool>, StoreError>;
+
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError>;
 
     /// Most recent first.

@@ -150,6 +150,11 @@ pub(super) enum Op {
         id: TaskId,
         outcome: Box<TaskOutcome>,
     },
+    /// The answer of a cancelled task, onto its row (see `TaskStore::record_partial`).
+    Partial {
+        id: TaskId,
+        outcome: Box<TaskOutcome>,
+    },
     /// Writes nothing: answered once every write handed over before it is committed.
     Barrier,
 }
@@ -162,6 +167,7 @@ impl Op {
             Op::Claim { id, .. } => format!("claim of task {id}"),
             Op::Requeue { id, .. } => format!("requeue of task {id}"),
             Op::Finish { id, .. } => format!("outcome of task {id}"),
+            Op::Partial { id, .. } => format!("partial answer of task {id}"),
             Op::Barrier => "barrier".to_owned(),
         }
     }
@@ -423,6 +429,30 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                     o.worker_id.as_ref().map(WorkerName::as_str),
                     o.response,
                     o.error,
+                    o.fallback_used,
+                    o.fallback_reason,
+                    o.queue_wait_ms,
+                    o.first_token_ms,
+                    o.total_ms,
+                    o.prompt_tokens,
+                    o.completion_tokens,
+                    id.to_string(),
+                ])?;
+            Ok(Done::Finished(changed == 1))
+        }
+        Op::Partial { id, outcome: o } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE tasks SET updated_at = ?, worker_id = COALESCE(?, worker_id), \
+                     response = ?, fallback_used = ?, fallback_reason = ?, \
+                     queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
+                     prompt_tokens = ?, completion_tokens = ? \
+                     WHERE task_id = ? AND status = 'cancelled'",
+                )?
+                .execute(params![
+                    ts(&o.at),
+                    o.worker_id.as_ref().map(WorkerName::as_str),
+                    o.response,
                     o.fallback_used,
                     o.fallback_reason,
                     o.queue_wait_ms,
