@@ -131,21 +131,28 @@ impl Dispatcher {
 
     /// Cancels task `id` for `reason` (safe to show): a queued job of it never starts, a
     /// running one stops and its backend call is dropped, and whoever waits for the answer
-    /// hears that it was cancelled. The row ends failed with the reason. A task that
-    /// already ended is left as it is.
+    /// hears that it was cancelled. The row ends `cancelled` with the reason (as its
+    /// `error`); the worker that ran it then adds what it had sent its client
+    /// ([`TaskStore::record_partial`]). A task that already ended is left as it is.
+    ///
+    /// The workers are told as soon as the row's write is ordered, without waiting for it
+    /// to be durable: the worker's own write comes after it all the same (one writer in
+    /// embedded mode; in cluster mode the row is written before the cancel is published).
     pub async fn cancel(&self, id: TaskId, reason: &str) -> Result<Cancelled, DispatchError> {
         let message = format!("task {id} was cancelled: {reason}");
-        let outcome = TaskOutcome::failed(Utc::now(), message.clone());
-        if !self.store().finish(id, &outcome).await?.await? {
+        let outcome = TaskOutcome::cancelled(Utc::now(), message.clone());
+        let recording = self.store().finish(id, &outcome).await?;
+        // The worker first, so that it stops adding to an answer that has ended. Telling
+        // it of a task that had ended already changes nothing: that task runs nowhere.
+        match self {
+            Self::Embedded(e) => e.cancels().cancel(id),
+            Self::Cluster(c) => c.cancel(id).await,
+        }
+        if !recording.await? {
             return Ok(match self.store().get(id).await? {
                 Some(_) => Cancelled::AlreadyEnded,
                 None => Cancelled::Unknown,
             });
-        }
-        // The worker first, so that it stops adding to an answer that has ended.
-        match self {
-            Self::Embedded(e) => e.cancels().cancel(id),
-            Self::Cluster(c) => c.cancel(id).await,
         }
         self.events()
             .publish(id, TaskEvent::Failed { message })
