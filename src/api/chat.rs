@@ -179,6 +179,8 @@ impl Drop for StopOnDisconnect {
             return;
         };
         let id = self.task_id;
+        // This process's worker stops at once, before anything is written.
+        state.dispatch.cancels().cancel(id);
         runtime.spawn(async move {
             match super::tasks::cancel(&state, id, "the client went away").await {
                 Ok(Cancelled::Cancelled) => {

@@ -31,7 +31,7 @@ use crate::domain::{TaskId, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::queue::in_process::InProcessQueue;
 use crate::queue::{Job, Queue, QueueError};
-use crate::store::{NewTask, StoreError, TaskOutcome, TaskStore};
+use crate::store::{NewTask, StoreError, TaskStore};
 use crate::worker::Worker;
 
 #[derive(Debug, thiserror::Error)]
@@ -135,18 +135,17 @@ impl Dispatcher {
     /// `error`); the worker that ran it then adds what it had sent its client
     /// ([`TaskStore::record_partial`]). A task that already ended is left as it is.
     ///
-    /// The workers are told as soon as the row's write is ordered, without waiting for it
-    /// to be durable: the worker's own write comes after it all the same (one writer in
-    /// embedded mode; in cluster mode the row is written before the cancel is published).
+    /// This process's workers are told first, before the row is written: the backend
+    /// call stops without waiting for the store, and the worker's write of the partial
+    /// answer gives the same row before or after the cancel's ([`TaskStore::cancel`]).
+    /// Other processes' workers are told once the row's write is ordered. Telling them of
+    /// a task that had ended changes nothing: it runs nowhere.
     pub async fn cancel(&self, id: TaskId, reason: &str) -> Result<Cancelled, DispatchError> {
+        self.cancels().cancel(id);
         let message = format!("task {id} was cancelled: {reason}");
-        let outcome = TaskOutcome::cancelled(Utc::now(), message.clone());
-        let recording = self.store().finish(id, &outcome).await?;
-        // The worker first, so that it stops adding to an answer that has ended. Telling
-        // it of a task that had ended already changes nothing: that task runs nowhere.
-        match self {
-            Self::Embedded(e) => e.cancels().cancel(id),
-            Self::Cluster(c) => c.cancel(id).await,
+        let recording = self.store().cancel(id, Utc::now(), &message).await?;
+        if let Self::Cluster(c) = self {
+            c.cancel(id).await;
         }
         if !recording.await? {
             return Ok(match self.store().get(id).await? {

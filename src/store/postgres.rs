@@ -198,17 +198,37 @@ impl TaskStore for PostgresStore {
         Ok(Durable::done(done.rows_affected() == 1))
     }
 
+    async fn cancel(
+        &self,
+        id: TaskId,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Durable<bool>, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tasks SET status = 'cancelled', error = $1, updated_at = $2, job = NULL \
+             WHERE task_id = $3 AND (status IN ('queued', 'running') \
+             OR (status = 'cancelled' AND error IS NULL))",
+        )
+        .bind(reason)
+        .bind(at)
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(Durable::done(done.rows_affected() == 1))
+    }
+
     async fn record_partial(
         &self,
         id: TaskId,
         o: &TaskOutcome,
     ) -> Result<Durable<bool>, StoreError> {
         let done = sqlx::query(
-            "UPDATE tasks SET updated_at = $1, worker_id = COALESCE($2, worker_id), \
+            "UPDATE tasks SET status = 'cancelled', job = NULL, updated_at = $1, \
+             worker_id = COALESCE($2, worker_id), \
              response = $3, fallback_used = $4, fallback_reason = $5, \
              queue_wait_ms = COALESCE($6, queue_wait_ms), first_token_ms = $7, total_ms = $8, \
              prompt_tokens = $9, completion_tokens = $10 \
-             WHERE task_id = $11 AND status = 'cancelled'",
+             WHERE task_id = $11 AND status IN ('queued', 'running', 'cancelled')",
         )
         .bind(o.at)
         .bind(o.worker_id.as_ref().map(WorkerName::as_str))

@@ -57,22 +57,12 @@ pub struct TaskOutcome {
 
 impl TaskOutcome {
     pub fn failed(at: DateTime<Utc>, error: impl Into<String>) -> Self {
-        Self::ended(TaskStatus::Failed, at, error.into())
-    }
-
-    /// Cancelled for `reason`, with no answer yet (its worker adds what it had sent, with
-    /// [`TaskStore::record_partial`](super::TaskStore::record_partial)).
-    pub fn cancelled(at: DateTime<Utc>, reason: impl Into<String>) -> Self {
-        Self::ended(TaskStatus::Cancelled, at, reason.into())
-    }
-
-    fn ended(status: TaskStatus, at: DateTime<Utc>, error: String) -> Self {
         Self {
-            status,
+            status: TaskStatus::Failed,
             at,
             worker_id: None,
             response: None,
-            error: Some(error),
+            error: Some(error.into()),
             fallback_used: false,
             fallback_reason: None,
             queue_wait_ms: None,

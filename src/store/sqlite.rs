@@ -66,6 +66,17 @@ impl SqliteStore {
         &self.pool
     }
 
+    /// Hands `op` to the writer; the handle resolves to whether it changed the row.
+    async fn changed(&self, id: TaskId, op: Op) -> Result<Durable<bool>, StoreError> {
+        let pending = self.writer.send(op).await?;
+        Ok(Durable::new(async move {
+            match pending.done().await? {
+                Done::Finished(changed) => Ok(changed),
+                other => Err(unexpected(id, other)),
+            }
+        }))
+    }
+
     /// Waits until every write handed to the writer before now is committed, so that a
     /// read sees them (writes return once ordered, before they are committed).
     async fn settle(&self) -> Result<(), StoreError> {
@@ -118,17 +129,18 @@ impl TaskStore for SqliteStore {
     }
 
     async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<Durable<bool>, StoreError> {
-        let op = Op::Finish {
-            id,
-            outcome: Box::new(o.clone()),
-        };
-        let pending = self.writer.send(op).await?;
-        Ok(Durable::new(async move {
-            match pending.done().await? {
-                Done::Finished(changed) => Ok(changed),
-                other => Err(unexpected(id, other)),
-            }
-        }))
+        let outcome = Box::new(o.clone());
+        self.changed(id, Op::Finish { id, outcome }).await
+    }
+
+    async fn cancel(
+        &self,
+        id: TaskId,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Durable<bool>, StoreError> {
+        let reason = reason.to_owned();
+        self.changed(id, Op::Cancel { id, at, reason }).await
     }
 
     async fn record_partial(
@@ -136,17 +148,8 @@ impl TaskStore for SqliteStore {
         id: TaskId,
         o: &TaskOutcome,
     ) -> Result<Durable<bool>, StoreError> {
-        let op = Op::Partial {
-            id,
-            outcome: Box::new(o.clone()),
-        };
-        let pending = self.writer.send(op).await?;
-        Ok(Durable::new(async move {
-            match pending.done().await? {
-                Done::Finished(changed) => Ok(changed),
-                other => Err(unexpected(id, other)),
-            }
-        }))
+        let outcome = Box::new(o.clone());
+        self.changed(id, Op::Partial { id, outcome }).await
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {

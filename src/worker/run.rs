@@ -74,19 +74,14 @@ impl Collected {
 
     /// What a cancelled task's row gets from this worker: the answer as far as it was
     /// passed on, and how many tokens that was (the backend's count is only in its final
-    /// record).
-    fn partial(&self, job: &Job, worker: &WorkerName) -> TaskOutcome {
-        let reason = format!("task {} was cancelled", job.task_id);
-        let Some(started) = self.started else {
-            return TaskOutcome::cancelled(Utc::now(), reason);
-        };
-        let mut outcome = self.outcome(job, worker, started);
+    /// record); `None` when the job had not started here.
+    fn partial(&self, job: &Job, worker: &WorkerName) -> Option<TaskOutcome> {
+        let mut outcome = self.outcome(job, worker, self.started?);
         outcome.status = TaskStatus::Cancelled;
-        outcome.error = Some(reason);
         if outcome.completion_tokens.is_none() && self.first_token_at.is_some() {
             outcome.completion_tokens = Some(self.tokens);
         }
-        outcome
+        Some(outcome)
     }
 
     /// Keeps a chunk that was passed on.
@@ -163,26 +158,16 @@ impl Worker {
             return;
         }
         tracing::info!(worker = %me, tokens = got.tokens, "task cancelled; its backend call was dropped");
-        let partial = got.partial(&delivery.job, me);
-        self.record_partial(delivery.job.task_id, &partial).await;
+        if let Some(partial) = got.partial(&delivery.job, me) {
+            self.record_partial(delivery.job.task_id, &partial).await;
+        }
         self.ack(delivery).await;
     }
 
-    /// Writes what a cancelled task's answer sent onto its cancelled row; ends the row
-    /// cancelled itself if the cancel's own write did not land, so that it never stays
-    /// running. Returns once the write is durable.
+    /// Writes what a cancelled task's answer sent onto its row, which ends cancelled
+    /// whether or not the cancel's own write landed first. Returns once it is durable.
     async fn record_partial(&self, task_id: TaskId, partial: &TaskOutcome) {
-        let written = async {
-            if self.store.record_partial(task_id, partial).await?.await? {
-                return Ok(());
-            }
-            let mut ended = partial.clone();
-            ended.status = TaskStatus::Cancelled;
-            ended
-                .error
-                .get_or_insert_with(|| format!("task {task_id} was cancelled"));
-            self.store.finish(task_id, &ended).await?.await.map(|_| ())
-        };
+        let written = async { self.store.record_partial(task_id, partial).await?.await };
         if let Err(e) = written.await {
             tracing::error!(error = %e, "could not record the cancelled task's partial answer");
         }
