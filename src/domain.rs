@@ -445,6 +445,8 @@ pub enum TaskStatus {
     Running,
     Done,
     Failed,
+    /// Stopped before its end: its client went away or asked (`POST /tasks/{id}/cancel`).
+    Cancelled,
 }
 
 impl TaskStatus {
@@ -454,6 +456,7 @@ impl TaskStatus {
             Self::Running => "running",
             Self::Done => "done",
             Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -463,15 +466,16 @@ impl TaskStatus {
             "running" => Ok(Self::Running),
             "done" => Ok(Self::Done),
             "failed" => Ok(Self::Failed),
+            "cancelled" => Ok(Self::Cancelled),
             other => Err(ParseError::new(
                 "task status",
-                format!("{other:?} is not queued, running, done or failed"),
+                format!("{other:?} is not queued, running, done, failed or cancelled"),
             )),
         }
     }
 
     pub fn is_final(self) -> bool {
-        matches!(self, Self::Done | Self::Failed)
+        matches!(self, Self::Done | Self::Failed | Self::Cancelled)
     }
 }
 

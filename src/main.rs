@@ -182,7 +182,7 @@ enum RouteCommand {
 enum TasksCommand {
     /// The most recent tasks.
     List {
-        /// Only tasks with this status: queued, running, done or failed.
+        /// Only tasks with this status: queued, running, done, failed or cancelled.
         #[arg(long)]
         status: Option<String>,
         /// Only Open WebUI background (internal) tasks.

@@ -18,6 +18,7 @@ pub struct Metrics {
     web: AtomicU64,
     named: AtomicU64,
     templates_in_user_lanes: AtomicU64,
+    cancelled: AtomicU64,
     unauthorized: AtomicU64,
     /// The count of refusals when one was last logged (see [`Metrics::refused`]).
     unauthorized_logged: AtomicU64,
@@ -49,6 +50,11 @@ impl Metrics {
         if decision.internal_task.is_none() && prompt.trim_start().starts_with("### Task:") {
             self.templates_in_user_lanes.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a task this process cancelled (its client went away, or asked).
+    pub fn cancelled(&self) {
+        self.cancelled.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a request refused for its API key. Returns how many refusals the log has
@@ -120,6 +126,12 @@ impl Metrics {
             "coordinator_task_templates_in_user_lanes_total",
             "Prompts starting with an Open WebUI task template that were routed as user turns.",
             self.templates_in_user_lanes.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "coordinator_tasks_cancelled_total",
+            "Tasks cancelled: their client went away or asked (POST /tasks/{id}/cancel).",
+            self.cancelled.load(Ordering::Relaxed),
         );
         counter(
             &mut out,

@@ -21,7 +21,7 @@ use super::error::ApiError;
 use super::http::{JsonBody, client_context, parse_body};
 use super::wait::{Deadline, FirstChunk, collect, first_chunk};
 use crate::chat::{Chunk, ResponseMode};
-use crate::dispatch::{Cancelled, Dispatcher};
+use crate::dispatch::Cancelled;
 use crate::domain::TaskId;
 use crate::events::TaskEvent;
 use crate::lang::{Lang, detect_language};
@@ -152,26 +152,26 @@ pub struct ChatReply {
 /// running one frees its backend. Disarmed once the answer ended or the client was given
 /// an error instead.
 struct StopOnDisconnect {
-    dispatch: Option<Dispatcher>,
+    state: Option<AppState>,
     task_id: TaskId,
 }
 
 impl StopOnDisconnect {
-    fn new(dispatch: Dispatcher, task_id: TaskId) -> Self {
+    fn new(state: &AppState, task_id: TaskId) -> Self {
         Self {
-            dispatch: Some(dispatch),
+            state: Some(state.clone()),
             task_id,
         }
     }
 
     fn disarm(&mut self) {
-        self.dispatch = None;
+        self.state = None;
     }
 }
 
 impl Drop for StopOnDisconnect {
     fn drop(&mut self) {
-        let Some(dispatch) = self.dispatch.take() else {
+        let Some(state) = self.state.take() else {
             return;
         };
         // No runtime: the process is ending, and the task's row is recovered at start.
@@ -179,8 +179,10 @@ impl Drop for StopOnDisconnect {
             return;
         };
         let id = self.task_id;
+        // This process's worker stops at once, before anything is written.
+        state.dispatch.cancels().cancel(id);
         runtime.spawn(async move {
-            match dispatch.cancel(id, "the client went away").await {
+            match super::tasks::cancel(&state, id, "the client went away").await {
                 Ok(Cancelled::Cancelled) => {
                     tracing::info!(task_id = %id, "cancelled: the client went away");
                 }
@@ -273,7 +275,7 @@ impl ChatReply {
             .submit_for_answer(turn)
             .await
             .map_err(|e| ApiError::from(e).in_language(lang))?;
-        let mut stop = StopOnDisconnect::new(state.dispatch.clone(), sub.task_id);
+        let mut stop = StopOnDisconnect::new(state, sub.task_id);
         let timeout = Duration::from_secs(state.config.timeouts.route_s);
         let first = match first_chunk(
             sub.task_id,

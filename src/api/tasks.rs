@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 
 use super::error::ApiError;
 use crate::chat::Chunk;
-use crate::dispatch::Cancelled;
+use crate::dispatch::{Cancelled, DispatchError};
 use crate::domain::{TaskId, TaskStatus};
 use crate::events::{EventStream, TaskEvent};
 use crate::people::Caller;
@@ -54,18 +54,32 @@ pub async fn cancel_task(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let id = parse_id(&id)?;
     load(&state, &caller, id).await?;
-    let status = match state.dispatch.cancel(id, "asked by the client").await {
+    let status = match cancel(&state, id, "asked by the client").await {
         Ok(Cancelled::Cancelled) => "cancelled",
         Ok(Cancelled::AlreadyEnded) => "already_ended",
         Ok(Cancelled::Unknown) => return Err(ApiError::NotFound(format!("no task {id}"))),
         Err(e) => {
             tracing::error!(task_id = %id, error = %e, "could not cancel the task");
             return Err(ApiError::Unavailable(
-                "the task store is unavailable; nothing was cancelled".to_owned(),
+                "the task store is unavailable; the cancel could not be recorded".to_owned(),
             ));
         }
     };
     Ok(Json(serde_json::json!({ "task_id": id, "status": status })))
+}
+
+/// Cancels task `id` for `reason` (see [`crate::dispatch::Dispatcher::cancel`]), counted
+/// in `/metrics` when it was cancelled: an explicit cancel, or a chat client that left.
+pub(super) async fn cancel(
+    state: &AppState,
+    id: TaskId,
+    reason: &str,
+) -> Result<Cancelled, DispatchError> {
+    let cancelled = state.dispatch.cancel(id, reason).await;
+    if matches!(cancelled, Ok(Cancelled::Cancelled)) {
+        state.metrics.cancelled();
+    }
+    cancelled
 }
 
 /// Streams a task's events. Subscribes first, then reads the store: a task that already
@@ -94,12 +108,13 @@ fn stored_events(task: &TaskRecord) -> Vec<TaskEvent> {
             chunk: Chunk::Content { text },
         });
     }
-    if task.status == TaskStatus::Failed {
+    if matches!(task.status, TaskStatus::Failed | TaskStatus::Cancelled) {
+        // A cancelled task's partial answer, then why it stopped.
         out.push(TaskEvent::Failed {
             message: task
                 .error
                 .clone()
-                .unwrap_or_else(|| "the task failed".to_owned()),
+                .unwrap_or_else(|| format!("the task {}", task.status)),
         });
     } else {
         out.push(TaskEvent::Chunk {

@@ -1,10 +1,13 @@
 //! Cancelling tasks: which of this process's tasks were cancelled, and a signal to the
 //! worker running one.
 //!
-//! [`Dispatcher::cancel`](super::Dispatcher::cancel) ends the task's row first (so a queued
-//! job's claim finds it finished and skips it, in any process), then tells the workers: in
-//! embedded mode through this process's [`Cancels`]; in cluster mode by publishing the task
-//! id on a Redis channel that every process's [`listen`] turns into the same call.
+//! [`Dispatcher::cancel`](super::Dispatcher::cancel) tells this process's workers through
+//! its [`Cancels`] at once, then ends the task's row (so a queued job's claim finds it
+//! finished and skips it, in any process), then, in cluster mode, publishes the task id
+//! on a Redis channel that every other process's [`listen`] turns into the same call. A
+//! stopped worker writes the answer it had sent onto the cancelled row
+//! (`TaskStore::record_partial`, which gives the same row before or after the cancel's
+//! own write).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -126,9 +126,9 @@ impl Cluster {
         self.backlog.waiting(self.queue.as_ref(), lane).await
     }
 
-    /// Tells every process's workers that task `id` was cancelled (this one's directly).
+    /// Tells the other processes' workers that task `id` was cancelled (this one's are
+    /// told directly, through [`Cancels`]).
     pub(super) async fn cancel(&self, id: TaskId) {
-        self.cancels.cancel(id);
         let Some(channel) = &self.cancel else { return };
         let published: Result<i64, _> = redis::cmd("PUBLISH")
             .arg(cancel::channel(&channel.prefix))

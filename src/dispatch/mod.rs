@@ -31,7 +31,7 @@ use crate::domain::{TaskId, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::queue::in_process::InProcessQueue;
 use crate::queue::{Job, Queue, QueueError};
-use crate::store::{NewTask, StoreError, TaskOutcome, TaskStore};
+use crate::store::{NewTask, StoreError, TaskStore};
 use crate::worker::Worker;
 
 #[derive(Debug, thiserror::Error)]
@@ -131,21 +131,27 @@ impl Dispatcher {
 
     /// Cancels task `id` for `reason` (safe to show): a queued job of it never starts, a
     /// running one stops and its backend call is dropped, and whoever waits for the answer
-    /// hears that it was cancelled. The row ends failed with the reason. A task that
-    /// already ended is left as it is.
+    /// hears that it was cancelled. The row ends `cancelled` with the reason (as its
+    /// `error`); the worker that ran it then adds what it had sent its client
+    /// ([`TaskStore::record_partial`]). A task that already ended is left as it is.
+    ///
+    /// This process's workers are told first, before the row is written: the backend
+    /// call stops without waiting for the store, and the worker's write of the partial
+    /// answer gives the same row before or after the cancel's ([`TaskStore::cancel`]).
+    /// Other processes' workers are told once the row's write is ordered. Telling them of
+    /// a task that had ended changes nothing: it runs nowhere.
     pub async fn cancel(&self, id: TaskId, reason: &str) -> Result<Cancelled, DispatchError> {
+        self.cancels().cancel(id);
         let message = format!("task {id} was cancelled: {reason}");
-        let outcome = TaskOutcome::failed(Utc::now(), message.clone());
-        if !self.store().finish(id, &outcome).await?.await? {
+        let recording = self.store().cancel(id, Utc::now(), &message).await?;
+        if let Self::Cluster(c) = self {
+            c.cancel(id).await;
+        }
+        if !recording.await? {
             return Ok(match self.store().get(id).await? {
                 Some(_) => Cancelled::AlreadyEnded,
                 None => Cancelled::Unknown,
             });
-        }
-        // The worker first, so that it stops adding to an answer that has ended.
-        match self {
-            Self::Embedded(e) => e.cancels().cancel(id),
-            Self::Cluster(c) => c.cancel(id).await,
         }
         self.events()
             .publish(id, TaskEvent::Failed { message })

@@ -103,7 +103,7 @@ pub async fn reconcile(
                 continue;
             }
             TaskStatus::Running => "its worker left and the queue lost it",
-            TaskStatus::Done | TaskStatus::Failed => continue,
+            TaskStatus::Done | TaskStatus::Failed | TaskStatus::Cancelled => continue,
         };
         requeue_or_fail(store, queue, &task, why).await?;
         handled += 1;

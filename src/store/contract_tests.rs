@@ -205,3 +205,137 @@ pub(crate) async fn people(s: &dyn TaskStore) {
     );
     assert_eq!(s.list(&of(None)).await.unwrap().len(), 3);
 }
+
+/// A cancelled task: the cancel ends the row (whatever comes later is refused: a late
+/// outcome, a claim, a second cancel), and the worker's partial answer goes onto it without
+/// changing its status or reason; in the other order (the worker told first) the row ends
+/// the same. A partial answer never changes a row that ended done.
+pub(crate) async fn cancelled(s: &dyn TaskStore) {
+    use crate::store::TaskFilter;
+    let w = WorkerName::parse("moon").unwrap();
+    let mut partial = done("Once upon");
+    partial.worker_id = Some(w.clone());
+    partial.first_token_ms = Some(40);
+    partial.completion_tokens = Some(2);
+    let reason = "the client went away";
+    let check = |got: super::TaskRecord| {
+        assert_eq!(got.status, TaskStatus::Cancelled);
+        assert_eq!(got.error.as_deref(), Some(reason));
+        assert_eq!(got.response.as_deref(), Some("Once upon"));
+        assert_eq!(got.first_token_ms, Some(40));
+        assert_eq!(got.completion_tokens, Some(2));
+        assert_eq!(got.total_ms, Some(12));
+        assert_eq!(got.worker_id.as_deref(), Some("moon"));
+        assert_eq!(got.job, None);
+    };
+    let cancel_first = new_task("a long story");
+    let worker_first = new_task("another long story");
+    for t in [&cancel_first, &worker_first] {
+        s.insert(t.clone()).await.unwrap().await.unwrap();
+        s.claim(t.task_id, &w, Utc::now()).await.unwrap();
+    }
+    let id = cancel_first.task_id;
+    assert!(
+        s.cancel(id, Utc::now(), reason)
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+    );
+    assert!(!s.finish(id, &done("late")).await.unwrap().await.unwrap());
+    assert_eq!(
+        s.claim(id, &w, Utc::now()).await.unwrap(),
+        Claim::AlreadyFinished
+    );
+    assert!(s.record_partial(id, &partial).await.unwrap().await.unwrap());
+    assert!(
+        !s.cancel(id, Utc::now(), "again")
+            .await
+            .unwrap()
+            .await
+            .unwrap(),
+        "a second cancel finds it ended"
+    );
+    check(s.get(id).await.unwrap().unwrap());
+
+    let id = worker_first.task_id;
+    assert!(s.record_partial(id, &partial).await.unwrap().await.unwrap());
+    assert_eq!(
+        s.claim(id, &w, Utc::now()).await.unwrap(),
+        Claim::AlreadyFinished
+    );
+    assert!(
+        s.cancel(id, Utc::now(), reason)
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+    );
+    check(s.get(id).await.unwrap().unwrap());
+
+    // Cancelled while queued: no answer. A done row takes neither.
+    let queued = new_task("never mind");
+    s.insert(queued.clone()).await.unwrap().await.unwrap();
+    assert!(
+        s.cancel(queued.task_id, Utc::now(), reason)
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+    );
+    let got = s.get(queued.task_id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.response), (TaskStatus::Cancelled, None));
+    let finished = new_task("answered");
+    s.insert(finished.clone()).await.unwrap().await.unwrap();
+    s.finish(finished.task_id, &done("whole"))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(
+        !s.record_partial(finished.task_id, &partial)
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.cancel(finished.task_id, Utc::now(), reason)
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+    );
+    let got = s.get(finished.task_id).await.unwrap().unwrap();
+    assert_eq!(
+        (got.status, got.response.as_deref()),
+        (TaskStatus::Done, Some("whole"))
+    );
+    assert_eq!(got.error, None);
+    assert!(
+        !s.record_partial(TaskId::new(), &partial)
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+    );
+
+    assert!(
+        s.unfinished().await.unwrap().is_empty(),
+        "cancelled is final"
+    );
+    assert_eq!(s.count(TaskStatus::Cancelled).await.unwrap(), 3);
+    let listed = s
+        .list(&TaskFilter {
+            status: Some(TaskStatus::Cancelled),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut ids: Vec<_> = listed.iter().map(|r| r.task_id).collect();
+    ids.sort();
+    let mut want = vec![cancel_first.task_id, worker_first.task_id, queued.task_id];
+    want.sort();
+    assert_eq!(ids, want);
+}

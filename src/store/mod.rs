@@ -102,6 +102,30 @@ pub trait TaskStore: Send + Sync + 'static {
     /// the handle resolves to false when the task had already ended.
     async fn finish(&self, id: TaskId, outcome: &TaskOutcome) -> Result<Durable<bool>, StoreError>;
 
+    /// Ends a queued or running task `cancelled`, with `reason` as its error. Returns once
+    /// the write is ordered (see [`Durable`]); the handle resolves to false when the task
+    /// had ended already. Its worker may have been told first and ended the row with
+    /// [`record_partial`](Self::record_partial): the two give the same row in either
+    /// order (this one then adds the reason, and still resolves to true).
+    async fn cancel(
+        &self,
+        id: TaskId,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Durable<bool>, StoreError>;
+
+    /// Writes what the worker of a cancelled task had sent its client (`outcome`'s
+    /// response, worker, timings, token counts and fallback) onto the task's row, and
+    /// ends it `cancelled` if [`cancel`](Self::cancel) has not yet; never changes a row
+    /// that ended otherwise, nor a cancelled one's reason. Returns once the write is
+    /// ordered (see [`Durable`]); the handle resolves to false when the row had ended
+    /// done or failed (or does not exist).
+    async fn record_partial(
+        &self,
+        id: TaskId,
+        outcome: &TaskOutcome,
+    ) -> Result<Durable<bool>, StoreError>;
+
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError>;
 
     /// Most recent first.

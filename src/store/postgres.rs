@@ -198,6 +198,54 @@ impl TaskStore for PostgresStore {
         Ok(Durable::done(done.rows_affected() == 1))
     }
 
+    async fn cancel(
+        &self,
+        id: TaskId,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Durable<bool>, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tasks SET status = 'cancelled', error = $1, updated_at = $2, job = NULL \
+             WHERE task_id = $3 AND (status IN ('queued', 'running') \
+             OR (status = 'cancelled' AND error IS NULL))",
+        )
+        .bind(reason)
+        .bind(at)
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(Durable::done(done.rows_affected() == 1))
+    }
+
+    async fn record_partial(
+        &self,
+        id: TaskId,
+        o: &TaskOutcome,
+    ) -> Result<Durable<bool>, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tasks SET status = 'cancelled', job = NULL, updated_at = $1, \
+             worker_id = COALESCE($2, worker_id), \
+             response = $3, fallback_used = $4, fallback_reason = $5, \
+             queue_wait_ms = COALESCE($6, queue_wait_ms), first_token_ms = $7, total_ms = $8, \
+             prompt_tokens = $9, completion_tokens = $10 \
+             WHERE task_id = $11 AND status IN ('queued', 'running', 'cancelled')",
+        )
+        .bind(o.at)
+        .bind(o.worker_id.as_ref().map(WorkerName::as_str))
+        .bind(&o.response)
+        .bind(o.fallback_used)
+        .bind(&o.fallback_reason)
+        .bind(o.queue_wait_ms)
+        .bind(o.first_token_ms)
+        .bind(o.total_ms)
+        .bind(o.prompt_tokens)
+        .bind(o.completion_tokens)
+        .bind(id.as_uuid())
+        .execute(&self.pool)
+        .await?;
+        Ok(Durable::done(done.rows_affected() == 1))
+    }
+
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
         let row = sqlx::query(&format!("SELECT {COLUMNS} FROM tasks WHERE task_id = $1"))
             .bind(id.as_uuid())
@@ -362,6 +410,15 @@ mod tests {
             return;
         };
         super::super::contract_tests::done_pages(&s).await;
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_task_keeps_its_reason_and_gets_its_partial_answer() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        super::super::contract_tests::cancelled(&s).await;
         s.drop_schema(&schema).await.unwrap();
     }
 

@@ -23,6 +23,8 @@ use crate::domain::{
     Domain, InternalTask, Lane, ModelName, Person, TaskId, TaskStatus, ThreadId, WorkerName,
 };
 
+#[cfg(test)]
+mod migration_tests;
 mod writer;
 
 /// Reads go to the pool; writes go through one writer thread that commits them in batches
@@ -62,6 +64,17 @@ impl SqliteStore {
 
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// Hands `op` to the writer; the handle resolves to whether it changed the row.
+    async fn changed(&self, id: TaskId, op: Op) -> Result<Durable<bool>, StoreError> {
+        let pending = self.writer.send(op).await?;
+        Ok(Durable::new(async move {
+            match pending.done().await? {
+                Done::Finished(changed) => Ok(changed),
+                other => Err(unexpected(id, other)),
+            }
+        }))
     }
 
     /// Waits until every write handed to the writer before now is committed, so that a
@@ -116,17 +129,27 @@ impl TaskStore for SqliteStore {
     }
 
     async fn finish(&self, id: TaskId, o: &TaskOutcome) -> Result<Durable<bool>, StoreError> {
-        let op = Op::Finish {
-            id,
-            outcome: Box::new(o.clone()),
-        };
-        let pending = self.writer.send(op).await?;
-        Ok(Durable::new(async move {
-            match pending.done().await? {
-                Done::Finished(changed) => Ok(changed),
-                other => Err(unexpected(id, other)),
-            }
-        }))
+        let outcome = Box::new(o.clone());
+        self.changed(id, Op::Finish { id, outcome }).await
+    }
+
+    async fn cancel(
+        &self,
+        id: TaskId,
+        at: DateTime<Utc>,
+        reason: &str,
+    ) -> Result<Durable<bool>, StoreError> {
+        let reason = reason.to_owned();
+        self.changed(id, Op::Cancel { id, at, reason }).await
+    }
+
+    async fn record_partial(
+        &self,
+        id: TaskId,
+        o: &TaskOutcome,
+    ) -> Result<Durable<bool>, StoreError> {
+        let outcome = Box::new(o.clone());
+        self.changed(id, Op::Partial { id, outcome }).await
     }
 
     async fn get(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
@@ -265,6 +288,12 @@ mod tests {
     async fn finished_tasks_are_paged_oldest_first() {
         let (_d, s) = store().await;
         super::super::contract_tests::done_pages(&s).await;
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_task_keeps_its_reason_and_gets_its_partial_answer() {
+        let (_d, s) = store().await;
+        super::super::contract_tests::cancelled(&s).await;
     }
 
     /// A database made before there were people (migrations 0001 and 0002 only) opens

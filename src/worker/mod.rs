@@ -128,18 +128,18 @@ impl Worker {
         let job = async move {
             // One token for both ends: the task's cancellation, and shutdown's (its parent).
             match self.cancels.watch(delivery.job.task_id, &self.abort) {
-                Some(watch) => tokio::select! {
-                    () = self.execute(&delivery) => {}
-                    () = watch.cancelled() => {
-                        if self.abort.is_cancelled() {
-                            tracing::warn!(worker = %self.handle.name(), "task abandoned at shutdown; it will be queued again at the next start");
-                        } else {
-                            // Its row and its client were told by whoever cancelled it.
-                            tracing::info!(worker = %self.handle.name(), "task cancelled; its backend call was dropped");
-                            self.ack(&delivery).await;
-                        }
+                Some(watch) => {
+                    // What the answer sent so far outlives the run, which a cancel drops
+                    // (and with it the backend call) at once.
+                    let mut got = run::Collected::default();
+                    let stopped = tokio::select! {
+                        () = self.execute(&delivery, &mut got) => false,
+                        () = watch.cancelled() => true,
+                    };
+                    if stopped {
+                        self.stopped(&delivery, &got).await;
                     }
-                },
+                }
                 None => {
                     tracing::info!(worker = %self.handle.name(), "task cancelled before it started; skipped");
                     self.ack(&delivery).await;

@@ -8,7 +8,7 @@ use crate::backend::perf::Sample;
 use crate::backend::registry::{InFlight, WorkerStatus};
 use crate::backend::{BackendError, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
-use crate::domain::{Lane, TaskStatus, WorkerName};
+use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
 use crate::events::TaskEvent;
 use crate::memory::Exchange;
 use crate::queue::{Delivery, Job};
@@ -22,11 +22,15 @@ struct Opened {
     fallback: Option<String>,
 }
 
-/// What a stream produced so far.
+/// What a job's answer has sent its client so far: when the job started here, and each
+/// chunk once it was passed on.
 #[derive(Default)]
-struct Collected {
+pub(super) struct Collected {
+    started: Option<DateTime<Utc>>,
     content: String,
     tool_calls: Vec<ToolCall>,
+    /// The token chunks passed on (content, reasoning, tool calls): one token each.
+    tokens: i64,
     first_token_at: Option<DateTime<Utc>>,
     usage: Option<Usage>,
     /// Why the web lane answered from the local model alone, if it did.
@@ -67,14 +71,39 @@ impl Collected {
             completion_tokens: self.usage.as_ref().map(|u| i64::from(u.completion_tokens)),
         }
     }
+
+    /// What a cancelled task's row gets from this worker: the answer as far as it was
+    /// passed on, and how many tokens that was (the backend's count is only in its final
+    /// record); `None` when the job had not started here.
+    fn partial(&self, job: &Job, worker: &WorkerName) -> Option<TaskOutcome> {
+        let mut outcome = self.outcome(job, worker, self.started?);
+        outcome.status = TaskStatus::Cancelled;
+        if outcome.completion_tokens.is_none() && self.first_token_at.is_some() {
+            outcome.completion_tokens = Some(self.tokens);
+        }
+        Some(outcome)
+    }
+
+    /// Keeps a chunk that was passed on.
+    fn keep(&mut self, chunk: &Chunk) {
+        self.tokens += 1;
+        match chunk {
+            Chunk::Content { text } => self.content.push_str(text),
+            Chunk::ToolCalls { calls } => self.tool_calls.extend(calls.iter().cloned()),
+            Chunk::Reasoning { .. } | Chunk::Done { .. } => {}
+        }
+    }
 }
 
 impl Worker {
     /// Runs one delivered job to its end. It is acknowledged once what it led to is
     /// settled (recorded and durable, handed on, or skipped), and a finished turn is
     /// remembered only after that, when its answer was delivered.
-    pub(super) async fn execute(&self, delivery: &Delivery) {
-        let outcome = self.settle(delivery).await;
+    ///
+    /// `got` holds what the answer sent, for [`stopped`](Self::stopped) when a cancel
+    /// drops this run.
+    pub(super) async fn execute(&self, delivery: &Delivery, got: &mut Collected) {
+        let outcome = self.settle(delivery, got).await;
         self.ack(delivery).await;
         if outcome.is_some() {
             self.handle.keep_learned().await;
@@ -86,7 +115,7 @@ impl Worker {
 
     /// Everything a job leads to before its acknowledgement. Returns the outcome recorded
     /// when the job ran here; `None` when it did not run or was handed on.
-    async fn settle(&self, delivery: &Delivery) -> Option<TaskOutcome> {
+    async fn settle(&self, delivery: &Delivery, got: &mut Collected) -> Option<TaskOutcome> {
         let job = &delivery.job;
         if let Some(reason) = &delivery.dead_letter {
             self.fail_dead_letter(delivery, reason).await;
@@ -97,28 +126,54 @@ impl Worker {
             return None;
         }
         let started = Utc::now();
+        got.started = Some(started);
         let tokens = job.request.estimated_prompt_tokens();
         let mut in_flight =
             self.handle
                 .start_request(&job.request.model, job.thread_id.as_ref(), tokens);
         let was_loaded = !in_flight.cold;
         let opened = self.claim_and_open(delivery, started).await?;
-        let mut got = Collected::default();
         let result = match opened {
             Ok(opened) => {
                 got.fallback = opened.fallback;
-                self.forward(job, opened.chunks, &mut got, &mut in_flight)
-                    .await
+                self.forward(job, opened.chunks, got, &mut in_flight).await
             }
             Err(e) => Err(e),
         };
         drop(in_flight);
         if result.is_ok() {
-            self.learn(job, was_loaded, started, &got);
+            self.learn(job, was_loaded, started, got);
         }
-        let (outcome, terminal) = self.conclude(job, started, &got, result).await?;
-        self.record(job, &outcome, terminal).await;
-        Some(outcome)
+        let (outcome, terminal) = self.conclude(job, started, got, result).await?;
+        self.record(job, &outcome, terminal)
+            .await
+            .then_some(outcome)
+    }
+
+    /// After a cancel dropped the job's run (and its backend call with it): the answer as
+    /// far as it went goes onto the cancelled row, then the job is acknowledged. At
+    /// shutdown nothing is written: the row stays running, and is queued again at the
+    /// next start.
+    pub(super) async fn stopped(&self, delivery: &Delivery, got: &Collected) {
+        let me = self.handle.name();
+        if self.abort.is_cancelled() {
+            tracing::warn!(worker = %me, "task abandoned at shutdown; it will be queued again at the next start");
+            return;
+        }
+        tracing::info!(worker = %me, tokens = got.tokens, "task cancelled; its backend call was dropped");
+        if let Some(partial) = got.partial(&delivery.job, me) {
+            self.record_partial(delivery.job.task_id, &partial).await;
+        }
+        self.ack(delivery).await;
+    }
+
+    /// Writes what a cancelled task's answer sent onto its row, which ends cancelled
+    /// whether or not the cancel's own write landed first. Returns once it is durable.
+    async fn record_partial(&self, task_id: TaskId, partial: &TaskOutcome) {
+        let written = async { self.store.record_partial(task_id, partial).await?.await };
+        if let Err(e) = written.await {
+            tracing::error!(error = %e, "could not record the cancelled task's partial answer");
+        }
     }
 
     /// Fails the task of a job the queue gave up on, without running it.
@@ -138,7 +193,9 @@ impl Worker {
     /// Claims the task and opens the backend's answer; `None` when the job must not run.
     ///
     /// A fresh job's claim is written while the backend call starts: it almost never
-    /// fails, and the row is then durable before the first token is passed on. A
+    /// fails, and the row is then durable before the first token is passed on; when it
+    /// says the job must not run (its task was cancelled while queued), the backend call
+    /// is dropped there, before it answers. A
     /// redelivered job (its task may have finished meanwhile) is claimed first; a job
     /// handed over directly was claimed with its row. `Started` goes out as soon as
     /// the claim is made, while the backend call is under way: a client waiting for a
@@ -149,18 +206,30 @@ impl Worker {
         started: DateTime<Utc>,
     ) -> Option<Result<Opened, BackendError>> {
         let job = &delivery.job;
-        let (claim, opened) = if delivery.deliveries <= 1 && job.attempt == 0 {
-            let (claim, opened) = tokio::join!(self.claim(delivery, started), self.open(job));
-            (claim, Some(opened))
-        } else {
-            (self.claim(delivery, started).await, None)
+        if delivery.deliveries > 1 || job.attempt > 0 {
+            let claim = self.claim(delivery, started).await;
+            if !self.may_run(job, claim).await {
+                return None;
+            }
+            return Some(self.open(job).await);
+        }
+        let open = self.open(job);
+        let claim = self.claim(delivery, started);
+        tokio::pin!(open, claim);
+        let mut opened = None;
+        let claim = tokio::select! {
+            claim = &mut claim => claim,
+            result = &mut open => {
+                opened = Some(result);
+                claim.await
+            }
         };
         if !self.may_run(job, claim).await {
             return None;
         }
         Some(match opened {
             Some(opened) => opened,
-            None => self.open(job).await,
+            None => open.await,
         })
     }
 
@@ -253,13 +322,23 @@ impl Worker {
     /// Records the outcome, then sends the client the `terminal` event. The outcome is
     /// written before the client hears the end (so whoever reads the task after the
     /// answer sees it), and this returns once it is durable, so that the job is
-    /// acknowledged only then.
-    async fn record(&self, job: &Job, outcome: &TaskOutcome, terminal: TaskEvent) {
+    /// acknowledged only then. Returns false when the row had ended already: then a task
+    /// cancelled just as its answer ended gets that answer as its partial one.
+    async fn record(&self, job: &Job, outcome: &TaskOutcome, terminal: TaskEvent) -> bool {
         match self.store.finish(job.task_id, outcome).await {
             Ok(recording) => {
                 self.events.publish(job.task_id, terminal).await;
-                if let Err(e) = recording.await {
-                    tracing::error!(error = %e, "could not record the task's result");
+                match recording.await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let kept =
+                            async { self.store.record_partial(job.task_id, outcome).await?.await };
+                        if let Err(e) = kept.await {
+                            tracing::error!(error = %e, "could not record the cancelled task's answer");
+                        }
+                        return false;
+                    }
+                    Err(e) => tracing::error!(error = %e, "could not record the task's result"),
                 }
             }
             Err(e) => {
@@ -267,6 +346,7 @@ impl Worker {
                 self.events.publish(job.task_id, terminal).await;
             }
         }
+        true
     }
 
     /// Writes a finished turn to memory, after its answer was delivered, from what the job
@@ -353,20 +433,18 @@ impl Worker {
                 got.first_token_at = Some(Utc::now());
             }
             match &chunk {
-                Chunk::Content { text } => {
-                    got.content.push_str(text);
-                    in_flight.token();
-                }
-                Chunk::Reasoning { .. } => {}
-                Chunk::ToolCalls { calls } => got.tool_calls.extend(calls.iter().cloned()),
                 Chunk::Done { usage, .. } => {
                     got.usage = Some(usage.clone());
                     return Ok(chunk);
                 }
+                Chunk::Content { .. } => in_flight.token(),
+                Chunk::Reasoning { .. } | Chunk::ToolCalls { .. } => {}
             }
-            self.events
-                .publish(job.task_id, TaskEvent::Chunk { chunk })
-                .await;
+            let event = TaskEvent::Chunk {
+                chunk: chunk.clone(),
+            };
+            self.events.publish(job.task_id, event).await;
+            got.keep(&chunk);
         }
         Err(BackendError::Protocol {
             backend: self.handle.name().to_string(),

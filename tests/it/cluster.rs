@@ -15,14 +15,14 @@ use tokio::sync::oneshot;
 
 use crate::helpers::spawn_fake;
 
-struct Env {
+pub(crate) struct Env {
     db: String,
     redis: String,
-    schema: String,
+    pub(crate) schema: String,
     prefix: String,
 }
 
-fn env() -> Option<Env> {
+pub(crate) fn env() -> Option<Env> {
     let (Ok(db), Ok(redis)) = (std::env::var("DATABASE_URL"), std::env::var("REDIS_URL")) else {
         eprintln!("note: DATABASE_URL / REDIS_URL not set; cluster test skipped");
         return None;
@@ -83,7 +83,7 @@ async fn serve_in_process(
 }
 
 /// Polls `check` until it holds or `limit` passes (the state under test is external).
-async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+pub(crate) async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -95,7 +95,7 @@ where
     }
 }
 
-async fn worker_names(http: &reqwest::Client, base: &str) -> Vec<String> {
+pub(crate) async fn worker_names(http: &reqwest::Client, base: &str) -> Vec<String> {
     let Ok(res) = http.get(format!("{base}/workers")).send().await else {
         return vec![];
     };
@@ -122,7 +122,7 @@ async fn post_json(http: &reqwest::Client, url: &str, body: Value) -> Value {
         .unwrap()
 }
 
-async fn pg(env: &Env) -> sqlx::PgPool {
+pub(crate) async fn pg(env: &Env) -> sqlx::PgPool {
     sqlx::PgPool::connect(&env.db).await.unwrap()
 }
 
@@ -136,7 +136,7 @@ async fn statuses(pool: &sqlx::PgPool, schema: &str) -> Vec<(String, String, Opt
     .unwrap()
 }
 
-async fn cleanup(env: &Env) {
+pub(crate) async fn cleanup(env: &Env) {
     let pool = pg(env).await;
     let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {} CASCADE", env.schema))
         .execute(&pool)
@@ -233,7 +233,7 @@ async fn serve_routes_and_a_worker_process_runs_the_task() {
 }
 
 /// A `coordinator` child process; killed when dropped.
-struct Child(tokio::process::Child);
+pub(crate) struct Child(tokio::process::Child);
 
 impl Drop for Child {
     fn drop(&mut self) {
@@ -261,7 +261,7 @@ fn command(env: &Env, args: &[&str]) -> tokio::process::Command {
 }
 
 /// Starts `coordinator serve` and returns it with the address it listens on.
-async fn spawn_serve(env: &Env) -> (Child, String) {
+pub(crate) async fn spawn_serve(env: &Env) -> (Child, String) {
     let mut child = command(env, &["serve", "--listen", "127.0.0.1:0"])
         .stderr(Stdio::piped())
         .spawn()
@@ -274,7 +274,7 @@ async fn spawn_serve(env: &Env) -> (Child, String) {
     (Child(child), format!("http://{addr}"))
 }
 
-fn spawn_worker(env: &Env, name: &str, fake: &FakeLlmServer) -> Child {
+pub(crate) fn spawn_worker(env: &Env, name: &str, fake: &FakeLlmServer) -> Child {
     Child(
         command(
             env,
@@ -588,7 +588,7 @@ async fn a_cancel_reaches_the_worker_process_running_the_task() {
     .await;
     let rows = statuses(&pool, &env.schema).await;
     assert!(
-        rows.iter().any(|(t, s, _, _)| t == &id && s == "failed"),
+        rows.iter().any(|(t, s, _, _)| t == &id && s == "cancelled"),
         "the cancelled task stays cancelled: {rows:?}"
     );
     wstop.send(()).unwrap();

@@ -582,11 +582,12 @@ async fn a_cancelled_task_stops_where_it_is() {
     assert_eq!(status, 200, "{said}");
     assert_eq!(said["status"], "cancelled");
     let row: Value = app.task(&queued).await;
-    assert_eq!(row["status"], "failed", "{row}");
+    assert_eq!(row["status"], "cancelled", "{row}");
     assert!(
         row["error"].as_str().unwrap().contains("cancelled"),
         "{row}"
     );
+    assert!(row["response"].is_null(), "never started: {row}");
 
     app.fake.update_knobs(|k| k.stall_after = None);
     let (status, said) = cancel(running.clone()).await;
@@ -599,8 +600,21 @@ async fn a_cancelled_task_stops_where_it_is() {
         rest.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
     }
     assert!(rest.contains("cancelled"), "the client hears why: {rest}");
-    let row: Value = app.task(&running).await;
-    assert_eq!(row["status"], "failed", "{row}");
+    // The one token the client had is the partial answer on the cancelled row.
+    let row = app
+        .task_until(&running, |r| r["response"].is_string())
+        .await;
+    assert_eq!(row["status"], "cancelled", "{row}");
+    let partial = row["response"].as_str().unwrap();
+    assert!(
+        !partial.is_empty() && String::from_utf8_lossy(&first).contains(partial),
+        "{row}"
+    );
+    assert_eq!(row["completion_tokens"], 1, "{row}");
+    // Its stored events replay the partial answer and why it stopped.
+    let events = app.events(&running).await;
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["token", "error"], "{events:?}");
 
     // The slot is free again: a new task runs to its end, and the cancelled queued task
     // never reached the backend.
@@ -615,8 +629,13 @@ async fn a_cancelled_task_stops_where_it_is() {
     );
     let row: Value = app.task(&queued).await;
     assert_eq!(
-        row["status"], "failed",
+        row["status"], "cancelled",
         "a cancelled task stays cancelled: {row}"
+    );
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("coordinator_tasks_cancelled_total 2\n"),
+        "{metrics}"
     );
 
     let (status, said) = cancel(next).await;

@@ -75,6 +75,23 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Waits (bounded) until task `task_id`'s row satisfies `check`; returns it. For what
+    /// no event tells: a cancelled task's partial answer is written after its end.
+    pub async fn task_until(&self, task_id: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let row = self.task(task_id).await;
+            if check(&row) {
+                return row;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the row never got there: {row}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     pub async fn finished_task(&self, task_id: &str) -> Value {
         let events = tokio::time::timeout(Duration::from_secs(30), self.events(task_id))
             .await

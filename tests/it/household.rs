@@ -10,14 +10,14 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, spawn_app_with};
 
-const CHAT: &str = "qwen2.5:7b";
+pub(crate) const CHAT: &str = "qwen2.5:7b";
 const CODER: &str = "qwen2.5-coder:7b";
 
 async fn one_model_machine(answer_tokens: (usize, usize)) -> FakeLlmServer {
     machine(answer_tokens, 50.0).await
 }
 
-async fn machine(answer_tokens: (usize, usize), eval_tps: f64) -> FakeLlmServer {
+pub(crate) async fn machine(answer_tokens: (usize, usize), eval_tps: f64) -> FakeLlmServer {
     FakeLlm::builder()
         .model(CHAT)
         .model(CODER)
@@ -54,7 +54,10 @@ async fn chat(app: &TestApp, model: &str, messages: Value) -> Value {
 }
 
 /// Waits (bounded) until `check` holds for the machine's stats.
-async fn stats_until(fake: &FakeLlmServer, check: impl Fn(&SimStats) -> bool) -> SimStats {
+pub(crate) async fn stats_until(
+    fake: &FakeLlmServer,
+    check: impl Fn(&SimStats) -> bool,
+) -> SimStats {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let stats = fake.stats();
@@ -121,6 +124,21 @@ async fn a_cancelled_task_stops_its_generation_on_the_machine() {
     let g = app.fake.generations().pop().unwrap();
     assert!(g.cancelled && g.tokens < 1000, "{g:?}");
     assert_eq!(stats.tokens_generated, u64::from(g.tokens));
+    let row = app.task_until(&id, |r| r["response"].is_string()).await;
+    assert_eq!(row["status"], "cancelled", "{row}");
+    assert!(
+        row["error"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled: asked by the client"),
+        "{row}"
+    );
+    let partial = row["response"].as_str().unwrap();
+    let tokens = row["completion_tokens"].as_u64().unwrap();
+    assert!(
+        !partial.is_empty() && (1..=u64::from(g.tokens)).contains(&tokens),
+        "{row} {g:?}"
+    );
 
     chat(
         &app,
@@ -174,8 +192,26 @@ async fn row_ended(app: &TestApp, id: &str) -> Value {
     }
 }
 
+/// What an NDJSON answer (Ollama's `/api/chat`) holds: its text and how many token lines.
+pub(crate) fn ndjson_text(bytes: &[u8]) -> (String, u64) {
+    let mut text = String::new();
+    let mut tokens = 0;
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let value: Value = serde_json::from_slice(line).unwrap();
+        if let Some(t) = value["message"]["content"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+        {
+            text.push_str(t);
+            tokens += 1;
+        }
+    }
+    (text, tokens)
+}
+
 /// Stop means stop: Open WebUI's Stop button closes the stream, and the generation on the
-/// machine ends with it; the row says why.
+/// machine ends with it, within 100 ms; the row ends cancelled with the reason and the
+/// answer as far as it went, which begins with what the client had read.
 #[tokio::test]
 async fn a_client_that_closes_its_stream_stops_the_generation() {
     let app = app_on(machine((1000, 1000), 10.0).await).await;
@@ -192,16 +228,37 @@ async fn a_client_that_closes_its_stream_stops_the_generation() {
         .to_owned();
     let mut body = res.bytes_stream();
     let first = body.next().await.expect("the answer started").unwrap();
-    assert!(!first.is_empty());
+    let (read, read_tokens) = ndjson_text(&first);
+    assert!(read_tokens > 0, "{first:?}");
+    let closed = Instant::now();
     drop(body);
     let stats = stats_until(&app.fake, |s| s.cancelled == 1).await;
+    let stopped_after = closed.elapsed();
     let g = app.fake.generations().pop().unwrap();
+    // A token every millisecond here: what the machine made after the client left.
+    eprintln!(
+        "stop: generation ended {stopped_after:?} after the close; {} tokens made, {read_tokens} read",
+        g.tokens
+    );
+    assert!(
+        stopped_after < Duration::from_millis(100),
+        "the backend call was dropped {stopped_after:?} after the client left"
+    );
     assert!(g.tokens < 1000, "{g:?}");
     assert_eq!(stats.tokens_generated, u64::from(g.tokens));
-    let row = row_ended(&app, &id).await;
-    assert_eq!(row["status"], "failed", "{row}");
+    let row = app.task_until(&id, |r| r["response"].is_string()).await;
+    assert_eq!(row["status"], "cancelled", "{row}");
     let error = row["error"].as_str().unwrap();
     assert!(error.contains("cancelled: the client went away"), "{row}");
+    let partial = row["response"].as_str().unwrap();
+    assert!(partial.starts_with(&read), "{row} / {read:?}");
+    let tokens = row["completion_tokens"].as_u64().unwrap();
+    assert!(
+        (read_tokens..=u64::from(g.tokens)).contains(&tokens),
+        "{row} {g:?}"
+    );
+    assert!(row["first_token_ms"].is_u64(), "{row}");
+    assert_eq!(row["worker_id"], "moon", "{row}");
     app.stop().await;
 }
 
@@ -251,6 +308,7 @@ async fn a_queued_task_whose_client_left_never_starts() {
     leaver.abort();
     let _ = leaver.await;
     let row = row_ended(&app, &queued_id).await;
+    assert_eq!(row["status"], "cancelled", "{row}");
     assert!(
         row["error"]
             .as_str()
@@ -258,6 +316,7 @@ async fn a_queued_task_whose_client_left_never_starts() {
             .contains("the client went away"),
         "{row}"
     );
+    assert!(row["response"].is_null(), "{row}");
     // The first answer goes on to its end, and nothing else ever ran.
     while let Some(chunk) = busy.next().await {
         chunk.unwrap();

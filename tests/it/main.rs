@@ -5,6 +5,7 @@
 
 mod browsers;
 mod cluster;
+mod cluster_stop;
 mod connections;
 mod error_shapes;
 mod foundation;

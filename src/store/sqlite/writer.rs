@@ -150,6 +150,17 @@ pub(super) enum Op {
         id: TaskId,
         outcome: Box<TaskOutcome>,
     },
+    /// A task's cancel (see `TaskStore::cancel`).
+    Cancel {
+        id: TaskId,
+        at: DateTime<Utc>,
+        reason: String,
+    },
+    /// The answer of a cancelled task, onto its row (see `TaskStore::record_partial`).
+    Partial {
+        id: TaskId,
+        outcome: Box<TaskOutcome>,
+    },
     /// Writes nothing: answered once every write handed over before it is committed.
     Barrier,
 }
@@ -162,6 +173,8 @@ impl Op {
             Op::Claim { id, .. } => format!("claim of task {id}"),
             Op::Requeue { id, .. } => format!("requeue of task {id}"),
             Op::Finish { id, .. } => format!("outcome of task {id}"),
+            Op::Cancel { id, .. } => format!("cancel of task {id}"),
+            Op::Partial { id, .. } => format!("partial answer of task {id}"),
             Op::Barrier => "barrier".to_owned(),
         }
     }
@@ -423,6 +436,41 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                     o.worker_id.as_ref().map(WorkerName::as_str),
                     o.response,
                     o.error,
+                    o.fallback_used,
+                    o.fallback_reason,
+                    o.queue_wait_ms,
+                    o.first_token_ms,
+                    o.total_ms,
+                    o.prompt_tokens,
+                    o.completion_tokens,
+                    id.to_string(),
+                ])?;
+            Ok(Done::Finished(changed == 1))
+        }
+        Op::Cancel { id, at, reason } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE tasks SET status = 'cancelled', error = ?, updated_at = ?, job = NULL \
+                     WHERE task_id = ? AND (status IN ('queued', 'running') \
+                     OR (status = 'cancelled' AND error IS NULL))",
+                )?
+                .execute(params![reason, ts(at), id.to_string()])?;
+            Ok(Done::Finished(changed == 1))
+        }
+        Op::Partial { id, outcome: o } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE tasks SET status = 'cancelled', job = NULL, updated_at = ?, \
+                     worker_id = COALESCE(?, worker_id), \
+                     response = ?, fallback_used = ?, fallback_reason = ?, \
+                     queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
+                     prompt_tokens = ?, completion_tokens = ? \
+                     WHERE task_id = ? AND status IN ('queued', 'running', 'cancelled')",
+                )?
+                .execute(params![
+                    ts(&o.at),
+                    o.worker_id.as_ref().map(WorkerName::as_str),
+                    o.response,
                     o.fallback_used,
                     o.fallback_reason,
                     o.queue_wait_ms,
