@@ -1,11 +1,19 @@
 //! Redis Streams lanes for cluster mode (`[queue] type = "redis"`): how a stored task
 //! travels from `coordinator serve` to a `coordinator worker` on another machine.
 //!
-//! One stream per lane (`<prefix>tasks:llm:<model>`, `<prefix>tasks:web`, …) and one
-//! consumer group ([`GROUP`]) per stream, created with `MKSTREAM` from id `0` on first use
-//! (and again after a Redis restart lost it). `enqueue` is `XADD` of the serialised
-//! [`Job`]; `dequeue` is `XREADGROUP … BLOCK` over all of a worker's lanes; `ack` is `XACK`
+//! One stream per lane and priority class: `<prefix><lane>` for interactive jobs (and
+//! every job queued before priorities existed), `<prefix>background:<lane>` and
+//! `<prefix>batch:<lane>` for the others (no lane key starts with those words, so the
+//! two never mix), and one consumer group ([`GROUP`]) per stream, created with
+//! `MKSTREAM` from id `0` on first use (and again after a Redis restart lost it).
+//! `enqueue` is `XADD` of the serialised [`Job`] to its class's stream; `ack` is `XACK`
 //! plus `XDEL`, so a stream holds only jobs that are waiting or running.
+//!
+//! `dequeue` takes the job of best effective priority across a worker's streams, oldest
+//! first among equals ([`Aging::rank`]): it looks at the first waiting entry of each
+//! stream (one script, `take::heads`), whose id carries its enqueue time in ms, which
+//! gives the aging without extra state, and reads (`XREADGROUP`, no block) from the best
+//! one; with nothing waiting it blocks (`XREADGROUP … BLOCK`) over all of them.
 //!
 //! Delivery is at least once. A job stays pending for its consumer until acknowledged.
 //! While this process is alive it renews the lease of every job it holds (`XCLAIM` to
@@ -50,8 +58,16 @@ use tokio_util::task::AbortOnDropHandle;
 use self::connection::{is_no_group, lock};
 use self::lease::{Unleased, keep_leases};
 use self::take::Taken;
+use super::priority::{Aging, Priority};
 use super::{Delivery, Job, Queue, QueueError};
 use crate::domain::{Lane, TaskId, WorkerName};
+
+/// What one round of `dequeue` took: an entry held from an earlier read, or entries
+/// read now.
+enum Pick {
+    Held(Taken),
+    Read(Vec<Taken>),
+}
 
 /// The consumer group of every lane stream.
 pub const GROUP: &str = "workers";
@@ -75,6 +91,8 @@ pub struct RedisQueueOptions {
     /// that got it is on the job's avoid list; after that it runs where it lands.
     /// Default 3.
     pub max_avoid_passes: u32,
+    /// How waiting jobs are promoted (`[scheduler] aging_s`). Default 60 s.
+    pub aging: Aging,
 }
 
 impl Default for RedisQueueOptions {
@@ -84,6 +102,7 @@ impl Default for RedisQueueOptions {
             max_deliveries: 3,
             block: Duration::from_secs(5),
             max_avoid_passes: 3,
+            aging: Aging::default(),
         }
     }
 }
@@ -155,9 +174,14 @@ impl RedisQueue {
         self.inner.consumer(worker)
     }
 
-    /// The stream key of `lane`.
+    /// The stream key of `lane`'s interactive jobs (and of jobs queued before priorities).
     pub fn stream_key(&self, lane: &Lane) -> String {
-        self.inner.key(lane)
+        self.inner.key(lane, Priority::Interactive)
+    }
+
+    /// The stream key of `lane`'s jobs of `priority`.
+    pub fn class_stream_key(&self, lane: &Lane, priority: Priority) -> String {
+        self.inner.key(lane, priority)
     }
 }
 
@@ -170,8 +194,34 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl Inner {
-    fn key(&self, lane: &Lane) -> String {
-        format!("{}{}", self.prefix, lane)
+    /// The stream of `lane`'s jobs of `priority` (see the module doc).
+    fn key(&self, lane: &Lane, priority: Priority) -> String {
+        match priority {
+            Priority::Interactive => format!("{}{lane}", self.prefix),
+            other => format!("{}{other}:{lane}", self.prefix),
+        }
+    }
+
+    /// Every stream of `lanes`, each lane's classes together.
+    fn keys(&self, lanes: &[Lane]) -> Vec<String> {
+        lanes
+            .iter()
+            .flat_map(|l| Priority::ALL.map(|p| self.key(l, p)))
+            .collect()
+    }
+
+    /// The lane and class of a stream key, when it is one of this queue's.
+    fn lane_of(&self, key: &str) -> Option<(Lane, Priority)> {
+        let rest = key.strip_prefix(&self.prefix)?;
+        for p in [Priority::Background, Priority::Batch] {
+            if let Some(lane) = rest
+                .strip_prefix(p.as_str())
+                .and_then(|r| r.strip_prefix(':'))
+            {
+                return Lane::parse(lane).ok().map(|l| (l, p));
+            }
+        }
+        Lane::parse(rest).ok().map(|l| (l, Priority::Interactive))
     }
 
     fn consumer(&self, worker: &WorkerName) -> String {
@@ -219,22 +269,19 @@ impl Inner {
         lock(&self.cursors).clear();
     }
 
-    /// One round of `dequeue`: a held entry, else stale ones, else new ones (blocking).
-    /// `Ok(None)` when nothing came or what came was not for this worker.
+    /// One round of `dequeue`: the best of the entries held for this worker (stale ones
+    /// of dead consumers taken over now among them) and the first waiting entry of each
+    /// stream, else new ones (blocking). `Ok(None)` when nothing came or what came was not for this worker.
     async fn next(&self, worker: &WorkerName, keys: &[String]) -> RedisResult<Option<Delivery>> {
         let consumer = self.consumer(worker);
-        let first = match self.take_held(worker, keys) {
-            Some(t) => t,
-            None => {
-                self.ensure_groups(keys).await?;
-                let mut taken = self.reclaim(keys, &consumer).await?;
-                if taken.is_empty() {
-                    taken = self.read_new(keys, &consumer).await?;
-                }
+        let first = match self.pick(worker, keys, &consumer).await? {
+            Pick::Held(t) => t,
+            Pick::Read(mut taken) => {
                 // From here until a delivery is returned or held, this instance keeps
                 // the entries alive; the guard below gives the first one up on any exit.
                 self.lease(&taken, &consumer);
-                taken.sort_by_key(Taken::age);
+                let now = take::now_ms();
+                taken.sort_by_key(|t| t.order(self.options.aging, now));
                 let mut taken = taken.into_iter();
                 let Some(first) = taken.next() else {
                     return Ok(None);
@@ -252,6 +299,36 @@ impl Inner {
         let delivery = self.screen(first, worker).await?;
         guard.armed = delivery.is_none();
         Ok(delivery)
+    }
+
+    /// Where the next entry comes from (see [`Inner::next`]).
+    async fn pick(
+        &self,
+        worker: &WorkerName,
+        keys: &[String],
+        consumer: &str,
+    ) -> RedisResult<Pick> {
+        self.ensure_groups(keys).await?;
+        // Taken over from a dead consumer: held here, to compete with what waits.
+        let stale = self.reclaim(keys, consumer).await?;
+        self.lease(&stale, consumer);
+        self.hold(worker, stale);
+        let heads = self.heads(keys).await?;
+        let now = take::now_ms();
+        let aging = self.options.aging;
+        let best_head = heads.iter().min_by_key(|t| t.order(aging, now));
+        let best_held = self.best_held(worker, keys, aging, now);
+        Ok(match (best_held, best_head) {
+            (Some(held), Some(head)) if head.order(aging, now) < held => {
+                Pick::Read(self.read_waiting(&head.key, consumer).await?)
+            }
+            (Some(_), _) => match self.take_held(worker, keys, aging, now) {
+                Some(t) => Pick::Held(t),
+                None => Pick::Read(Vec::new()),
+            },
+            (None, Some(head)) => Pick::Read(self.read_waiting(&head.key, consumer).await?),
+            (None, None) => Pick::Read(self.read_new(keys, consumer).await?),
+        })
     }
 
     /// Turns an entry into a delivery, or deals with it here: an unreadable job is
@@ -344,7 +421,7 @@ impl Queue for RedisQueue {
     /// and the store's idempotent `claim`/`finish` absorb.
     async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
         let inner = &self.inner;
-        let key = inner.key(&job.lane);
+        let key = inner.key(&job.lane, job.priority);
         let text = serde_json::to_string(&job)
             .map_err(|e| QueueError::Backend(format!("cannot serialise the job: {e}")))?;
         with_retries(|| async {
@@ -375,7 +452,7 @@ impl Queue for RedisQueue {
     /// the lease: delayed, not lost.
     async fn dequeue(&self, lanes: &[Lane], consumer: &WorkerName) -> Result<Delivery, QueueError> {
         let inner = &self.inner;
-        let keys: Vec<String> = lanes.iter().map(|l| inner.key(l)).collect();
+        let keys = inner.keys(lanes);
         if keys.is_empty() {
             return std::future::pending().await;
         }
@@ -401,7 +478,7 @@ impl Queue for RedisQueue {
     /// `XACK` + `XDEL`. A job whose group or stream is gone (Redis restarted) counts as
     /// acknowledged.
     async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError> {
-        let key = self.inner.key(&delivery.job.lane);
+        let key = self.inner.key(&delivery.job.lane, delivery.job.priority);
         let done = with_retries(|| self.inner.remove(&key, &delivery.receipt)).await;
         match done {
             Err(e) if !is_no_group(&e) => Err(backend(e)),
@@ -409,18 +486,15 @@ impl Queue for RedisQueue {
         }
     }
 
-    /// Jobs waiting (not yet handed out) per lane, from `XLEN` less the group's pending
-    /// count; lanes with none are left out.
+    /// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less
+    /// the group's pending count of each stream; lanes with none are left out.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
         let inner = &self.inner;
         let mut commands = inner.redis.commands();
         let keys = inventory::lane_keys(inner).await?;
-        let mut out = Vec::new();
+        let mut out: HashMap<Lane, usize> = HashMap::new();
         for key in keys {
-            let Some(lane) = key
-                .strip_prefix(&inner.prefix)
-                .and_then(|l| Lane::parse(l).ok())
-            else {
+            let Some((lane, _)) = inner.lane_of(&key) else {
                 continue;
             };
             let (len, groups): (usize, StreamInfoGroupsReply) = redis::pipe()
@@ -439,10 +513,18 @@ impl Queue for RedisQueue {
                 .map_or(0, |g| g.pending);
             let waiting = len.saturating_sub(pending);
             if waiting > 0 {
-                out.push((lane, waiting));
+                *out.entry(lane).or_default() += waiting;
             }
         }
+        let mut out: Vec<(Lane, usize)> = out.into_iter().collect();
+        out.sort();
         Ok(out)
+    }
+
+    /// Counts the waiting entries of `lane`'s streams (those after each group's last
+    /// delivered id) that go before the task's, by [`Aging::rank`] and age now.
+    async fn position(&self, lane: &Lane, task_id: TaskId) -> Result<Option<usize>, QueueError> {
+        inventory::position(&self.inner, lane, task_id).await
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -454,5 +536,7 @@ impl Queue for RedisQueue {
     }
 }
 
+#[cfg(test)]
+mod priority_tests;
 #[cfg(test)]
 mod tests;

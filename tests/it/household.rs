@@ -10,14 +10,14 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, spawn_app_with};
 
-const CHAT: &str = "qwen2.5:7b";
+pub(crate) const CHAT: &str = "qwen2.5:7b";
 const CODER: &str = "qwen2.5-coder:7b";
 
 async fn one_model_machine(answer_tokens: (usize, usize)) -> FakeLlmServer {
     machine(answer_tokens, 50.0).await
 }
 
-async fn machine(answer_tokens: (usize, usize), eval_tps: f64) -> FakeLlmServer {
+pub(crate) async fn machine(answer_tokens: (usize, usize), eval_tps: f64) -> FakeLlmServer {
     FakeLlm::builder()
         .model(CHAT)
         .model(CODER)
@@ -54,7 +54,10 @@ async fn chat(app: &TestApp, model: &str, messages: Value) -> Value {
 }
 
 /// Waits (bounded) until `check` holds for the machine's stats.
-async fn stats_until(fake: &FakeLlmServer, check: impl Fn(&SimStats) -> bool) -> SimStats {
+pub(crate) async fn stats_until(
+    fake: &FakeLlmServer,
+    check: impl Fn(&SimStats) -> bool,
+) -> SimStats {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let stats = fake.stats();

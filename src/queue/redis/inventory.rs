@@ -1,26 +1,37 @@
 //! What the Redis lanes hold: their keys, and the tasks in them (waiting or handed out and
-//! not yet acknowledged), so the router can find tasks the queue lost in a Redis restart.
+//! not yet acknowledged), so the router can find tasks the queue lost in a Redis restart,
+//! and where a waiting task stands in its lane.
 
 use std::collections::HashSet;
 
 use redis::streams::StreamRangeReply;
 
 use super::connection::glob_escape;
-use super::{FIELD_JOB, Inner, Job, backend};
-use crate::domain::TaskId;
+use super::take::now_ms;
+use super::{FIELD_JOB, Inner, Job, Priority, backend};
+use crate::domain::{Lane, TaskId};
 use crate::queue::QueueError;
 
-/// Every lane stream under this queue's prefix.
+/// Every lane stream under this queue's prefix, of every priority class.
 pub(super) async fn lane_keys(inner: &Inner) -> Result<Vec<String>, QueueError> {
-    let pattern = format!("{}tasks:*", glob_escape(&inner.prefix));
-    let mut commands = inner.redis.commands();
     let mut keys = Vec::new();
+    for class in ["", "background:", "batch:"] {
+        let pattern = format!("{}{class}tasks:*", glob_escape(&inner.prefix));
+        scan(inner, &pattern, &mut keys).await?;
+    }
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
+}
+
+async fn scan(inner: &Inner, pattern: &str, keys: &mut Vec<String>) -> Result<(), QueueError> {
+    let mut commands = inner.redis.commands();
     let mut cursor: u64 = 0;
     loop {
         let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(&pattern)
+            .arg(pattern)
             .arg("COUNT")
             .arg(200)
             .arg("TYPE")
@@ -31,12 +42,34 @@ pub(super) async fn lane_keys(inner: &Inner) -> Result<Vec<String>, QueueError> 
         keys.extend(batch);
         cursor = next;
         if cursor == 0 {
-            break;
+            return Ok(());
         }
     }
-    keys.sort();
-    keys.dedup();
-    Ok(keys)
+}
+
+/// Where the job of `task_id` stands among the jobs waiting in `lane` (1 = next), by
+/// [`super::Aging::rank`] and age now; `None` when it does not wait there.
+pub(super) async fn position(
+    inner: &Inner,
+    lane: &Lane,
+    task_id: TaskId,
+) -> Result<Option<usize>, QueueError> {
+    let keys: Vec<String> = Priority::ALL.iter().map(|p| inner.key(lane, *p)).collect();
+    let waiting = inner.waiting(&keys, 0).await.map_err(backend)?;
+    let (aging, now) = (inner.options.aging, now_ms());
+    let Some(mine) = waiting
+        .iter()
+        .find(|t| t.job.as_ref().is_some_and(|j| j.task_id == task_id))
+        .map(|t| t.order(aging, now))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(
+        1 + waiting
+            .iter()
+            .filter(|t| t.order(aging, now) < mine)
+            .count(),
+    ))
 }
 
 /// The task of every entry in every lane (entries stay until acknowledged).
