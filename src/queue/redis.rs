@@ -51,7 +51,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::streams::StreamInfoGroupsReply;
 use redis::{RedisError, RedisResult};
 use tokio_util::task::AbortOnDropHandle;
 
@@ -61,13 +60,6 @@ use self::take::Taken;
 use super::priority::{Aging, Priority};
 use super::{Delivery, Job, Queue, QueueError};
 use crate::domain::{Lane, TaskId, WorkerName};
-
-/// What one round of `dequeue` took: an entry held from an earlier read, or entries
-/// read now.
-enum Pick {
-    Held(Taken),
-    Read(Vec<Taken>),
-}
 
 /// The consumer group of every lane stream.
 pub const GROUP: &str = "workers";
@@ -269,27 +261,21 @@ impl Inner {
         lock(&self.cursors).clear();
     }
 
-    /// One round of `dequeue`: the best of the entries held for this worker (stale ones
-    /// of dead consumers taken over now among them) and the first waiting entry of each
-    /// stream, else new ones (blocking). `Ok(None)` when nothing came or what came was not for this worker.
+    /// One round of `dequeue` (what it takes: [`Inner::pick`]). `Ok(None)` when nothing
+    /// came or what came was not for this worker.
     async fn next(&self, worker: &WorkerName, keys: &[String]) -> RedisResult<Option<Delivery>> {
         let consumer = self.consumer(worker);
-        let first = match self.pick(worker, keys, &consumer).await? {
-            Pick::Held(t) => t,
-            Pick::Read(mut taken) => {
-                // From here until a delivery is returned or held, this instance keeps
-                // the entries alive; the guard below gives the first one up on any exit.
-                self.lease(&taken, &consumer);
-                let now = take::now_ms();
-                taken.sort_by_key(|t| t.order(self.options.aging, now));
-                let mut taken = taken.into_iter();
-                let Some(first) = taken.next() else {
-                    return Ok(None);
-                };
-                self.hold(worker, taken.collect());
-                first
-            }
+        let mut taken = self.pick(worker, keys, &consumer).await?;
+        // From here until a delivery is returned or held, this instance keeps the
+        // entries alive; the guard below gives the first one up on any exit.
+        self.lease(&taken, &consumer);
+        let now = take::now_ms();
+        taken.sort_by_key(|t| t.order(self.options.aging, now));
+        let mut taken = taken.into_iter();
+        let Some(first) = taken.next() else {
+            return Ok(None);
         };
+        self.hold(worker, taken.collect());
         let mut guard = Unleased {
             inner: self,
             key: first.key.clone(),
@@ -299,36 +285,6 @@ impl Inner {
         let delivery = self.screen(first, worker).await?;
         guard.armed = delivery.is_none();
         Ok(delivery)
-    }
-
-    /// Where the next entry comes from (see [`Inner::next`]).
-    async fn pick(
-        &self,
-        worker: &WorkerName,
-        keys: &[String],
-        consumer: &str,
-    ) -> RedisResult<Pick> {
-        self.ensure_groups(keys).await?;
-        // Taken over from a dead consumer: held here, to compete with what waits.
-        let stale = self.reclaim(keys, consumer).await?;
-        self.lease(&stale, consumer);
-        self.hold(worker, stale);
-        let heads = self.heads(keys).await?;
-        let now = take::now_ms();
-        let aging = self.options.aging;
-        let best_head = heads.iter().min_by_key(|t| t.order(aging, now));
-        let best_held = self.best_held(worker, keys, aging, now);
-        Ok(match (best_held, best_head) {
-            (Some(held), Some(head)) if head.order(aging, now) < held => {
-                Pick::Read(self.read_waiting(&head.key, consumer).await?)
-            }
-            (Some(_), _) => match self.take_held(worker, keys, aging, now) {
-                Some(t) => Pick::Held(t),
-                None => Pick::Read(Vec::new()),
-            },
-            (None, Some(head)) => Pick::Read(self.read_waiting(&head.key, consumer).await?),
-            (None, None) => Pick::Read(self.read_new(keys, consumer).await?),
-        })
     }
 
     /// Turns an entry into a delivery, or deals with it here: an unreadable job is
@@ -489,36 +445,7 @@ impl Queue for RedisQueue {
     /// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less
     /// the group's pending count of each stream; lanes with none are left out.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
-        let inner = &self.inner;
-        let mut commands = inner.redis.commands();
-        let keys = inventory::lane_keys(inner).await?;
-        let mut out: HashMap<Lane, usize> = HashMap::new();
-        for key in keys {
-            let Some((lane, _)) = inner.lane_of(&key) else {
-                continue;
-            };
-            let (len, groups): (usize, StreamInfoGroupsReply) = redis::pipe()
-                .cmd("XLEN")
-                .arg(&key)
-                .cmd("XINFO")
-                .arg("GROUPS")
-                .arg(&key)
-                .query_async(&mut commands)
-                .await
-                .map_err(backend)?;
-            let pending = groups
-                .groups
-                .iter()
-                .find(|g| g.name == GROUP)
-                .map_or(0, |g| g.pending);
-            let waiting = len.saturating_sub(pending);
-            if waiting > 0 {
-                *out.entry(lane).or_default() += waiting;
-            }
-        }
-        let mut out: Vec<(Lane, usize)> = out.into_iter().collect();
-        out.sort();
-        Ok(out)
+        inventory::depths(&self.inner).await
     }
 
     /// Counts the waiting entries of `lane`'s streams (those after each group's last

@@ -4,11 +4,13 @@
 
 use std::collections::HashSet;
 
-use redis::streams::StreamRangeReply;
+use std::collections::HashMap;
+
+use redis::streams::{StreamInfoGroupsReply, StreamRangeReply};
 
 use super::connection::glob_escape;
 use super::take::now_ms;
-use super::{FIELD_JOB, Inner, Job, Priority, backend};
+use super::{FIELD_JOB, GROUP, Inner, Job, Priority, backend};
 use crate::domain::{Lane, TaskId};
 use crate::queue::QueueError;
 
@@ -91,5 +93,38 @@ pub(super) async fn task_ids(inner: &Inner) -> Result<HashSet<TaskId>, QueueErro
             }
         }
     }
+    Ok(out)
+}
+
+/// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less the
+/// group's pending count of each stream; lanes with none are left out.
+pub(super) async fn depths(inner: &Inner) -> Result<Vec<(Lane, usize)>, QueueError> {
+    let mut commands = inner.redis.commands();
+    let mut out: HashMap<Lane, usize> = HashMap::new();
+    for key in lane_keys(inner).await? {
+        let Some((lane, _)) = inner.lane_of(&key) else {
+            continue;
+        };
+        let (len, groups): (usize, StreamInfoGroupsReply) = redis::pipe()
+            .cmd("XLEN")
+            .arg(&key)
+            .cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&key)
+            .query_async(&mut commands)
+            .await
+            .map_err(backend)?;
+        let pending = groups
+            .groups
+            .iter()
+            .find(|g| g.name == GROUP)
+            .map_or(0, |g| g.pending);
+        let waiting = len.saturating_sub(pending);
+        if waiting > 0 {
+            *out.entry(lane).or_default() += waiting;
+        }
+    }
+    let mut out: Vec<(Lane, usize)> = out.into_iter().collect();
+    out.sort();
     Ok(out)
 }

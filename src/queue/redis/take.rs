@@ -240,6 +240,38 @@ impl Inner {
         Ok(read_reply(reply))
     }
 
+    /// What one round of `dequeue` takes (see [`Inner::next`]): the best of the entries
+    /// held for `worker` (stale ones of dead consumers taken over now among them) and the
+    /// first waiting entry of each stream, else new ones (blocking). The held entry comes
+    /// out of its hold; the others are taken now.
+    pub(super) async fn pick(
+        &self,
+        worker: &WorkerName,
+        keys: &[String],
+        consumer: &str,
+    ) -> RedisResult<Vec<Taken>> {
+        self.ensure_groups(keys).await?;
+        let stale = self.reclaim(keys, consumer).await?;
+        self.lease(&stale, consumer);
+        self.hold(worker, stale);
+        let heads = self.heads(keys).await?;
+        let now = now_ms();
+        let aging = self.options.aging;
+        let best_head = heads.iter().min_by_key(|t| t.order(aging, now));
+        let best_held = self.best_held(worker, keys, aging, now);
+        Ok(match (best_held, best_head) {
+            (Some(held), Some(head)) if head.order(aging, now) < held => {
+                self.read_waiting(&head.key, consumer).await?
+            }
+            (Some(_), _) => self
+                .take_held(worker, keys, aging, now)
+                .into_iter()
+                .collect(),
+            (None, Some(head)) => self.read_waiting(&head.key, consumer).await?,
+            (None, None) => self.read_new(keys, consumer).await?,
+        })
+    }
+
     /// Takes over entries whose lease ran out, at most one per stream.
     pub(super) async fn reclaim(&self, keys: &[String], consumer: &str) -> RedisResult<Vec<Taken>> {
         let starts: Vec<String> = {
