@@ -230,6 +230,28 @@ fn one_line(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn tasks_list_shows_each_task_s_priority() {
+        use crate::store::TaskStore;
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite::SqliteStore::open(&dir.path().join("c.db"))
+            .await
+            .unwrap();
+        let mut task = crate::testkit::samples::sample_task("nightly digest");
+        task.priority = crate::domain::Priority::Batch;
+        store.insert(task.clone()).await.unwrap().await.unwrap();
+        let row = store.get(task.task_id).await.unwrap().unwrap();
+        let line = list_line(&row);
+        let header = list_header();
+        let column = header.find("priority").unwrap();
+        assert_eq!(
+            line.get(column..column + 5),
+            Some("batch"),
+            "{header}\n{line}"
+        );
+        assert!(line.ends_with("nightly digest"), "{line}");
+    }
+
     #[test]
     fn worker_flags_make_a_cluster_config() {
         let mut cfg = Config::default();
