@@ -128,23 +128,33 @@ pub async fn tasks_list(cfg: &Config, wanted: &TasksWanted<'_>) -> anyhow::Resul
         limit: wanted.limit,
     };
     let store = open_store(cfg).await?;
-    println!(
-        "{:<36}  {:<19}  {:<7}  {:<16}  {:<18}  {:<12}  prompt",
-        "task_id", "created_at", "status", "person", "model", "internal"
-    );
+    println!("{}", list_header());
     for t in store.list(&filter).await? {
-        println!(
-            "{:<36}  {:<19}  {:<7}  {:<16}  {:<18}  {:<12}  {}",
-            t.task_id,
-            t.created_at.format("%Y-%m-%d %H:%M:%S"),
-            t.status,
-            t.person,
-            t.model,
-            t.internal_task.map_or("-", InternalTask::as_str),
-            one_line(&t.prompt, 60)
-        );
+        println!("{}", list_line(&t));
     }
     Ok(())
+}
+
+fn list_header() -> String {
+    format!(
+        "{:<36}  {:<19}  {:<7}  {:<16}  {:<18}  {:<12}  {:<11}  prompt",
+        "task_id", "created_at", "status", "person", "model", "internal", "priority"
+    )
+}
+
+/// One task of `tasks list`.
+fn list_line(t: &crate::store::TaskRecord) -> String {
+    format!(
+        "{:<36}  {:<19}  {:<7}  {:<16}  {:<18}  {:<12}  {:<11}  {}",
+        t.task_id,
+        t.created_at.format("%Y-%m-%d %H:%M:%S"),
+        t.status,
+        t.person,
+        t.model,
+        t.internal_task.map_or("-", InternalTask::as_str),
+        t.priority,
+        one_line(&t.prompt, 60)
+    )
 }
 
 /// `tasks show ID`: one task as JSON.
@@ -221,6 +231,28 @@ fn one_line(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn tasks_list_shows_each_task_s_priority() {
+        use crate::store::TaskStore;
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite::SqliteStore::open(&dir.path().join("c.db"))
+            .await
+            .unwrap();
+        let mut task = crate::testkit::samples::sample_task("nightly digest");
+        task.priority = crate::domain::Priority::Batch;
+        store.insert(task.clone()).await.unwrap().await.unwrap();
+        let row = store.get(task.task_id).await.unwrap().unwrap();
+        let line = list_line(&row);
+        let header = list_header();
+        let column = header.find("priority").unwrap();
+        assert_eq!(
+            line.get(column..column + 5),
+            Some("batch"),
+            "{header}\n{line}"
+        );
+        assert!(line.ends_with("nightly digest"), "{line}");
+    }
 
     #[test]
     fn worker_flags_make_a_cluster_config() {

@@ -8,6 +8,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use crate::queue::priority::Priority;
+
 /// Lower-case hex of `bytes`: how hashes become ids and names (`key-1a2b3c4d`, `h-…`).
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;

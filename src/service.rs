@@ -15,7 +15,7 @@ use crate::backend::BackendRequest;
 use crate::chat::{ChatMessage, Chunk, FinishReason, Role, Usage};
 use crate::config::Config;
 use crate::dispatch::{DispatchError, Dispatcher, Until};
-use crate::domain::{TaskId, TaskStatus, WorkerName};
+use crate::domain::{Priority, TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::limits::Refusal;
 use crate::memory::policy;
@@ -154,6 +154,7 @@ impl AppState {
             domain = %decision.domain,
             model = %decision.model,
             internal_task = decision.internal_task.map(|k| k.as_str()),
+            priority = %Priority::of_turn(turn.priority, decision.internal_task),
             web_search = decision.web_search(),
             named = decision.named,
             rules_answer = decision.rules_reply().is_some(),
@@ -163,6 +164,7 @@ impl AppState {
         // What the request allowed; a turn carrying retrieved documents is never memory,
         // and its row says so for whoever reads it back (a backfill).
         let remember = turn.remember && !decision.retrieved_context;
+        let priority = Priority::of_turn(turn.priority, decision.internal_task);
         let mut task = NewTask {
             task_id,
             created_at,
@@ -181,6 +183,7 @@ impl AppState {
             reasons: decision.reasons.clone(),
             job: None,
             remember,
+            priority,
         };
 
         let lane = match &decision.target {
@@ -233,6 +236,7 @@ impl AppState {
             response: turn.response,
             memory: memory_note,
             lang: crate::lang::detect_language(&turn.prompt),
+            priority,
         };
         let text =
             serde_json::to_string(&job).map_err(|source| SubmitError::Job { task_id, source })?;

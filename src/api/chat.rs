@@ -94,7 +94,7 @@ async fn reply<W: ChatWire>(
     if let Some(res) = W::answer_at_once(&req) {
         return Ok(res);
     }
-    let (input, options) = W::into_turn_input(req, client_context(headers, caller))?;
+    let (input, options) = W::into_turn_input(req, client_context(headers, caller)?)?;
     let mut turn = build_turn(input, &state.config.history)?;
     turn.remember &= thread_allows_memory(&turn.thread_id);
     let mode = turn.response;

@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use crate::domain::Priority;
 use crate::people::Caller;
 use crate::turn::ClientContext;
 
@@ -171,15 +172,34 @@ fn allows_memory(headers: &HeaderMap) -> bool {
     })
 }
 
-/// The client's identity, its Open WebUI headers and its say on memory, for `caller`.
-pub fn client_context(headers: &HeaderMap, caller: &Caller) -> ClientContext {
-    ClientContext {
+/// The header that sets a request's priority explicitly.
+pub const PRIORITY_HEADER: &str = "X-Coordinator-Priority";
+
+/// `X-Coordinator-Priority: interactive|background|batch`, when the request sets it; a
+/// value that is none of them (or not text) is an error naming the header.
+pub fn asked_priority(headers: &HeaderMap) -> Result<Option<Priority>, BodyError> {
+    let Some(value) = headers.get(PRIORITY_HEADER) else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| BodyError::new(PRIORITY_HEADER, "it is not readable text"))?;
+    Priority::parse(text)
+        .map(Some)
+        .map_err(|e| BodyError::new(PRIORITY_HEADER, e.reason))
+}
+
+/// The client's identity, its Open WebUI headers, its say on memory and the priority it
+/// asks for, for `caller`. A bad `X-Coordinator-Priority` is an error naming the header.
+pub fn client_context(headers: &HeaderMap, caller: &Caller) -> Result<ClientContext, BodyError> {
+    Ok(ClientContext {
         chat_id_header: header(headers, "x-openwebui-chat-id"),
         task_header: header(headers, "x-openwebui-task"),
         client_identity: client_identity(headers),
         remember: allows_memory(headers),
         person: caller.person.clone(),
-    }
+        priority: asked_priority(headers)?,
+    })
 }
 
 #[cfg(test)]
@@ -233,7 +253,29 @@ mod tests {
     }
 
     fn client_context_of(h: &HeaderMap) -> ClientContext {
-        client_context(h, &Caller::household())
+        client_context(h, &Caller::household()).unwrap()
+    }
+
+    #[test]
+    fn the_priority_header_sets_the_priority_and_a_bad_one_is_named() {
+        assert_eq!(client_context_of(&headers(&[])).priority, None);
+        for p in Priority::ALL {
+            let h = headers(&[("x-coordinator-priority", p.as_str())]);
+            assert_eq!(client_context_of(&h).priority, Some(p));
+        }
+        let h = headers(&[("x-coordinator-priority", "urgent")]);
+        let e = client_context(&h, &Caller::household()).unwrap_err();
+        assert_eq!(e.path, PRIORITY_HEADER);
+        assert!(e.message.contains("urgent"), "{e}");
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-coordinator-priority",
+            HeaderValue::from_bytes(b"\xff").unwrap(),
+        );
+        assert_eq!(
+            client_context(&h, &Caller::household()).unwrap_err().path,
+            PRIORITY_HEADER
+        );
     }
 
     #[test]

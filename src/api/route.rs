@@ -11,7 +11,7 @@ use super::error::ApiError;
 use super::http::{ApiJson, JsonBody, client_context, parse_body};
 use super::openai::ChatCompletionRequest;
 use crate::chat::{ChatMessage, ResponseMode, Role};
-use crate::domain::WorkerName;
+use crate::domain::{Priority, WorkerName};
 use crate::memory::thread_allows_memory;
 use crate::people::Caller;
 use crate::routing::RouteDecision;
@@ -44,6 +44,10 @@ pub struct RouteRequest {
     /// `false`: do not write this turn to conversation memory.
     #[serde(default)]
     pub remember: Option<bool>,
+    /// `interactive` (the default), `background` or `batch`; over the
+    /// `X-Coordinator-Priority` header when both are given.
+    #[serde(default)]
+    pub priority: Option<Priority>,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,7 +78,8 @@ pub fn turn_from_route(
         _ => {}
     }
     messages.push(ChatMessage::user(req.prompt));
-    let client = client_context(headers, caller);
+    let mut client = client_context(headers, caller)?;
+    client.priority = req.priority.or(client.priority);
     let input = TurnInput {
         messages,
         model: req.model,
@@ -161,6 +166,7 @@ pub async fn preview_get(
         history: None,
         model: q.model,
         remember: None,
+        priority: None,
     };
     let turn = turn_from_route(&state, req, &headers, &caller)?;
     Ok(Json(state.preview(&turn).await?))
@@ -177,7 +183,7 @@ pub async fn preview_post(
     let probe: serde_json::Value = parse_body(&body)?;
     let turn = if probe.get("messages").is_some() {
         let req: ChatCompletionRequest = parse_body(&body)?;
-        let parsed = req.into_turn_input(client_context(&headers, &caller))?;
+        let parsed = req.into_turn_input(client_context(&headers, &caller)?)?;
         build_turn(parsed.input, &state.config.history)?
     } else {
         let req: RouteRequest = parse_body(&body)?;

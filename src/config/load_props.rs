@@ -75,6 +75,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
         "memory",
         &["enabled", "scope", "top_k", "min_score", "embedding_model"],
     ),
+    ("scheduler", &["aging_s"]),
     ("nonsense", &["a", "b"]),
 ];
 
@@ -185,6 +186,8 @@ enabled = true
 timeout_ms = 500
 [memory]
 top_k = 3
+[scheduler]
+aging_s = 30
 "#;
 
 /// Keys of [`VALID`] that take a number, a bool, a string or a list of strings.
@@ -216,6 +219,7 @@ const LEAVES: &[(&str, &str, Kind)] = &[
     ("web", "enabled", Kind::Flag),
     ("web", "timeout_ms", Kind::Number),
     ("memory", "top_k", Kind::Number),
+    ("scheduler", "aging_s", Kind::Number),
 ];
 
 /// A value of another kind than `kind`.

@@ -36,6 +36,7 @@ pub struct Config {
     pub web: crate::web::WebConfig,
     pub memory: crate::memory::MemoryConfig,
     pub limits: crate::limits::LimitsConfig,
+    pub scheduler: crate::queue::priority::SchedulerConfig,
 }
 
 /// Where tasks are recorded.
@@ -290,6 +291,7 @@ impl Config {
             problems.extend(key_problems);
         }
         self.limits.validate(&mut problems);
+        self.scheduler.validate(&mut problems);
         match &self.store {
             StoreConfig::Sqlite { path } if path.as_os_str().is_empty() => {
                 problems.push("store.path: it is empty".to_owned());

@@ -7,7 +7,8 @@
 //! whoever waits for the answer hears it only once the row is durable ([`HeldUntilRecorded`]).
 //!
 //! Direct hand-off: the service and the workers share one process. When the worker
-//! expected to run a task has a free slot and no job waits in the task's lane, the job
+//! expected to run a task has a free slot and no job waiting in the task's lane would be
+//! taken before it (by priority and age: `InProcessQueue::first_in_line`), the job
 //! skips the queue: the dispatcher writes the task's row already claimed by that worker and
 //! starts the job in a task of its own at once. That saves the queue's hand-off to the
 //! worker loop and the claim's separate write: a thread wake-up or two and one SQLite
@@ -81,8 +82,9 @@ impl Embedded {
     }
 
     /// Hands `job` to `expected` directly when that worker runs here with a free slot and
-    /// nobody waits in the lane (the row is then written already claimed by it), queues it
-    /// otherwise.
+    /// no job waiting in the lane would be taken before it (none waits, or only jobs of a
+    /// worse effective priority; the row is then written already claimed by it), queues
+    /// it otherwise.
     ///
     /// A task is never left recorded but not started: when the store orders the insert at
     /// its first poll (a local writer with room), nothing is awaited between it and the
@@ -98,7 +100,7 @@ impl Embedded {
     ) -> Result<EventStream, DispatchError> {
         let task_id = task.task_id;
         let reservation = expected
-            .filter(|_| self.queue.is_empty(&job.lane))
+            .filter(|_| self.queue.first_in_line(&job.lane, job.priority))
             .and_then(|w| self.local.reserve(w, &job.lane));
         if let Some(r) = &reservation {
             task.status = TaskStatus::Running;
@@ -193,7 +195,7 @@ impl LocalWorkers {
     }
 
     /// A free slot on worker `name` for a job of `lane`, if it serves the lane, is healthy
-    /// and is not stopping. The caller checks that no job waits in the lane.
+    /// and is not stopping. The caller checks that no job waiting in the lane goes first.
     pub fn reserve(&self, name: &WorkerName, lane: &Lane) -> Option<Reservation> {
         let locals = self.0.read().unwrap_or_else(PoisonError::into_inner);
         let local = locals.iter().find(|l| l.worker.handle.name() == name)?;

@@ -1,37 +1,68 @@
-//! In-process lanes for embedded mode: a FIFO per lane, shared by the workers of one
-//! process. Nothing survives a restart here; the store keeps the jobs of unfinished tasks
-//! and start-up queues them again.
+//! In-process lanes for embedded mode, shared by the workers of one process: a worker
+//! takes the waiting job of best effective priority across its lanes, the oldest first
+//! among equals ([`Aging::rank`], see [`super::priority`]). Nothing survives a restart
+//! here; the store keeps the jobs of unfinished tasks and start-up queues them again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
+use super::priority::{Aging, Priority};
 use super::{Delivery, Job, Queue, QueueError};
-use crate::domain::{Lane, WorkerName};
+use crate::domain::{Lane, TaskId, WorkerName};
 
 #[derive(Debug, Default)]
 pub struct InProcessQueue {
     inner: Mutex<Inner>,
     notify: Notify,
+    aging: Aging,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
-    lanes: HashMap<Lane, VecDeque<(u64, Job)>>,
-    /// Enqueue order across lanes, so a worker serving several lanes takes the oldest job.
+    /// Each lane's waiting jobs, in enqueue order.
+    lanes: HashMap<Lane, Vec<Waiting>>,
+    /// Enqueue order across lanes, so jobs of equal rank go oldest first.
     seq: u64,
 }
 
+#[derive(Debug)]
+struct Waiting {
+    seq: u64,
+    since: Instant,
+    job: Job,
+}
+
+impl Waiting {
+    /// The order in which jobs are taken at `now`: smaller first.
+    fn order(&self, aging: Aging, now: Instant) -> (u8, u64) {
+        (
+            aging.rank(self.job.priority, now.duration_since(self.since)),
+            self.seq,
+        )
+    }
+}
+
 impl InProcessQueue {
+    /// A queue that promotes waiting jobs after the default `[scheduler] aging_s`.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A queue that promotes a waiting job one class each `aging`.
+    pub fn with_aging(aging: Aging) -> Self {
+        Self {
+            aging,
+            ..Self::default()
+        }
+    }
+
     /// How many jobs wait in `lane`.
     pub fn waiting(&self, lane: &Lane) -> usize {
-        self.lock().lanes.get(lane).map_or(0, VecDeque::len)
+        self.lock().lanes.get(lane).map_or(0, Vec::len)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -40,25 +71,35 @@ impl InProcessQueue {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes the oldest job across `lanes` that `consumer` is not asked to avoid. (A worker
-    /// only hands a job on with an avoid list when another healthy worker serves its lane.)
+    /// Takes the job of best effective priority (then the oldest) across `lanes` that
+    /// `consumer` is not asked to avoid. (A worker only hands a job on with an avoid list
+    /// when another healthy worker serves its lane.)
     fn try_take(&self, lanes: &[Lane], consumer: &WorkerName) -> Option<Job> {
+        let now = Instant::now();
         let mut inner = self.lock();
-        let mut best: Option<(u64, &Lane, usize)> = None;
+        let mut best: Option<((u8, u64), &Lane, usize)> = None;
         for lane in lanes {
             let Some(q) = inner.lanes.get(lane) else {
                 continue;
             };
-            if let Some(pos) = q.iter().position(|(_, j)| !j.avoid.contains(consumer)) {
-                let seq = q[pos].0;
-                if best.is_none_or(|(s, _, _)| seq < s) {
-                    best = Some((seq, lane, pos));
+            for (pos, w) in q.iter().enumerate() {
+                if w.job.avoid.contains(consumer) {
+                    continue;
+                }
+                let order = w.order(self.aging, now);
+                if best.is_none_or(|(o, _, _)| order < o) {
+                    best = Some((order, lane, pos));
                 }
             }
         }
         let (_, lane, pos) = best?;
         let lane = lane.clone();
-        inner.lanes.get_mut(&lane)?.remove(pos).map(|(_, j)| j)
+        let q = inner.lanes.get_mut(&lane)?;
+        let taken = q.remove(pos).job;
+        if q.is_empty() {
+            inner.lanes.remove(&lane);
+        }
+        Some(taken)
     }
 
     /// Queues `job` at once (what [`Queue::enqueue`] does, without an await: the embedded
@@ -73,15 +114,39 @@ impl InProcessQueue {
                 .lanes
                 .entry(job.lane.clone())
                 .or_default()
-                .push_back((seq, job));
+                .push(Waiting {
+                    seq,
+                    since: Instant::now(),
+                    job,
+                });
         }
         self.notify.notify_waiters();
     }
 
-    /// Whether no job waits in `lane` (a job may then go to a free worker directly
-    /// without overtaking anyone).
-    pub fn is_empty(&self, lane: &Lane) -> bool {
-        self.lock().lanes.get(lane).is_none_or(VecDeque::is_empty)
+    /// Whether a fresh job of `priority` for `lane` would be taken before every job
+    /// waiting there (it may then go to a free worker directly without overtaking
+    /// anyone): true when none waits, or only jobs of a worse effective class.
+    pub fn first_in_line(&self, lane: &Lane, priority: Priority) -> bool {
+        let now = Instant::now();
+        self.lock().lanes.get(lane).is_none_or(|q| {
+            q.iter().all(|w| {
+                self.aging
+                    .fresh_goes_before(priority, w.job.priority, now.duration_since(w.since))
+            })
+        })
+    }
+
+    /// The place of `task_id` among the jobs waiting in `lane`, in the order they will be
+    /// taken now (see [`Queue::position`]).
+    fn place(&self, lane: &Lane, task_id: TaskId) -> Option<usize> {
+        let now = Instant::now();
+        let inner = self.lock();
+        let q = inner.lanes.get(lane)?;
+        let mine = q
+            .iter()
+            .find(|w| w.job.task_id == task_id)?
+            .order(self.aging, now);
+        Some(1 + q.iter().filter(|w| w.order(self.aging, now) < mine).count())
     }
 }
 
@@ -114,16 +179,18 @@ impl Queue for InProcessQueue {
         Ok(())
     }
 
-    async fn task_ids(
-        &self,
-    ) -> Result<std::collections::HashSet<crate::domain::TaskId>, QueueError> {
+    async fn task_ids(&self) -> Result<std::collections::HashSet<TaskId>, QueueError> {
         let inner = self.lock();
         Ok(inner
             .lanes
             .values()
             .flatten()
-            .map(|(_, j)| j.task_id)
+            .map(|w| w.job.task_id)
             .collect())
+    }
+
+    async fn position(&self, lane: &Lane, task_id: TaskId) -> Result<Option<usize>, QueueError> {
+        Ok(self.place(lane, task_id))
     }
 
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
@@ -146,8 +213,136 @@ mod tests {
 
     use crate::testkit::samples::sample_job as job;
 
+    fn of(lane: &Lane, priority: Priority) -> Job {
+        Job {
+            priority,
+            ..job(lane)
+        }
+    }
+
+    const AGING: std::time::Duration = std::time::Duration::from_secs(60);
+
+    async fn take_all(q: &InProcessQueue, lanes: &[Lane]) -> Vec<TaskId> {
+        let w = WorkerName::parse("w").unwrap();
+        let mut out = Vec::new();
+        while let Some(j) = q.try_take(lanes, &w) {
+            out.push(j.task_id);
+        }
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_best_priority_goes_first_across_lanes_then_the_oldest() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let (a, b) = (
+            Lane::parse("tasks:llm:a").unwrap(),
+            Lane::parse("tasks:utility").unwrap(),
+        );
+        let batch = of(&a, Priority::Batch);
+        let bg1 = of(&b, Priority::Background);
+        let bg2 = of(&a, Priority::Background);
+        let chat1 = of(&a, Priority::Interactive);
+        let chat2 = of(&b, Priority::Interactive);
+        for j in [&batch, &bg1, &bg2, &chat1, &chat2] {
+            q.push(j.clone());
+        }
+        assert_eq!(
+            take_all(&q, &[a, b]).await,
+            [chat1, chat2, bg1, bg2, batch].map(|j| j.task_id)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_promotes_a_job_one_class_per_aging_step() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:m").unwrap();
+        let batch = of(&lane, Priority::Batch);
+        q.push(batch.clone());
+        tokio::time::advance(AGING).await;
+        // Now it counts as background: older than a fresh background job, behind a chat.
+        let chat = of(&lane, Priority::Interactive);
+        let bg = of(&lane, Priority::Background);
+        q.push(chat.clone());
+        q.push(bg.clone());
+        assert_eq!(q.place(&lane, chat.task_id), Some(1));
+        assert_eq!(q.place(&lane, batch.task_id), Some(2));
+        assert_eq!(q.place(&lane, bg.task_id), Some(3));
+        // Another step: all three count as interactive now, and go oldest first.
+        tokio::time::advance(AGING).await;
+        assert_eq!(q.place(&lane, batch.task_id), Some(1));
+        assert_eq!(
+            take_all(&q, std::slice::from_ref(&lane)).await,
+            [batch, chat, bg].map(|j| j.task_id)
+        );
+    }
+
+    /// Interactive work arriving all the time does not starve a batch job: it runs once
+    /// it has waited two aging steps.
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_job_is_not_starved_by_a_stream_of_chats() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:m").unwrap();
+        let w = WorkerName::parse("w").unwrap();
+        let batch = of(&lane, Priority::Batch);
+        q.push(batch.clone());
+        let step = std::time::Duration::from_secs(10);
+        let mut waited = std::time::Duration::ZERO;
+        loop {
+            q.push(of(&lane, Priority::Interactive));
+            tokio::time::advance(step).await;
+            waited += step;
+            let taken = q.try_take(std::slice::from_ref(&lane), &w).unwrap();
+            if taken.task_id == batch.task_id {
+                break;
+            }
+            assert!(waited <= 2 * AGING, "the batch job waited {waited:?}");
+        }
+        assert!(waited >= 2 * AGING - step, "it ran at {waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn positions_count_who_goes_first_in_the_lane_only() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:m").unwrap();
+        let other = Lane::parse("tasks:llm:n").unwrap();
+        let bg = of(&lane, Priority::Background);
+        let elsewhere = of(&other, Priority::Interactive);
+        let chat = of(&lane, Priority::Interactive);
+        for j in [&bg, &elsewhere, &chat] {
+            q.push(j.clone());
+        }
+        assert_eq!(q.position(&lane, chat.task_id).await.unwrap(), Some(1));
+        assert_eq!(q.position(&lane, bg.task_id).await.unwrap(), Some(2));
+        assert_eq!(
+            q.position(&other, elsewhere.task_id).await.unwrap(),
+            Some(1)
+        );
+        assert_eq!(q.position(&other, bg.task_id).await.unwrap(), None);
+        assert_eq!(q.position(&lane, TaskId::new()).await.unwrap(), None);
+        let w = WorkerName::parse("w").unwrap();
+        q.try_take(std::slice::from_ref(&lane), &w).unwrap();
+        assert_eq!(q.position(&lane, chat.task_id).await.unwrap(), None);
+        assert_eq!(q.position(&lane, bg.task_id).await.unwrap(), Some(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fresh_job_is_first_in_line_only_past_worse_waiting_work() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:m").unwrap();
+        assert!(q.first_in_line(&lane, Priority::Batch));
+        q.push(of(&lane, Priority::Background));
+        assert!(q.first_in_line(&lane, Priority::Interactive));
+        assert!(!q.first_in_line(&lane, Priority::Background));
+        assert!(!q.first_in_line(&lane, Priority::Batch));
+        // Promoted by its wait, the background job goes before a fresh chat.
+        tokio::time::advance(AGING).await;
+        assert!(!q.first_in_line(&lane, Priority::Interactive));
+        let other = Lane::parse("tasks:llm:n").unwrap();
+        assert!(q.first_in_line(&other, Priority::Batch));
+    }
+
     #[tokio::test]
-    async fn oldest_job_across_lanes_first() {
+    async fn oldest_job_across_lanes_first_among_equal_priorities() {
         let q = InProcessQueue::new();
         let a = Lane::parse("tasks:llm:a").unwrap();
         let b = Lane::parse("tasks:llm:b").unwrap();

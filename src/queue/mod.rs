@@ -5,6 +5,7 @@
 //! Streams with consumer groups in cluster mode, behind the same trait.
 
 pub mod in_process;
+pub mod priority;
 pub mod redis;
 
 use async_trait::async_trait;
@@ -13,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendRequest;
 use crate::chat::ResponseMode;
-use crate::domain::{InternalTask, Lane, TaskId, ThreadId, WorkerName};
+use crate::domain::{InternalTask, Lane, Priority, TaskId, ThreadId, WorkerName};
 use crate::lang::Lang;
 
 /// What a worker is asked to do.
@@ -48,6 +49,10 @@ pub struct Job {
     /// English for jobs queued before it was kept.
     #[serde(default)]
     pub lang: Lang,
+    /// Which waiting job is taken first (see [`priority`]); interactive for jobs queued
+    /// before priorities existed.
+    #[serde(default)]
+    pub priority: Priority,
 }
 
 /// Jobs queued before `stream` existed were all streamed.
@@ -151,6 +156,18 @@ pub trait Queue: Send + Sync + 'static {
 
     /// Jobs waiting in each lane.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError>;
+
+    /// Where the job of `task_id` stands among the jobs waiting in `lane`, in the order
+    /// workers will take them as of now: `Some(1)` when it is taken next, `Some(n)` when
+    /// `n - 1` jobs of the lane go before it (a better effective priority, or the same
+    /// and older; see [`priority`]). `None` when it does not wait there (it was never
+    /// queued, already handed to a worker, or is in another lane).
+    ///
+    /// Only the lane's own jobs count: a worker that also serves other lanes (the pinned
+    /// lane of its model, `tasks:utility`) may take one of theirs first, and a job that
+    /// must avoid the next free worker waits for another. Positions change as time
+    /// promotes waiting jobs ([`priority::Aging`]) and as more urgent work arrives.
+    async fn position(&self, lane: &Lane, task_id: TaskId) -> Result<Option<usize>, QueueError>;
 
     /// Checks the queue's server answers (always true in process).
     async fn ping(&self) -> Result<(), QueueError>;

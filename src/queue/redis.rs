@@ -1,11 +1,19 @@
 //! Redis Streams lanes for cluster mode (`[queue] type = "redis"`): how a stored task
 //! travels from `coordinator serve` to a `coordinator worker` on another machine.
 //!
-//! One stream per lane (`<prefix>tasks:llm:<model>`, `<prefix>tasks:web`, …) and one
-//! consumer group ([`GROUP`]) per stream, created with `MKSTREAM` from id `0` on first use
-//! (and again after a Redis restart lost it). `enqueue` is `XADD` of the serialised
-//! [`Job`]; `dequeue` is `XREADGROUP … BLOCK` over all of a worker's lanes; `ack` is `XACK`
+//! One stream per lane and priority class: `<prefix><lane>` for interactive jobs (and
+//! every job queued before priorities existed), `<prefix>background:<lane>` and
+//! `<prefix>batch:<lane>` for the others (no lane key starts with those words, so the
+//! two never mix), and one consumer group ([`GROUP`]) per stream, created with
+//! `MKSTREAM` from id `0` on first use (and again after a Redis restart lost it).
+//! `enqueue` is `XADD` of the serialised [`Job`] to its class's stream; `ack` is `XACK`
 //! plus `XDEL`, so a stream holds only jobs that are waiting or running.
+//!
+//! `dequeue` takes the job of best effective priority across a worker's streams, oldest
+//! first among equals ([`Aging::rank`]): it looks at the first waiting entry of each
+//! stream (one script, `take::heads`), whose id carries its enqueue time in ms, which
+//! gives the aging without extra state, and reads (`XREADGROUP`, no block) from the best
+//! one; with nothing waiting it blocks (`XREADGROUP … BLOCK`) over all of them.
 //!
 //! Delivery is at least once. A job stays pending for its consumer until acknowledged.
 //! While this process is alive it renews the lease of every job it holds (`XCLAIM` to
@@ -43,13 +51,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::streams::StreamInfoGroupsReply;
 use redis::{RedisError, RedisResult};
 use tokio_util::task::AbortOnDropHandle;
 
 use self::connection::{is_no_group, lock};
 use self::lease::{Unleased, keep_leases};
 use self::take::Taken;
+use super::priority::{Aging, Priority};
 use super::{Delivery, Job, Queue, QueueError};
 use crate::domain::{Lane, TaskId, WorkerName};
 
@@ -75,6 +83,8 @@ pub struct RedisQueueOptions {
     /// that got it is on the job's avoid list; after that it runs where it lands.
     /// Default 3.
     pub max_avoid_passes: u32,
+    /// How waiting jobs are promoted (`[scheduler] aging_s`). Default 60 s.
+    pub aging: Aging,
 }
 
 impl Default for RedisQueueOptions {
@@ -84,6 +94,7 @@ impl Default for RedisQueueOptions {
             max_deliveries: 3,
             block: Duration::from_secs(5),
             max_avoid_passes: 3,
+            aging: Aging::default(),
         }
     }
 }
@@ -155,9 +166,14 @@ impl RedisQueue {
         self.inner.consumer(worker)
     }
 
-    /// The stream key of `lane`.
+    /// The stream key of `lane`'s interactive jobs (and of jobs queued before priorities).
     pub fn stream_key(&self, lane: &Lane) -> String {
-        self.inner.key(lane)
+        self.inner.key(lane, Priority::Interactive)
+    }
+
+    /// The stream key of `lane`'s jobs of `priority`.
+    pub fn class_stream_key(&self, lane: &Lane, priority: Priority) -> String {
+        self.inner.key(lane, priority)
     }
 }
 
@@ -170,8 +186,34 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl Inner {
-    fn key(&self, lane: &Lane) -> String {
-        format!("{}{}", self.prefix, lane)
+    /// The stream of `lane`'s jobs of `priority` (see the module doc).
+    fn key(&self, lane: &Lane, priority: Priority) -> String {
+        match priority {
+            Priority::Interactive => format!("{}{lane}", self.prefix),
+            other => format!("{}{other}:{lane}", self.prefix),
+        }
+    }
+
+    /// Every stream of `lanes`, each lane's classes together.
+    fn keys(&self, lanes: &[Lane]) -> Vec<String> {
+        lanes
+            .iter()
+            .flat_map(|l| Priority::ALL.map(|p| self.key(l, p)))
+            .collect()
+    }
+
+    /// The lane and class of a stream key, when it is one of this queue's.
+    fn lane_of(&self, key: &str) -> Option<(Lane, Priority)> {
+        let rest = key.strip_prefix(&self.prefix)?;
+        for p in [Priority::Background, Priority::Batch] {
+            if let Some(lane) = rest
+                .strip_prefix(p.as_str())
+                .and_then(|r| r.strip_prefix(':'))
+            {
+                return Lane::parse(lane).ok().map(|l| (l, p));
+            }
+        }
+        Lane::parse(rest).ok().map(|l| (l, Priority::Interactive))
     }
 
     fn consumer(&self, worker: &WorkerName) -> String {
@@ -219,30 +261,21 @@ impl Inner {
         lock(&self.cursors).clear();
     }
 
-    /// One round of `dequeue`: a held entry, else stale ones, else new ones (blocking).
-    /// `Ok(None)` when nothing came or what came was not for this worker.
+    /// One round of `dequeue` (what it takes: [`Inner::pick`]). `Ok(None)` when nothing
+    /// came or what came was not for this worker.
     async fn next(&self, worker: &WorkerName, keys: &[String]) -> RedisResult<Option<Delivery>> {
         let consumer = self.consumer(worker);
-        let first = match self.take_held(worker, keys) {
-            Some(t) => t,
-            None => {
-                self.ensure_groups(keys).await?;
-                let mut taken = self.reclaim(keys, &consumer).await?;
-                if taken.is_empty() {
-                    taken = self.read_new(keys, &consumer).await?;
-                }
-                // From here until a delivery is returned or held, this instance keeps
-                // the entries alive; the guard below gives the first one up on any exit.
-                self.lease(&taken, &consumer);
-                taken.sort_by_key(Taken::age);
-                let mut taken = taken.into_iter();
-                let Some(first) = taken.next() else {
-                    return Ok(None);
-                };
-                self.hold(worker, taken.collect());
-                first
-            }
+        let mut taken = self.pick(worker, keys, &consumer).await?;
+        // From here until a delivery is returned or held, this instance keeps the
+        // entries alive; the guard below gives the first one up on any exit.
+        self.lease(&taken, &consumer);
+        let now = take::now_ms();
+        taken.sort_by_key(|t| t.order(self.options.aging, now));
+        let mut taken = taken.into_iter();
+        let Some(first) = taken.next() else {
+            return Ok(None);
         };
+        self.hold(worker, taken.collect());
         let mut guard = Unleased {
             inner: self,
             key: first.key.clone(),
@@ -344,7 +377,7 @@ impl Queue for RedisQueue {
     /// and the store's idempotent `claim`/`finish` absorb.
     async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
         let inner = &self.inner;
-        let key = inner.key(&job.lane);
+        let key = inner.key(&job.lane, job.priority);
         let text = serde_json::to_string(&job)
             .map_err(|e| QueueError::Backend(format!("cannot serialise the job: {e}")))?;
         with_retries(|| async {
@@ -375,7 +408,7 @@ impl Queue for RedisQueue {
     /// the lease: delayed, not lost.
     async fn dequeue(&self, lanes: &[Lane], consumer: &WorkerName) -> Result<Delivery, QueueError> {
         let inner = &self.inner;
-        let keys: Vec<String> = lanes.iter().map(|l| inner.key(l)).collect();
+        let keys = inner.keys(lanes);
         if keys.is_empty() {
             return std::future::pending().await;
         }
@@ -401,7 +434,7 @@ impl Queue for RedisQueue {
     /// `XACK` + `XDEL`. A job whose group or stream is gone (Redis restarted) counts as
     /// acknowledged.
     async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError> {
-        let key = self.inner.key(&delivery.job.lane);
+        let key = self.inner.key(&delivery.job.lane, delivery.job.priority);
         let done = with_retries(|| self.inner.remove(&key, &delivery.receipt)).await;
         match done {
             Err(e) if !is_no_group(&e) => Err(backend(e)),
@@ -409,40 +442,16 @@ impl Queue for RedisQueue {
         }
     }
 
-    /// Jobs waiting (not yet handed out) per lane, from `XLEN` less the group's pending
-    /// count; lanes with none are left out.
+    /// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less
+    /// the group's pending count of each stream; lanes with none are left out.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
-        let inner = &self.inner;
-        let mut commands = inner.redis.commands();
-        let keys = inventory::lane_keys(inner).await?;
-        let mut out = Vec::new();
-        for key in keys {
-            let Some(lane) = key
-                .strip_prefix(&inner.prefix)
-                .and_then(|l| Lane::parse(l).ok())
-            else {
-                continue;
-            };
-            let (len, groups): (usize, StreamInfoGroupsReply) = redis::pipe()
-                .cmd("XLEN")
-                .arg(&key)
-                .cmd("XINFO")
-                .arg("GROUPS")
-                .arg(&key)
-                .query_async(&mut commands)
-                .await
-                .map_err(backend)?;
-            let pending = groups
-                .groups
-                .iter()
-                .find(|g| g.name == GROUP)
-                .map_or(0, |g| g.pending);
-            let waiting = len.saturating_sub(pending);
-            if waiting > 0 {
-                out.push((lane, waiting));
-            }
-        }
-        Ok(out)
+        inventory::depths(&self.inner).await
+    }
+
+    /// Counts the waiting entries of `lane`'s streams (those after each group's last
+    /// delivered id) that go before the task's, by [`Aging::rank`] and age now.
+    async fn position(&self, lane: &Lane, task_id: TaskId) -> Result<Option<usize>, QueueError> {
+        inventory::position(&self.inner, lane, task_id).await
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -454,5 +463,7 @@ impl Queue for RedisQueue {
     }
 }
 
+#[cfg(test)]
+mod priority_tests;
 #[cfg(test)]
 mod tests;

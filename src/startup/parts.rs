@@ -107,7 +107,7 @@ pub async fn open_transport(
         QueueConfig::InProcess => Transport {
             dispatch: Dispatcher::embedded(
                 store,
-                Arc::new(InProcessQueue::new()),
+                Arc::new(InProcessQueue::with_aging(config.scheduler.aging())),
                 Arc::new(InProcessEvents::new()),
             ),
             directory: Arc::new(registry.clone()),
@@ -121,6 +121,7 @@ pub async fn open_transport(
             let url = url.expose();
             let options = RedisQueueOptions {
                 lease: Duration::from_secs(*lease_s),
+                aging: config.scheduler.aging(),
                 ..RedisQueueOptions::default()
             };
             let queue = RedisQueue::connect(url, prefix, options)

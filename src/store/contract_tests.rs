@@ -339,3 +339,28 @@ pub(crate) async fn cancelled(s: &dyn TaskStore) {
     want.sort();
     assert_eq!(ids, want);
 }
+
+/// Every task keeps its priority; `list` shows it.
+pub(crate) async fn priorities(s: &dyn TaskStore) {
+    use crate::domain::Priority;
+    use crate::store::TaskFilter;
+    let mut ids = Vec::new();
+    for p in Priority::ALL {
+        let mut t = new_task(&format!("a {p} task"));
+        t.priority = p;
+        s.insert(t.clone()).await.unwrap().await.unwrap();
+        assert_eq!(s.get(t.task_id).await.unwrap().unwrap().priority, p);
+        ids.push((t.task_id, p));
+    }
+    let listed = s
+        .list(&TaskFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for (id, p) in ids {
+        let row = listed.iter().find(|r| r.task_id == id).unwrap();
+        assert_eq!(row.priority, p);
+    }
+}

@@ -18,7 +18,8 @@ use uuid::Uuid;
 use super::record::task_record_from_row;
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{
-    Domain, InternalTask, Lane, ModelName, Person, TaskId, TaskStatus, ThreadId, WorkerName,
+    Domain, InternalTask, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId,
+    WorkerName,
 };
 
 const MAX_CONNECTIONS: u32 = 8;
@@ -97,15 +98,15 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
-    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person";
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person, priority";
 
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn insert(&self, t: NewTask) -> Result<Durable, StoreError> {
         sqlx::query(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-             worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person) \
-             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+             worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, priority) \
+             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
         )
         .bind(t.task_id.as_uuid())
         .bind(t.created_at)
@@ -124,6 +125,7 @@ impl TaskStore for PostgresStore {
         .bind(&t.job)
         .bind(t.remember)
         .bind(t.person.as_str())
+        .bind(t.priority.as_str())
         .execute(&self.pool)
         .await?;
         Ok(Durable::done(()))
@@ -428,6 +430,15 @@ mod tests {
             return;
         };
         super::super::contract_tests::people(&s).await;
+        s.drop_schema(&schema).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn every_task_keeps_its_priority() {
+        let Some((s, schema)) = store().await else {
+            return;
+        };
+        super::super::contract_tests::priorities(&s).await;
         s.drop_schema(&schema).await.unwrap();
     }
 

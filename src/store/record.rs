@@ -4,7 +4,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::domain::{
-    Domain, InternalTask, Lane, ModelName, Person, TaskId, TaskStatus, ThreadId, WorkerName,
+    Domain, InternalTask, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId,
+    WorkerName,
 };
 
 /// A task as the service records it, before any worker touches it.
@@ -36,6 +37,8 @@ pub struct NewTask {
     /// request showed: the user asked so, an Open WebUI temporary chat, a turn carrying
     /// retrieved documents (see [`crate::memory::policy`]).
     pub remember: bool,
+    /// Which waiting work goes first (interactive, background, batch).
+    pub priority: Priority,
 }
 
 /// How a task ended.
@@ -105,6 +108,8 @@ pub struct TaskRecord {
     pub completion_tokens: Option<i64>,
     /// False when the user asked that this turn not be remembered, or forgot its memory.
     pub remember: bool,
+    /// Interactive for rows written before priorities existed.
+    pub priority: Priority,
 }
 
 /// Which tasks `list` returns.
@@ -179,6 +184,10 @@ macro_rules! task_record_from_row {
             prompt_tokens: $r.try_get("prompt_tokens")?,
             completion_tokens: $r.try_get("completion_tokens")?,
             remember: $r.try_get("remember")?,
+            priority: {
+                let v = text("priority")?;
+                Priority::parse(&v).map_err(|_| parsed("priority", v))?
+            },
         }
     }};
 }

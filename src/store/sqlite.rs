@@ -20,7 +20,8 @@ use self::writer::{Done, Op, Writer};
 use super::record::task_record_from_row;
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{
-    Domain, InternalTask, Lane, ModelName, Person, TaskId, TaskStatus, ThreadId, WorkerName,
+    Domain, InternalTask, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId,
+    WorkerName,
 };
 
 #[cfg(test)]
@@ -86,7 +87,7 @@ impl SqliteStore {
 
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
-    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person";
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person, priority";
 
 #[async_trait]
 impl TaskStore for SqliteStore {
@@ -297,7 +298,7 @@ mod tests {
     }
 
     /// A database made before there were people (migrations 0001 and 0002 only) opens
-    /// with its tasks and memories belonging to the default person.
+    /// with its tasks and memories belonging to the default person, its tasks interactive.
     #[tokio::test]
     async fn rows_from_before_people_belong_to_the_default_person() {
         let dir = tempfile::tempdir().unwrap();
@@ -350,6 +351,7 @@ mod tests {
             let got = s.get(t.task_id).await.unwrap().unwrap();
             assert_eq!(got.person.as_str(), Person::DEFAULT);
             assert_eq!(got.prompt, "asked long ago");
+            assert_eq!(got.priority, Priority::Interactive);
             let owner: String =
                 sqlx::query_scalar("SELECT person FROM memory_items WHERE id = 'm1'")
                     .fetch_one(s.pool())
@@ -363,6 +365,12 @@ mod tests {
     async fn every_task_keeps_its_person() {
         let (_d, s) = store().await;
         super::super::contract_tests::people(&s).await;
+    }
+
+    #[tokio::test]
+    async fn every_task_keeps_its_priority() {
+        let (_d, s) = store().await;
+        super::super::contract_tests::priorities(&s).await;
     }
 
     /// The WAL is checkpointed and reused while writes go on, instead of growing with

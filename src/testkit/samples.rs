@@ -26,6 +26,7 @@ pub fn sample_job(lane: &Lane) -> Job {
         response: crate::chat::ResponseMode::Streamed,
         memory: None,
         lang: crate::lang::Lang::En,
+        priority: crate::domain::Priority::Interactive,
     }
 }
 
@@ -50,5 +51,6 @@ pub fn sample_task(prompt: &str) -> NewTask {
         reasons: vec!["auto".into()],
         job: Some("{}".into()),
         remember: true,
+        priority: crate::domain::Priority::Interactive,
     }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::chat::{ChatMessage, ResponseMode, Role, SamplingParams, ToolSpec};
 use crate::config::HistoryConfig;
-use crate::domain::{ModelName, ParseError, Person, ThreadId, WorkerName};
+use crate::domain::{ModelName, ParseError, Person, Priority, ThreadId, WorkerName};
 
 pub mod answer;
 pub mod decoration;
@@ -121,6 +121,9 @@ pub struct Turn {
     /// `stream`) has the backend asked for it in one piece too. Streamed where answers are
     /// streamed or watched as they come (`POST /route` and its events).
     pub response: ResponseMode,
+    /// The priority the client asked for (`X-Coordinator-Priority`, `/route`'s
+    /// `priority`); the service decides when it says none ([`Priority::of_turn`]).
+    pub priority: Option<Priority>,
 }
 
 /// A request could not become a turn.
@@ -185,6 +188,8 @@ pub struct ClientContext {
     /// The person the API key names (or, for a trusted front end's key, the user it
     /// vouches for): the owner of the turn's task and memories.
     pub person: Person,
+    /// `X-Coordinator-Priority`, when the request sets it.
+    pub priority: Option<Priority>,
 }
 
 /// A client that says nothing: no Open WebUI headers, no identity, memory allowed.
@@ -196,6 +201,7 @@ impl Default for ClientContext {
             client_identity: None,
             remember: true,
             person: Person::default(),
+            priority: None,
         }
     }
 }
@@ -262,6 +268,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         signals,
         remember: input.remember,
         response: input.response,
+        priority: input.client.priority,
     })
 }
 

@@ -110,12 +110,14 @@ fn client_context_fills_the_input() {
             client_identity: None,
             remember: true,
             person: crate::domain::Person::parse("alice").unwrap(),
+            priority: Some(crate::domain::Priority::Batch),
         },
         ..input(vec![ChatMessage::user(Q1)])
     };
     let t = build_turn(i, &HistoryConfig::default()).unwrap();
     assert_eq!(t.thread_id.as_str(), "c1");
     assert_eq!(t.person.as_str(), "alice", "the turn is the caller's");
+    assert_eq!(t.priority, Some(crate::domain::Priority::Batch));
     assert_eq!(t.signals.task_header.as_deref(), Some("title_generation"));
 }
 

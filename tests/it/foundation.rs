@@ -410,6 +410,9 @@ impl Queue for OtherProcessQueue {
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
         Ok(Vec::new())
     }
+    async fn position(&self, _: &Lane, _: TaskId) -> Result<Option<usize>, QueueError> {
+        Ok(None)
+    }
     async fn ping(&self) -> Result<(), QueueError> {
         Ok(())
     }

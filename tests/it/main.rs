@@ -19,5 +19,6 @@ mod memory_facts;
 mod open_port;
 mod people;
 mod placement;
+mod priorities;
 mod routing;
 mod web;

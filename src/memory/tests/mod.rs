@@ -48,6 +48,7 @@ pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
         prompt_tokens: None,
         completion_tokens: None,
         remember: true,
+        priority: crate::domain::Priority::Interactive,
     }
 }
 
@@ -73,6 +74,7 @@ fn new_task(r: &TaskRecord) -> NewTask {
         reasons: vec![],
         job: None,
         remember: r.remember,
+        priority: r.priority,
     }
 }
 

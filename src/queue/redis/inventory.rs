@@ -1,26 +1,39 @@
 //! What the Redis lanes hold: their keys, and the tasks in them (waiting or handed out and
-//! not yet acknowledged), so the router can find tasks the queue lost in a Redis restart.
+//! not yet acknowledged), so the router can find tasks the queue lost in a Redis restart,
+//! and where a waiting task stands in its lane.
 
 use std::collections::HashSet;
 
-use redis::streams::StreamRangeReply;
+use std::collections::HashMap;
+
+use redis::streams::{StreamInfoGroupsReply, StreamRangeReply};
 
 use super::connection::glob_escape;
-use super::{FIELD_JOB, Inner, Job, backend};
-use crate::domain::TaskId;
+use super::take::now_ms;
+use super::{FIELD_JOB, GROUP, Inner, Job, Priority, backend};
+use crate::domain::{Lane, TaskId};
 use crate::queue::QueueError;
 
-/// Every lane stream under this queue's prefix.
+/// Every lane stream under this queue's prefix, of every priority class.
 pub(super) async fn lane_keys(inner: &Inner) -> Result<Vec<String>, QueueError> {
-    let pattern = format!("{}tasks:*", glob_escape(&inner.prefix));
-    let mut commands = inner.redis.commands();
     let mut keys = Vec::new();
+    for class in ["", "background:", "batch:"] {
+        let pattern = format!("{}{class}tasks:*", glob_escape(&inner.prefix));
+        scan(inner, &pattern, &mut keys).await?;
+    }
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
+}
+
+async fn scan(inner: &Inner, pattern: &str, keys: &mut Vec<String>) -> Result<(), QueueError> {
+    let mut commands = inner.redis.commands();
     let mut cursor: u64 = 0;
     loop {
         let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(&pattern)
+            .arg(pattern)
             .arg("COUNT")
             .arg(200)
             .arg("TYPE")
@@ -31,12 +44,34 @@ pub(super) async fn lane_keys(inner: &Inner) -> Result<Vec<String>, QueueError> 
         keys.extend(batch);
         cursor = next;
         if cursor == 0 {
-            break;
+            return Ok(());
         }
     }
-    keys.sort();
-    keys.dedup();
-    Ok(keys)
+}
+
+/// Where the job of `task_id` stands among the jobs waiting in `lane` (1 = next), by
+/// [`super::Aging::rank`] and age now; `None` when it does not wait there.
+pub(super) async fn position(
+    inner: &Inner,
+    lane: &Lane,
+    task_id: TaskId,
+) -> Result<Option<usize>, QueueError> {
+    let keys: Vec<String> = Priority::ALL.iter().map(|p| inner.key(lane, *p)).collect();
+    let waiting = inner.waiting(&keys, 0).await.map_err(backend)?;
+    let (aging, now) = (inner.options.aging, now_ms());
+    let Some(mine) = waiting
+        .iter()
+        .find(|t| t.job.as_ref().is_some_and(|j| j.task_id == task_id))
+        .map(|t| t.order(aging, now))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(
+        1 + waiting
+            .iter()
+            .filter(|t| t.order(aging, now) < mine)
+            .count(),
+    ))
 }
 
 /// The task of every entry in every lane (entries stay until acknowledged).
@@ -58,5 +93,38 @@ pub(super) async fn task_ids(inner: &Inner) -> Result<HashSet<TaskId>, QueueErro
             }
         }
     }
+    Ok(out)
+}
+
+/// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less the
+/// group's pending count of each stream; lanes with none are left out.
+pub(super) async fn depths(inner: &Inner) -> Result<Vec<(Lane, usize)>, QueueError> {
+    let mut commands = inner.redis.commands();
+    let mut out: HashMap<Lane, usize> = HashMap::new();
+    for key in lane_keys(inner).await? {
+        let Some((lane, _)) = inner.lane_of(&key) else {
+            continue;
+        };
+        let (len, groups): (usize, StreamInfoGroupsReply) = redis::pipe()
+            .cmd("XLEN")
+            .arg(&key)
+            .cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&key)
+            .query_async(&mut commands)
+            .await
+            .map_err(backend)?;
+        let pending = groups
+            .groups
+            .iter()
+            .find(|g| g.name == GROUP)
+            .map_or(0, |g| g.pending);
+        let waiting = len.saturating_sub(pending);
+        if waiting > 0 {
+            *out.entry(lane).or_default() += waiting;
+        }
+    }
+    let mut out: Vec<(Lane, usize)> = out.into_iter().collect();
+    out.sort();
     Ok(out)
 }

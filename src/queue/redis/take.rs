@@ -1,15 +1,66 @@
 //! Taking entries from the lane streams for `dequeue`: new ones (`XREADGROUP BLOCK` on a
 //! dedicated connection), stale ones of dead consumers (`XAUTOCLAIM`, with their delivery
-//! count from `XPENDING`), and the extra ones a read across several lanes returned,
-//! held per worker for its next `dequeue`.
+//! count from `XPENDING`), the first waiting entry of each stream (looked at, not taken,
+//! to pick the best), one waiting entry of the best stream (`XREADGROUP` without a block),
+//! and the extra ones a read across several lanes returned, held per worker for its next
+//! `dequeue`.
 
 use chrono::{DateTime, Utc};
 use redis::RedisResult;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamReadReply};
 
 use super::connection::lock;
-use super::{FIELD_JOB, FIELD_PASSES, GROUP, Inner, Job, Lent, millis};
+use super::{Aging, FIELD_JOB, FIELD_PASSES, GROUP, Inner, Job, Lent, Priority, millis};
 use crate::domain::WorkerName;
+
+/// The first waiting entry (after the group's last delivered id) of each stream in `KEYS`,
+/// at most `ARGV[2]` of them per stream (0: all), for group `ARGV[1]`: per stream, a list
+/// of `[id, job]`; empty when none waits or the stream or group does not exist.
+pub(super) const WAITING_SCRIPT: &str = r"
+local out = {}
+for i, key in ipairs(KEYS) do
+  local found = {}
+  local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', key)
+  if ok then
+    local last
+    for _, g in ipairs(groups) do
+      local name, delivered
+      for j = 1, #g, 2 do
+        if g[j] == 'name' then name = g[j + 1]
+        elseif g[j] == 'last-delivered-id' then delivered = g[j + 1] end
+      end
+      if name == ARGV[1] then last = delivered end
+    end
+    if last then
+      local entries
+      if tonumber(ARGV[2]) > 0 then
+        entries = redis.call('XRANGE', key, '(' .. last, '+', 'COUNT', ARGV[2])
+      else
+        entries = redis.call('XRANGE', key, '(' .. last, '+')
+      end
+      for _, e in ipairs(entries) do
+        local job = ''
+        for j = 1, #e[2], 2 do
+          if e[2][j] == ARGV[3] then job = e[2][j + 1] end
+        end
+        found[#found + 1] = {e[1], job}
+      end
+    end
+  end
+  out[i] = found
+end
+return out
+";
+
+/// Milliseconds since the epoch now, as stream ids count them. (Redis makes the ids with
+/// its own clock; a skew between machines shifts the aging by as much, never the order
+/// within a class.)
+pub(super) fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// A stream entry taken by a consumer, before it becomes a [`super::Delivery`].
 #[derive(Debug, Clone)]
@@ -24,12 +75,26 @@ pub(super) struct Taken {
     pub(super) deliveries: u32,
 }
 
+/// The order in which entries are taken: smaller first.
+pub(super) type Order = (u8, u64, Option<DateTime<Utc>>, u64);
+
 impl Taken {
-    /// Oldest first: by the entry's time (ids of different streams may share a
-    /// millisecond), then by when the job was made.
-    pub(super) fn age(&self) -> (u64, Option<DateTime<Utc>>, u64) {
+    /// Best effective priority first ([`Aging::rank`], `now` in ms), then oldest: by the
+    /// entry's time (ids of different streams may share a millisecond), then by when the
+    /// job was made.
+    pub(super) fn order(&self, aging: Aging, now: u64) -> Order {
         let (ms, seq) = id_order(&self.id);
-        (ms, self.job.as_ref().map(|j| j.created_at), seq)
+        let priority = self
+            .job
+            .as_ref()
+            .map_or(Priority::Interactive, |j| j.priority);
+        let waited = std::time::Duration::from_millis(now.saturating_sub(ms));
+        (
+            aging.rank(priority, waited),
+            ms,
+            self.job.as_ref().map(|j| j.created_at),
+            seq,
+        )
     }
 }
 
@@ -44,21 +109,41 @@ pub(super) fn id_order(id: &str) -> (u64, u64) {
 
 pub(super) fn entry(key: &str, e: &StreamId, deliveries: u32) -> Taken {
     let text: Option<String> = e.get(FIELD_JOB);
+    waiting_entry(
+        key,
+        e.id.clone(),
+        text,
+        e.get(FIELD_PASSES).unwrap_or(0),
+        deliveries,
+    )
+}
+
+fn waiting_entry(
+    key: &str,
+    id: String,
+    text: Option<String>,
+    passes: u32,
+    deliveries: u32,
+) -> Taken {
     Taken {
         key: key.to_owned(),
-        id: e.id.clone(),
+        id,
         job: text.as_deref().and_then(|t| serde_json::from_str(t).ok()),
         text,
-        passes: e.get(FIELD_PASSES).unwrap_or(0),
+        passes,
         deliveries,
     }
 }
 
 impl Inner {
-    /// The oldest entry held for `worker` in one of `keys`. Held entries of lanes the
-    /// worker no longer asks for are released: their lease runs out and others take them.
-    pub(super) fn take_held(&self, worker: &WorkerName, keys: &[String]) -> Option<Taken> {
-        let mut held = lock(&self.held);
+    /// Releases the entries held for `worker` of lanes it no longer asks for (their lease
+    /// runs out and others take them), and returns its held entries that remain.
+    fn held_in<'a>(
+        &self,
+        held: &'a mut std::collections::HashMap<WorkerName, Vec<Taken>>,
+        worker: &WorkerName,
+        keys: &[String],
+    ) -> Option<&'a mut Vec<Taken>> {
         let mine = held.get_mut(worker)?;
         let (keep, drop): (Vec<Taken>, Vec<Taken>) =
             mine.drain(..).partition(|t| keys.contains(&t.key));
@@ -66,17 +151,125 @@ impl Inner {
         for t in &drop {
             self.release(&t.key, &t.id);
         }
-        (!mine.is_empty()).then(|| mine.remove(0))
+        Some(mine)
+    }
+
+    /// The order of the best entry held for `worker` in one of `keys`.
+    pub(super) fn best_held(
+        &self,
+        worker: &WorkerName,
+        keys: &[String],
+        aging: Aging,
+        now: u64,
+    ) -> Option<Order> {
+        let mut held = lock(&self.held);
+        let mine = self.held_in(&mut held, worker, keys)?;
+        mine.iter().map(|t| t.order(aging, now)).min()
+    }
+
+    /// The best entry held for `worker` in one of `keys`, taken out of its hold.
+    pub(super) fn take_held(
+        &self,
+        worker: &WorkerName,
+        keys: &[String],
+        aging: Aging,
+        now: u64,
+    ) -> Option<Taken> {
+        let mut held = lock(&self.held);
+        let mine = self.held_in(&mut held, worker, keys)?;
+        let best = (0..mine.len()).min_by_key(|&i| mine[i].order(aging, now))?;
+        Some(mine.remove(best))
     }
 
     pub(super) fn hold(&self, worker: &WorkerName, more: Vec<Taken>) {
         if more.is_empty() {
             return;
         }
-        let mut held = lock(&self.held);
-        let mine = held.entry(worker.clone()).or_default();
-        mine.extend(more);
-        mine.sort_by_key(Taken::age);
+        lock(&self.held)
+            .entry(worker.clone())
+            .or_default()
+            .extend(more);
+    }
+
+    /// Up to `per_stream` waiting entries of each of `keys` (0: all), oldest first, without
+    /// taking them.
+    pub(super) async fn waiting(
+        &self,
+        keys: &[String],
+        per_stream: usize,
+    ) -> RedisResult<Vec<Taken>> {
+        let found: Vec<Vec<(String, String)>> = redis::cmd("EVAL")
+            .arg(WAITING_SCRIPT)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(GROUP)
+            .arg(per_stream)
+            .arg(FIELD_JOB)
+            .query_async(&mut self.redis.commands())
+            .await?;
+        Ok(keys
+            .iter()
+            .zip(found)
+            .flat_map(|(key, entries)| {
+                entries
+                    .into_iter()
+                    .map(|(id, text)| waiting_entry(key, id, Some(text), 0, 0))
+                    .collect::<Vec<_>>()
+            })
+            .collect())
+    }
+
+    /// The first waiting entry of each of `keys`, without taking them.
+    pub(super) async fn heads(&self, keys: &[String]) -> RedisResult<Vec<Taken>> {
+        self.waiting(keys, 1).await
+    }
+
+    /// Takes the next waiting entry of stream `key`, if any, without blocking.
+    pub(super) async fn read_waiting(&self, key: &str, consumer: &str) -> RedisResult<Vec<Taken>> {
+        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(GROUP)
+            .arg(consumer)
+            .arg("COUNT")
+            .arg(1)
+            .arg("STREAMS")
+            .arg(key)
+            .arg(">")
+            .query_async(&mut self.redis.commands())
+            .await?;
+        Ok(read_reply(reply))
+    }
+
+    /// What one round of `dequeue` takes (see [`Inner::next`]): the best of the entries
+    /// held for `worker` (stale ones of dead consumers taken over now among them) and the
+    /// first waiting entry of each stream, else new ones (blocking). The held entry comes
+    /// out of its hold; the others are taken now.
+    pub(super) async fn pick(
+        &self,
+        worker: &WorkerName,
+        keys: &[String],
+        consumer: &str,
+    ) -> RedisResult<Vec<Taken>> {
+        self.ensure_groups(keys).await?;
+        let stale = self.reclaim(keys, consumer).await?;
+        self.lease(&stale, consumer);
+        self.hold(worker, stale);
+        let heads = self.heads(keys).await?;
+        let now = now_ms();
+        let aging = self.options.aging;
+        let best_head = heads.iter().min_by_key(|t| t.order(aging, now));
+        let best_held = self.best_held(worker, keys, aging, now);
+        Ok(match (best_held, best_head) {
+            (Some(held), Some(head)) if head.order(aging, now) < held => {
+                self.read_waiting(&head.key, consumer).await?
+            }
+            (Some(_), _) => self
+                .take_held(worker, keys, aging, now)
+                .into_iter()
+                .collect(),
+            (None, Some(head)) => self.read_waiting(&head.key, consumer).await?,
+            (None, None) => self.read_new(keys, consumer).await?,
+        })
     }
 
     /// Takes over entries whose lease ran out, at most one per stream.
@@ -154,16 +347,20 @@ impl Inner {
         };
         let reply: Option<StreamReadReply> = cmd.query_async(conn).await?;
         lent.give_back();
-        let taken: Vec<Taken> = reply
-            .into_iter()
-            .flat_map(|r| r.keys)
-            .flat_map(|k| {
-                k.ids
-                    .iter()
-                    .map(|e| entry(&k.key, e, 1))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        Ok(taken)
+        Ok(read_reply(reply))
     }
+}
+
+/// The entries of an `XREADGROUP` reply, first deliveries all.
+fn read_reply(reply: Option<StreamReadReply>) -> Vec<Taken> {
+    reply
+        .into_iter()
+        .flat_map(|r| r.keys)
+        .flat_map(|k| {
+            k.ids
+                .iter()
+                .map(|e| entry(&k.key, e, 1))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }

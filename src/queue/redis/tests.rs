@@ -12,28 +12,29 @@ use crate::testkit::redis_server::{RedisServer, delete_keys, redis_url_or_skip, 
 
 /// A deadline, not a wait: the tests return as soon as the condition holds. Generous,
 /// because reconnecting after a restart follows a backoff of up to 5 s on a loaded machine.
-const PATIENCE: Duration = Duration::from_secs(20);
+pub(super) const PATIENCE: Duration = Duration::from_secs(20);
 
 use crate::testkit::samples::sample_job as job;
 
-fn fast() -> RedisQueueOptions {
+pub(super) fn fast() -> RedisQueueOptions {
     RedisQueueOptions {
         lease: Duration::from_millis(200),
         max_deliveries: 3,
         block: Duration::from_millis(50),
         max_avoid_passes: 3,
+        aging: Aging::default(),
     }
 }
 
-fn lane(s: &str) -> Lane {
+pub(super) fn lane(s: &str) -> Lane {
     Lane::parse(s).unwrap()
 }
 
-fn worker(s: &str) -> WorkerName {
+pub(super) fn worker(s: &str) -> WorkerName {
     WorkerName::parse(s).unwrap()
 }
 
-async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+pub(super) async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
@@ -41,7 +42,7 @@ async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
         .unwrap()
 }
 
-async fn dequeue_within(
+pub(super) async fn dequeue_within(
     q: &RedisQueue,
     lanes: &[Lane],
     w: &WorkerName,

@@ -367,8 +367,8 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
             let created = ts(&t.created_at);
             conn.prepare_cached(
                 "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-                 worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, priority) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?
             .execute(params![
                 t.task_id.to_string(),
@@ -389,6 +389,7 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                 t.job,
                 t.remember,
                 t.person.as_str(),
+                t.priority.as_str(),
             ])?;
             Ok(Done::Inserted)
         }

@@ -1,0 +1,206 @@
+//! Tests of the Redis queue's priorities against a real Redis at `$REDIS_URL` (skipped
+//! with a note when unset): the order of classes and ages, aging read from the entry ids,
+//! positions, and the inventory across the classes' streams.
+
+use std::time::Duration;
+
+use super::take::now_ms;
+use super::tests::{PATIENCE, dequeue_within, fast, lane, raw, worker};
+use super::*;
+use crate::testkit::redis_server::{delete_keys, redis_url_or_skip, unique_prefix};
+use crate::testkit::samples::sample_job;
+
+fn of(l: &Lane, priority: Priority) -> Job {
+    Job {
+        priority,
+        ..sample_job(l)
+    }
+}
+
+/// Adds `job` to its class's stream as if it had been queued `ago`: the entry id is the
+/// enqueue time in ms.
+async fn enqueue_as_of(url: &str, q: &RedisQueue, job: &Job, ago: Duration) {
+    let key = q.class_stream_key(&job.lane, job.priority);
+    let ms = now_ms() - u64::try_from(ago.as_millis()).unwrap();
+    q.inner
+        .ensure_groups(std::slice::from_ref(&key))
+        .await
+        .unwrap();
+    let mut conn = raw(url).await;
+    let _: String = redis::cmd("XADD")
+        .arg(&key)
+        .arg(format!("{ms}-0"))
+        .arg(FIELD_JOB)
+        .arg(serde_json::to_string(job).unwrap())
+        .arg(FIELD_PASSES)
+        .arg(0)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+async fn take(q: &RedisQueue, lanes: &[Lane]) -> Delivery {
+    let d = dequeue_within(q, lanes, &worker("w"), PATIENCE)
+        .await
+        .expect("a job within the patience");
+    q.ack(&d).await.unwrap();
+    d
+}
+
+#[tokio::test]
+async fn the_best_priority_goes_first_across_lanes_then_the_oldest() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let (a, b) = (lane("tasks:llm:a"), lane("tasks:utility"));
+    let batch = of(&a, Priority::Batch);
+    let bg1 = of(&b, Priority::Background);
+    let bg2 = of(&a, Priority::Background);
+    let chat1 = of(&a, Priority::Interactive);
+    let chat2 = of(&b, Priority::Interactive);
+    for j in [&batch, &bg1, &bg2, &chat1, &chat2] {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    assert_eq!(
+        q.depths().await.unwrap(),
+        vec![(a.clone(), 3), (b.clone(), 2)]
+    );
+    let ids = q.task_ids().await.unwrap();
+    assert_eq!(ids.len(), 5, "every class's stream is in the inventory");
+    let mut conn = raw(&url).await;
+    let len: usize = redis::AsyncCommands::xlen(&mut conn, q.class_stream_key(&a, Priority::Batch))
+        .await
+        .unwrap();
+    assert_eq!(len, 1, "a batch job waits in its lane's batch stream");
+    let lanes = [a, b];
+    let mut order = Vec::new();
+    for _ in 0..5 {
+        order.push(take(&q, &lanes).await.job.task_id);
+    }
+    assert_eq!(order, [chat1, chat2, bg1, bg2, batch].map(|j| j.task_id));
+    assert!(q.task_ids().await.unwrap().is_empty());
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+/// A job is promoted one class per aging step of waiting, read from its entry id: a
+/// batch job queued two steps ago goes before a fresh chat; one step ago, after it.
+#[tokio::test]
+async fn waiting_promotes_a_job_by_the_age_its_entry_id_carries() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let aging = Duration::from_secs(60);
+    let options = RedisQueueOptions {
+        aging: Aging::every(aging),
+        ..fast()
+    };
+    let q = RedisQueue::connect(&url, &prefix, options).await.unwrap();
+    let l = lane("tasks:llm:m");
+    let lanes = std::slice::from_ref(&l);
+
+    let batch = of(&l, Priority::Batch);
+    enqueue_as_of(&url, &q, &batch, aging + aging / 2).await;
+    let chat = of(&l, Priority::Interactive);
+    let bg = of(&l, Priority::Background);
+    q.enqueue(chat.clone()).await.unwrap();
+    q.enqueue(bg.clone()).await.unwrap();
+    assert_eq!(q.position(&l, chat.task_id).await.unwrap(), Some(1));
+    assert_eq!(q.position(&l, batch.task_id).await.unwrap(), Some(2));
+    assert_eq!(q.position(&l, bg.task_id).await.unwrap(), Some(3));
+    let order: Vec<TaskId> = [
+        take(&q, lanes).await,
+        take(&q, lanes).await,
+        take(&q, lanes).await,
+    ]
+    .map(|d| d.job.task_id)
+    .into();
+    assert_eq!(order, [chat, batch, bg].map(|j| j.task_id));
+
+    // (Another lane: a stream's ids only grow.)
+    let l = lane("tasks:llm:m2");
+    let lanes = std::slice::from_ref(&l);
+    let old_batch = of(&l, Priority::Batch);
+    enqueue_as_of(&url, &q, &old_batch, 2 * aging + aging / 2).await;
+    let chat = of(&l, Priority::Interactive);
+    q.enqueue(chat.clone()).await.unwrap();
+    assert_eq!(q.position(&l, old_batch.task_id).await.unwrap(), Some(1));
+    assert_eq!(take(&q, lanes).await.job, old_batch);
+    assert_eq!(take(&q, lanes).await.job, chat);
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn positions_count_the_waiting_jobs_of_the_lane_that_go_first() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let (l, other) = (lane("tasks:llm:m"), lane("tasks:llm:n"));
+    let bg = of(&l, Priority::Background);
+    let elsewhere = of(&other, Priority::Interactive);
+    let chat1 = of(&l, Priority::Interactive);
+    let chat2 = of(&l, Priority::Interactive);
+    for j in [&bg, &elsewhere, &chat1, &chat2] {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    assert_eq!(q.position(&l, chat1.task_id).await.unwrap(), Some(1));
+    assert_eq!(q.position(&l, chat2.task_id).await.unwrap(), Some(2));
+    assert_eq!(q.position(&l, bg.task_id).await.unwrap(), Some(3));
+    assert_eq!(
+        q.position(&other, elsewhere.task_id).await.unwrap(),
+        Some(1)
+    );
+    assert_eq!(q.position(&other, bg.task_id).await.unwrap(), None);
+    assert_eq!(q.position(&l, TaskId::new()).await.unwrap(), None);
+    // A job handed out (even unacknowledged) no longer waits.
+    let d = dequeue_within(&q, std::slice::from_ref(&l), &worker("w"), PATIENCE)
+        .await
+        .unwrap();
+    assert_eq!(d.job, chat1);
+    assert_eq!(q.position(&l, chat1.task_id).await.unwrap(), None);
+    assert_eq!(q.position(&l, chat2.task_id).await.unwrap(), Some(1));
+    assert_eq!(q.position(&l, bg.task_id).await.unwrap(), Some(2));
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+/// Jobs taken over from a dead consumer (delivered again, or held from the same take-over)
+/// do not go before a more urgent job that waits.
+#[tokio::test]
+async fn a_held_job_does_not_go_before_a_more_urgent_waiting_one() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let (x, y) = (lane("tasks:llm:x"), lane("tasks:llm:y"));
+    let lanes = [x.clone(), y.clone()];
+    let dead = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let (bx, by) = (of(&x, Priority::Background), of(&y, Priority::Background));
+    dead.enqueue(bx.clone()).await.unwrap();
+    dead.enqueue(by.clone()).await.unwrap();
+    for _ in 0..2 {
+        dequeue_within(&dead, &lanes, &worker("w"), PATIENCE)
+            .await
+            .unwrap();
+    }
+    drop(dead); // its process dies holding both
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let first = dequeue_within(&q, &lanes, &worker("w"), PATIENCE)
+        .await
+        .expect("a job taken over after the lease");
+    assert_eq!(first.deliveries, 2);
+    q.ack(&first).await.unwrap();
+    let chat = of(&x, Priority::Interactive);
+    q.enqueue(chat.clone()).await.unwrap();
+    assert_eq!(
+        take(&q, &lanes).await.job,
+        chat,
+        "the chat before the held job"
+    );
+    let last = take(&q, &lanes).await;
+    assert!([&bx, &by].contains(&&last.job) && last.job != first.job);
+    delete_keys(&url, &prefix).await.unwrap();
+}

@@ -1,0 +1,223 @@
+//! Priorities on a realistic single-slot machine: interactive turns go before queued
+//! background and batch work, waiting promotes work so batch jobs are not starved, and
+//! `X-Coordinator-Priority` / `/route`'s `priority` set the class (a bad value is a 400
+//! that writes nothing).
+
+use coordinator::store::sqlite::SqliteStore;
+use coordinator::store::{TaskFilter, TaskStore};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, spawn_app_with};
+use crate::household::{CHAT, machine, stats_until};
+
+/// One machine with one slot; Open WebUI's background tasks are sent to `CHAT`.
+async fn app(answer_tokens: (usize, usize), eval_tps: f64, aging_s: u64) -> TestApp {
+    spawn_app_with(machine(answer_tokens, eval_tps).await, |c| {
+        c.backends[0].max_concurrency = 1;
+        c.internal_tasks.mode = coordinator::config::InternalTasksMode::Model;
+        c.internal_tasks.model = Some(CHAT.to_owned());
+        c.scheduler.aging_s = aging_s;
+    })
+    .await
+}
+
+/// `POST /route` with `headers`; the task id.
+async fn route(app: &TestApp, body: Value, headers: &[(&str, &str)]) -> String {
+    let mut req = app.http.post(app.url("/route")).json(&body);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    body["task_id"].as_str().unwrap().to_owned()
+}
+
+/// Which of `prompts` each generation on the machine answered, in the order they ran.
+fn ran(app: &TestApp, prompts: &[&str]) -> Vec<String> {
+    app.fake
+        .generations()
+        .iter()
+        .map(|g| {
+            prompts
+                .iter()
+                .find(|p| g.last_user.contains(*p))
+                .map_or_else(|| g.last_user.clone(), |p| (*p).to_owned())
+        })
+        .collect()
+}
+
+/// The machine is busy with background work, more background work waits (asked for by
+/// the body, by the header, and an Open WebUI title task sent to the model), then a person
+/// asks: their turn runs next, after only the background generation already running.
+#[tokio::test]
+async fn an_interactive_turn_waits_for_at_most_one_background_generation() {
+    let app = app((200, 200), 50.0, 600).await;
+    let running = route(
+        &app,
+        json!({"prompt": "busy summary", "model": CHAT, "priority": "background"}),
+        &[],
+    )
+    .await;
+    stats_until(&app.fake, |s| s.requests >= 1).await;
+    let by_body = route(
+        &app,
+        json!({"prompt": "condense memory", "model": CHAT, "priority": "background"}),
+        &[],
+    )
+    .await;
+    let by_header = route(
+        &app,
+        json!({"prompt": "rewrite the query", "model": CHAT}),
+        &[("X-Coordinator-Priority", "background")],
+    )
+    .await;
+    let title = route(
+        &app,
+        json!({"prompt": "make a title for the chat"}),
+        &[("X-OpenWebUI-Task", "title_generation")],
+    )
+    .await;
+    let person = route(&app, json!({"prompt": "person asks", "model": CHAT}), &[]).await;
+
+    for id in [&running, &by_body, &by_header, &title, &person] {
+        assert_eq!(app.finished_task(id).await["status"], "done");
+    }
+    let order = ran(
+        &app,
+        &[
+            "busy summary",
+            "person asks",
+            "condense memory",
+            "rewrite the query",
+            "make a title",
+        ],
+    );
+    assert_eq!(
+        order,
+        [
+            "busy summary",
+            "person asks",
+            "condense memory",
+            "rewrite the query",
+            "make a title"
+        ],
+        "the person's turn runs right after the running generation"
+    );
+    for (id, priority) in [
+        (&running, "background"),
+        (&by_header, "background"),
+        (&title, "background"),
+        (&person, "interactive"),
+    ] {
+        assert_eq!(app.task(id).await["priority"], priority, "{id}");
+    }
+    assert_eq!(app.task(&title).await["internal_task"], "title_generation");
+    app.stop().await;
+}
+
+/// Interactive turns keep arriving (one waits at all times); a batch job queued among
+/// them runs once it has waited two aging steps, while interactive work still waits.
+#[tokio::test]
+async fn a_batch_job_is_not_starved_by_interactive_work() {
+    // 100 tokens at 10 tokens/s: 10 s of life, 0.1 s here; aging every 1 s.
+    let app = app((100, 100), 10.0, 1).await;
+    let ask = |n: usize| json!({"prompt": format!("person turn {n}"), "model": CHAT});
+    let mut waiting = std::collections::VecDeque::new();
+    waiting.push_back(route(&app, ask(0), &[]).await);
+    stats_until(&app.fake, |s| s.requests >= 1).await;
+    let batch = route(
+        &app,
+        json!({"prompt": "batch backfill", "model": CHAT, "priority": "batch"}),
+        &[],
+    )
+    .await;
+    let mut asked = 1;
+    for _ in 0..2 {
+        waiting.push_back(route(&app, ask(asked), &[]).await);
+        asked += 1;
+    }
+    // Each time a turn ends, another arrives: interactive work never runs out.
+    while app.task(&batch).await["status"] != "done" {
+        assert!(asked < 200, "the batch job never ran");
+        let next = waiting.pop_front().unwrap();
+        assert_eq!(app.finished_task(&next).await["status"], "done");
+        waiting.push_back(route(&app, ask(asked), &[]).await);
+        asked += 1;
+    }
+    let order = ran(&app, &["batch backfill"]);
+    let at = order.iter().position(|p| p == "batch backfill").unwrap();
+    assert!(
+        at >= 5,
+        "interactive turns queued after the batch job went first: {order:?}"
+    );
+    assert!(
+        !waiting.is_empty(),
+        "interactive work was still waiting when the batch job ran"
+    );
+    assert_eq!(app.task(&batch).await["priority"], "batch");
+    for id in waiting {
+        app.finished_task(&id).await;
+    }
+    app.stop().await;
+}
+
+/// A bad priority, in the header on a chat front door or in `/route`'s body, is a 400 that
+/// names it, and nothing is recorded or run.
+#[tokio::test]
+async fn a_bad_priority_is_refused_by_name_and_records_nothing() {
+    let app = app((10, 10), 50.0, 60).await;
+    let chat = json!({"model": CHAT, "messages": [{"role": "user", "content": "hi"}]});
+    for path in ["/v1/chat/completions", "/api/chat", "/route"] {
+        let body = if path == "/route" {
+            json!({"prompt": "hi"})
+        } else {
+            chat.clone()
+        };
+        let res = app
+            .http
+            .post(app.url(path))
+            .header("X-Coordinator-Priority", "urgent")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{path}");
+        let text = res.text().await.unwrap();
+        assert!(text.contains("X-Coordinator-Priority"), "{path}: {text}");
+        assert!(text.contains("urgent"), "{path}: {text}");
+    }
+    let res = app
+        .post("/route", json!({"prompt": "hi", "priority": "soon"}))
+        .await;
+    assert_eq!(res.status(), 400);
+    let text = res.text().await.unwrap();
+    assert!(text.contains("priority"), "{text}");
+    let store = SqliteStore::open(&app.db_path).await.unwrap();
+    let rows = store
+        .list(&TaskFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(rows.is_empty(), "{rows:?}");
+    assert!(app.fake.generations().is_empty());
+    // A good one is taken, on a chat front door too.
+    let res = app
+        .http
+        .post(app.url("/v1/chat/completions"))
+        .header("X-Coordinator-Priority", "batch")
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(app.task(&id).await["priority"], "batch");
+    app.stop().await;
+}
