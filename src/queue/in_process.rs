@@ -137,6 +137,18 @@ impl Queue for InProcessQueue {
         out.sort();
         Ok(out)
     }
+
+    async fn position(
+        &self,
+        lane: &Lane,
+        task_id: crate::domain::TaskId,
+    ) -> Result<Option<usize>, QueueError> {
+        let inner = self.lock();
+        let Some(q) = inner.lanes.get(lane) else {
+            return Ok(None);
+        };
+        Ok(q.iter().position(|(_, j)| j.task_id == task_id).map(|i| i + 1))
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +203,26 @@ mod tests {
             q.dequeue(&[lane], &good).await.unwrap().job.task_id,
             j.task_id
         );
+    }
+
+    #[tokio::test]
+    async fn a_jobs_position_counts_the_jobs_of_its_lane_before_it() {
+        let q = InProcessQueue::new();
+        let a = Lane::parse("tasks:llm:a").unwrap();
+        let b = Lane::parse("tasks:llm:b").unwrap();
+        let w = WorkerName::parse("w").unwrap();
+        let (a1, b1, a2) = (job(&a), job(&b), job(&a));
+        for j in [&a1, &b1, &a2] {
+            q.enqueue(j.clone()).await.unwrap();
+        }
+        assert_eq!(q.position(&a, a1.task_id).await.unwrap(), Some(1));
+        assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(2));
+        assert_eq!(q.position(&b, b1.task_id).await.unwrap(), Some(1));
+        assert_eq!(q.position(&b, a1.task_id).await.unwrap(), None, "other lane");
+        // Taken by a worker: no longer waiting; the next one moves up.
+        assert_eq!(q.dequeue(&[a.clone()], &w).await.unwrap().job.task_id, a1.task_id);
+        assert_eq!(q.position(&a, a1.task_id).await.unwrap(), None);
+        assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(1));
     }
 
     #[tokio::test]

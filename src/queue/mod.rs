@@ -4,6 +4,7 @@
 //! `tasks:web`, `tasks:rag`, `tasks:utility`). In-process lanes in embedded mode; Redis
 //! Streams with consumer groups in cluster mode, behind the same trait.
 
+pub mod eta;
 pub mod in_process;
 pub mod redis;
 
@@ -157,6 +158,12 @@ pub trait Queue: Send + Sync + 'static {
 
     /// The tasks the queue holds, waiting or handed out and not yet acknowledged.
     async fn task_ids(&self) -> Result<std::collections::HashSet<TaskId>, QueueError>;
+
+    /// Where task `task_id` waits in `lane`: 1 when it is the next job the lane's workers
+    /// take, n when n − 1 jobs of the lane wait before it. Lanes are FIFO, so that is its
+    /// place in the lane, counting only jobs not yet handed to a worker. `None` when the
+    /// job does not wait there (a worker has it, it was never queued, or it is gone).
+    async fn position(&self, lane: &Lane, task_id: TaskId) -> Result<Option<usize>, QueueError>;
 }
 
 #[cfg(test)]

@@ -452,6 +452,11 @@ impl Queue for RedisQueue {
     async fn task_ids(&self) -> Result<HashSet<TaskId>, QueueError> {
         inventory::task_ids(&self.inner).await
     }
+
+    /// From `XINFO GROUPS` (the group's last-delivered id) and `XRANGE` of what follows it.
+    async fn position(&self, lane: &Lane, task_id: TaskId) -> Result<Option<usize>, QueueError> {
+        inventory::position(&self.inner, lane, task_id).await
+    }
 }
 
 #[cfg(test)]

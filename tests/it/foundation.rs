@@ -416,6 +416,9 @@ impl Queue for OtherProcessQueue {
     async fn task_ids(&self) -> Result<std::collections::HashSet<TaskId>, QueueError> {
         Ok(Default::default())
     }
+    async fn position(&self, _: &Lane, _: TaskId) -> Result<Option<usize>, QueueError> {
+        Ok(None)
+    }
 }
 
 #[tokio::test]
