@@ -133,7 +133,10 @@ pub fn expected_wait_s(
     let load_s = if resident {
         0.0
     } else {
-        rates.iter().map(|(r, _)| r.load_s).fold(f64::INFINITY, f64::min)
+        rates
+            .iter()
+            .map(|(r, _)| r.load_s)
+            .fold(f64::INFINITY, f64::min)
     };
     let prompt_tps = rates.iter().map(|(r, _)| r.prompt_tps).fold(1.0, f64::max);
     Some(queue_s + load_s + f64::from(prompt_tokens) / prompt_tps)
@@ -196,11 +199,12 @@ mod tests {
         // 10 s and 5 s per answer: 0.3 answers a second together; one must finish first.
         let slow = worker("moon", 1, 1, 10.0);
         let fast = worker("sun", 1, 1, 20.0);
-        close(
-            expected_wait_s(&[&slow, &fast], &model(), 1, 0),
-            1.0 / 0.3,
+        close(expected_wait_s(&[&slow, &fast], &model(), 1, 0), 1.0 / 0.3);
+        assert_eq!(
+            expected_wait_s(&[], &model(), 1, 0),
+            None,
+            "nobody serves it"
         );
-        assert_eq!(expected_wait_s(&[], &model(), 1, 0), None, "nobody serves it");
     }
 
     #[test]

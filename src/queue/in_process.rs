@@ -147,7 +147,9 @@ impl Queue for InProcessQueue {
         let Some(q) = inner.lanes.get(lane) else {
             return Ok(None);
         };
-        Ok(q.iter().position(|(_, j)| j.task_id == task_id).map(|i| i + 1))
+        Ok(q.iter()
+            .position(|(_, j)| j.task_id == task_id)
+            .map(|i| i + 1))
     }
 }
 
@@ -218,9 +220,20 @@ mod tests {
         assert_eq!(q.position(&a, a1.task_id).await.unwrap(), Some(1));
         assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(2));
         assert_eq!(q.position(&b, b1.task_id).await.unwrap(), Some(1));
-        assert_eq!(q.position(&b, a1.task_id).await.unwrap(), None, "other lane");
+        assert_eq!(
+            q.position(&b, a1.task_id).await.unwrap(),
+            None,
+            "other lane"
+        );
         // Taken by a worker: no longer waiting; the next one moves up.
-        assert_eq!(q.dequeue(&[a.clone()], &w).await.unwrap().job.task_id, a1.task_id);
+        assert_eq!(
+            q.dequeue(std::slice::from_ref(&a), &w)
+                .await
+                .unwrap()
+                .job
+                .task_id,
+            a1.task_id
+        );
         assert_eq!(q.position(&a, a1.task_id).await.unwrap(), None);
         assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(1));
     }

@@ -99,7 +99,7 @@ impl Worker {
         // the task corrects what it evicted).
         self.handle.note_resident(&job.request.model);
         let in_flight = self.handle.start_request();
-        let opened = self.claim_and_open(delivery, started).await?;
+        let opened = self.claim_and_open(delivery, started, !was_loaded).await?;
         let mut got = Collected::default();
         let result = match opened {
             Ok(opened) => {
@@ -138,18 +138,21 @@ impl Worker {
     /// redelivered job (its task may have finished meanwhile) is claimed first; a job
     /// handed over directly was claimed with its row. `Started` goes out as soon as
     /// the claim is made, while the backend call is under way: a client waiting for a
-    /// whole answer knows from it that its task runs.
+    /// whole answer knows from it that its task runs (and, by `loading`, whether its
+    /// model must load first).
     async fn claim_and_open(
         &self,
         delivery: &Delivery,
         started: DateTime<Utc>,
+        loading: bool,
     ) -> Option<Result<Opened, BackendError>> {
         let job = &delivery.job;
         let (claim, opened) = if delivery.deliveries <= 1 && job.attempt == 0 {
-            let (claim, opened) = tokio::join!(self.claim(delivery, started), self.open(job));
+            let (claim, opened) =
+                tokio::join!(self.claim(delivery, started, loading), self.open(job));
             (claim, Some(opened))
         } else {
-            (self.claim(delivery, started).await, None)
+            (self.claim(delivery, started, loading).await, None)
         };
         if !self.may_run(job, claim).await {
             return None;
@@ -166,6 +169,7 @@ impl Worker {
         &self,
         delivery: &Delivery,
         started: DateTime<Utc>,
+        loading: bool,
     ) -> Result<Claim, StoreError> {
         let (task_id, me) = (delivery.job.task_id, self.handle.name());
         let claim = if delivery.claimed {
@@ -176,7 +180,7 @@ impl Worker {
         if matches!(claim, Ok(Claim::Claimed) | Err(_)) {
             let worker = me.clone();
             self.events
-                .publish(task_id, TaskEvent::Started { worker })
+                .publish(task_id, TaskEvent::Started { worker, loading })
                 .await;
         }
         claim

@@ -19,4 +19,5 @@ mod open_port;
 mod people;
 mod placement;
 mod routing;
+mod waiting;
 mod web;

@@ -120,14 +120,22 @@ async fn a_jobs_position_counts_the_waiting_jobs_of_its_lane_before_it() {
     let (a, b) = (lane("tasks:llm:a"), lane("tasks:llm:b"));
     let w = worker("w");
     let (a1, b1, a2) = (job(&a), job(&b), job(&a));
-    assert_eq!(q.position(&a, a1.task_id).await.unwrap(), None, "no stream yet");
+    assert_eq!(
+        q.position(&a, a1.task_id).await.unwrap(),
+        None,
+        "no stream yet"
+    );
     for j in [&a1, &b1, &a2] {
         q.enqueue(j.clone()).await.unwrap();
     }
     assert_eq!(q.position(&a, a1.task_id).await.unwrap(), Some(1));
     assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(2));
     assert_eq!(q.position(&b, b1.task_id).await.unwrap(), Some(1));
-    assert_eq!(q.position(&b, a1.task_id).await.unwrap(), None, "other lane");
+    assert_eq!(
+        q.position(&b, a1.task_id).await.unwrap(),
+        None,
+        "other lane"
+    );
     // Handed to a worker: no longer waiting, though unacknowledged; the next moves up.
     let d = q.dequeue(std::slice::from_ref(&a), &w).await.unwrap();
     assert_eq!(d.job.task_id, a1.task_id);
