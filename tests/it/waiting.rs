@@ -141,7 +141,7 @@ async fn a_queued_stream_gets_its_head_and_keep_alives_with_its_place_before_its
 #[tokio::test]
 async fn a_queued_ollama_stream_gets_empty_chunks_before_its_first_token() {
     let app = app_on(slow_machine(2000).await, |_| {}).await;
-    // The slot is still taken (and the task above still waits): the Ollama shape.
+    let _running = occupy(&app, "/api/chat").await;
     let (_, mut body) = stream(&app, "/api/chat", "and a short one").await;
     let all = read_until(&mut body, |s| s.contains("\"done\":true")).await;
     let lines: Vec<Value> = all
