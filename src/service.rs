@@ -62,6 +62,8 @@ pub struct Submitted {
     pub decision: RouteDecision,
     /// The worker expected to run the task (the pinned one, or the best candidate now).
     pub worker_hint: Option<WorkerName>,
+    /// The estimated size of the composed prompt (0 for a reply made by rules).
+    pub prompt_tokens: u32,
     pub events: EventStream,
     /// The task's span (see [`crate::telemetry::task_span`]), for what the front door does
     /// and logs while it waits for the answer.
@@ -199,6 +201,7 @@ impl AppState {
                     task_id,
                     decision,
                     worker_hint: rules,
+                    prompt_tokens: 0,
                     events,
                     span: tracing::Span::current(),
                 });
@@ -220,6 +223,7 @@ impl AppState {
                 prompt: turn.prompt.clone(),
             });
         let request = compose(&turn, &decision, &self.config, memory_context.as_deref());
+        let prompt_tokens = request.estimated_prompt_tokens();
         let worker_hint = decision.pinned_worker().cloned().or_else(|| {
             let ask = crate::placement::Ask::of(&request, Some(&turn.thread_id));
             self.directory.best_worker_for(&ask)
@@ -249,6 +253,7 @@ impl AppState {
             task_id,
             decision,
             worker_hint,
+            prompt_tokens,
             events,
             span: tracing::Span::current(),
         })

@@ -19,7 +19,8 @@ use tracing::Instrument;
 
 use super::error::ApiError;
 use super::http::{JsonBody, client_context, parse_body};
-use super::wait::{Deadline, FirstChunk, collect, first_chunk};
+use super::queued::{Dress, Look, Queued, wait_note};
+use super::wait::{Deadline, FirstChunk, FirstWait, Waiting, collect};
 use crate::chat::{Chunk, ResponseMode};
 use crate::dispatch::Cancelled;
 use crate::domain::TaskId;
@@ -29,7 +30,7 @@ use crate::memory::thread_allows_memory;
 use crate::people::Caller;
 use crate::routing::RouteDecision;
 use crate::service::AppState;
-use crate::turn::decoration::{Decoration, RouteInfo};
+use crate::turn::decoration::Decoration;
 use crate::turn::{Answer, ClientContext, Turn, TurnInput, build_turn};
 
 /// A chat API's wire format. Whether the client streams is the [`TurnInput::response`] it
@@ -58,7 +59,8 @@ pub trait ChatWire: Send + 'static {
         client: ClientContext,
     ) -> Result<(TurnInput, Self::Options), ApiError>;
 
-    /// The encoder for `reply`, made as soon as its first chunk is in.
+    /// The encoder for `reply`, made as soon as its first chunk is in (or, for a stream
+    /// still queued, when its head goes out).
     fn encoder(options: Self::Options, reply: &ChatReply) -> Self::Encoder;
 
     /// The whole answer, as one JSON body.
@@ -132,18 +134,29 @@ async fn reply<W: ChatWire>(
     }
 }
 
-/// A submitted chat turn whose first chunk is in: who answers, how to decorate it, and the
-/// answer so far.
+/// A submitted chat turn: who answers and the answer so far, from its first chunk on, or
+/// (a stream still queued) the wait for it.
 pub struct ChatReply {
     pub task_id: TaskId,
     pub decision: RouteDecision,
+    /// The worker that answers (the expected one while the task is queued).
     pub worker: String,
-    pub decoration: Decoration,
-    pub first: FirstChunk,
     /// The language of the user's prompt, for messages the chat shows.
     pub lang: Lang,
+    answer: Answering,
     /// Cancels the task if this reply is dropped before its answer ends.
     stop: StopOnDisconnect,
+}
+
+/// Where a reply's answer stands when the front door answers.
+enum Answering {
+    /// The first chunk is in (the common case), and with it the decoration.
+    Ready {
+        first: FirstChunk,
+        decoration: Decoration,
+    },
+    /// A stream whose first chunk did not come within `[timeouts] queued_head_ms`.
+    Queued(Box<Queued>),
 }
 
 /// Stop means stop: when a chat's client goes away before its answer ends (Open WebUI's
@@ -151,7 +164,7 @@ pub struct ChatReply {
 /// server drops its request), the task is cancelled, so a queued task never starts and a
 /// running one frees its backend. Disarmed once the answer ended or the client was given
 /// an error instead.
-struct StopOnDisconnect {
+pub(super) struct StopOnDisconnect {
     state: Option<AppState>,
     task_id: TaskId,
 }
@@ -164,7 +177,7 @@ impl StopOnDisconnect {
         }
     }
 
-    fn disarm(&mut self) {
+    pub(super) fn disarm(&mut self) {
         self.state = None;
     }
 }
@@ -198,6 +211,12 @@ pub enum Piece {
     Chunk(Chunk),
     /// The task failed after the first token; the message is safe to show.
     Failed(String),
+    /// No token yet: a keep-alive saying how the wait stands (only once the head went out
+    /// before the first chunk).
+    Waiting(Waiting),
+    /// The task failed, or was not started in time, before its first token, after the
+    /// head went out; in the API's error shape, as the response would have been.
+    Error(ApiError),
 }
 
 /// The most pieces one body frame takes.
@@ -256,12 +275,15 @@ fn failure_message(task_id: TaskId, detail: Option<&str>, lang: Lang) -> String 
 impl ChatReply {
     /// Submits a turn and waits for its first token: within `[timeouts] route_s` for a stream;
     /// for a whole answer, for a worker to start it within that time, then for the answer as
-    /// long as the backend may take (`[timeouts] answer_s`).
+    /// long as the backend may take (`[timeouts] answer_s`). A stream whose first token has
+    /// not come within `[timeouts] queued_head_ms` is answered at once instead, and waits
+    /// in its body (see `src/api/queued.rs`).
     /// Errors a chat shows are in the language of the user's prompt.
     pub async fn start(state: &AppState, turn: Turn) -> Result<Self, ApiError> {
         let lang = detect_language(&turn.prompt);
         let timeouts = &state.config.timeouts;
-        let deadline = match turn.response {
+        let mode = turn.response;
+        let deadline = match mode {
             // The backend call is bounded by answer_s; the route timeout on top covers a
             // failover's wait for another worker.
             ResponseMode::Whole => Deadline::AfterStart {
@@ -276,19 +298,67 @@ impl ChatReply {
             .await
             .map_err(|e| ApiError::from(e).in_language(lang))?;
         let mut stop = StopOnDisconnect::new(state, sub.task_id);
-        let timeout = Duration::from_secs(state.config.timeouts.route_s);
-        let first = match first_chunk(
+        let timeout = Duration::from_secs(timeouts.route_s);
+        let dress = Dress {
+            mode: state.config.server.routing_info,
+            plain: sub.decision.internal_task.is_some() || structured,
+        };
+        let mut wait = FirstWait::new(
             sub.task_id,
             sub.events,
             timeout,
             deadline,
             lang,
             &state.shutdown,
-        )
-        .instrument(sub.span)
-        .await
-        {
-            Ok(first) => first,
+        );
+        let head_after = Duration::from_millis(timeouts.queued_head_ms);
+        let early = async {
+            tokio::select! {
+                biased;
+                got = wait.chunk() => Some(got),
+                () = tokio::time::sleep(head_after) => None,
+            }
+        }
+        .instrument(sub.span.clone())
+        .await;
+        let hint = || {
+            sub.worker_hint
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        };
+        let (got, ahead) = match early {
+            Some(got) => (got, None),
+            None if mode.is_streamed() => {
+                let queued = Queued {
+                    wait,
+                    look: Look::new(state, &sub.decision, sub.task_id, sub.prompt_tokens),
+                    dress,
+                    keep_alive: Duration::from_secs(timeouts.keep_alive_s),
+                    worker_hint: hint(),
+                    span: sub.span,
+                };
+                return Ok(Self {
+                    task_id: sub.task_id,
+                    worker: queued.worker_hint.clone(),
+                    decision: sub.decision,
+                    lang,
+                    answer: Answering::Queued(Box::new(queued)),
+                    stop,
+                });
+            }
+            None => {
+                // A whole answer keeps waiting as before; only its header may say so.
+                let look = Look::new(state, &sub.decision, sub.task_id, sub.prompt_tokens);
+                let ahead = match dress.shows_wait() {
+                    true => look.now().await.map(|w| w.ahead),
+                    false => None,
+                };
+                (wait.chunk().instrument(sub.span).await, ahead)
+            }
+        };
+        let chunk = match got {
+            Ok(chunk) => chunk,
             Err(e) => {
                 // The client hears why; the task itself goes on (it may still be
                 // answered, and `GET /tasks/{id}` shows it).
@@ -296,30 +366,24 @@ impl ChatReply {
                 return Err(e);
             }
         };
-        let worker = first
-            .worker
-            .as_ref()
-            .or(sub.worker_hint.as_ref())
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        let decoration = if sub.decision.internal_task.is_some() || structured {
-            Decoration::default()
-        } else {
-            let info = RouteInfo {
-                domain: sub.decision.domain.to_string(),
-                model: sub.decision.model.to_string(),
-                worker: worker.clone(),
-                queue: sub.decision.lane().to_string(),
-            };
-            Decoration::new(&info, state.config.server.routing_info)
+        let worker = wait.worker().map_or_else(hint, ToString::to_string);
+        let note = match wait.started() {
+            Some(started) if dress.shows_wait() && (started.loading || ahead.is_some()) => {
+                let queued = ahead.map(|n| (wait.begun(), n));
+                wait_note(lang, &worker, &sub.decision.model, queued, Some(started))
+            }
+            _ => String::new(),
         };
+        let decoration = dress.decoration(&sub.decision, &worker, note);
         Ok(Self {
             task_id: sub.task_id,
             decision: sub.decision,
             worker,
-            decoration,
-            first,
             lang,
+            answer: Answering::Ready {
+                first: wait.into_first(chunk),
+                decoration,
+            },
             stop,
         })
     }
@@ -334,12 +398,17 @@ impl ChatReply {
         let headers = self.headers();
         let Self {
             task_id,
-            decoration,
-            first,
+            answer,
             lang,
             mut stop,
             ..
         } = self;
+        let Answering::Ready { first, decoration } = answer else {
+            // Only a stream is answered before its first chunk.
+            return Err(ApiError::Internal(format!(
+                "task {task_id}: a whole answer was asked of a queued stream"
+            )));
+        };
         let answer = collect(task_id, first, lang).await;
         stop.disarm();
         let mut answer = answer?;
@@ -350,67 +419,84 @@ impl ChatReply {
     }
 
     /// The answer as it arrives: the header before the first token, the footer before the
-    /// end (both skipped for tool-call answers), and a failure as a final piece.
+    /// end (both skipped for tool-call answers), and a failure as a final piece; for a
+    /// stream still queued, keep-alives before all that.
     pub fn into_pieces(self) -> BoxStream<'static, Piece> {
         let Self {
             task_id,
-            decoration,
-            first,
+            decision,
+            answer,
             lang,
-            mut stop,
+            stop,
             ..
         } = self;
-        let FirstChunk {
-            chunk: first,
-            mut rest,
-            ..
-        } = first;
-        let header = decoration.header().to_owned();
-        let footer = decoration.footer().to_owned();
-        Box::pin(async_stream::stream! {
-            let mut saw_tools = matches!(first, Chunk::ToolCalls { .. });
-            if !header.is_empty() && !saw_tools {
-                yield Piece::Chunk(Chunk::Content { text: header });
+        match answer {
+            Answering::Ready { first, decoration } => {
+                Box::pin(answer_pieces(task_id, &decoration, first, lang, stop))
             }
-            let mut next = Some(first);
-            loop {
-                let chunk = match next.take() {
-                    Some(c) => c,
-                    None => match rest.next().await {
-                        Some(TaskEvent::Chunk { chunk }) => chunk,
-                        Some(TaskEvent::Failed { message }) => {
-                            stop.disarm();
-                            yield Piece::Failed(failure_message(task_id, Some(&message), lang));
-                            break;
-                        }
-                        Some(TaskEvent::Unrecorded) => {
-                            stop.disarm();
-                            yield Piece::Failed(ApiError::StoreUnavailable { lang }.to_string());
-                            break;
-                        }
-                        Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => continue,
-                        None => {
-                            stop.disarm();
-                            yield Piece::Failed(failure_message(task_id, None, lang));
-                            break;
-                        }
-                    },
-                };
-                match &chunk {
-                    Chunk::ToolCalls { .. } => saw_tools = true,
-                    Chunk::Done { .. } => {
+            Answering::Queued(queued) => queued.into_pieces(decision, task_id, lang, stop),
+        }
+    }
+}
+
+/// An answer's pieces from its first chunk on, decorated (see [`ChatReply::into_pieces`]).
+pub(super) fn answer_pieces(
+    task_id: TaskId,
+    decoration: &Decoration,
+    first: FirstChunk,
+    lang: Lang,
+    mut stop: StopOnDisconnect,
+) -> impl futures::Stream<Item = Piece> + Send + 'static {
+    let FirstChunk {
+        chunk: first,
+        mut rest,
+        ..
+    } = first;
+    let header = decoration.header().to_owned();
+    let footer = decoration.footer().to_owned();
+    async_stream::stream! {
+        let mut saw_tools = matches!(first, Chunk::ToolCalls { .. });
+        if !header.is_empty() && !saw_tools {
+            yield Piece::Chunk(Chunk::Content { text: header });
+        }
+        let mut next = Some(first);
+        loop {
+            let chunk = match next.take() {
+                Some(c) => c,
+                None => match rest.next().await {
+                    Some(TaskEvent::Chunk { chunk }) => chunk,
+                    Some(TaskEvent::Failed { message }) => {
                         stop.disarm();
-                        if !footer.is_empty() && !saw_tools {
-                            yield Piece::Chunk(Chunk::Content { text: footer.clone() });
-                        }
-                        yield Piece::Chunk(chunk);
+                        yield Piece::Failed(failure_message(task_id, Some(&message), lang));
                         break;
                     }
-                    _ => {}
+                    Some(TaskEvent::Unrecorded) => {
+                        stop.disarm();
+                        yield Piece::Failed(ApiError::StoreUnavailable { lang }.to_string());
+                        break;
+                    }
+                    Some(TaskEvent::Started { .. } | TaskEvent::Retrying { .. }) => continue,
+                    None => {
+                        stop.disarm();
+                        yield Piece::Failed(failure_message(task_id, None, lang));
+                        break;
+                    }
+                },
+            };
+            match &chunk {
+                Chunk::ToolCalls { .. } => saw_tools = true,
+                Chunk::Done { .. } => {
+                    stop.disarm();
+                    if !footer.is_empty() && !saw_tools {
+                        yield Piece::Chunk(Chunk::Content { text: footer.clone() });
+                    }
+                    yield Piece::Chunk(chunk);
+                    break;
                 }
-                yield Piece::Chunk(chunk);
+                _ => {}
             }
-        })
+            yield Piece::Chunk(chunk);
+        }
     }
 }
 
@@ -430,6 +516,8 @@ mod tests {
             Piece::Chunk(Chunk::Content { text }) => buf.extend_from_slice(text.as_bytes()),
             Piece::Chunk(_) => buf.extend_from_slice(b"<chunk>"),
             Piece::Failed(m) => buf.extend_from_slice(m.as_bytes()),
+            Piece::Waiting(_) => buf.extend_from_slice(b"<waiting>"),
+            Piece::Error(e) => buf.extend_from_slice(e.to_string().as_bytes()),
         }
         buf.push(b'|');
     }

@@ -10,6 +10,7 @@ pub mod http;
 mod memory;
 pub mod ollama;
 pub mod openai;
+mod queued;
 mod route;
 mod tasks;
 pub mod wait;

@@ -1,4 +1,5 @@
-//! Tasks by id: `GET /tasks/{id}`, its token stream `GET /tasks/{id}/events` (SSE), and
+//! Tasks by id: `GET /tasks/{id}` (with its place in its lane and expected wait while it
+//! is queued), its token stream `GET /tasks/{id}/events` (SSE), and
 //! `POST /tasks/{id}/cancel`.
 
 use std::convert::Infallible;
@@ -7,13 +8,17 @@ use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
+use serde::Serialize;
 
 use super::error::ApiError;
+use crate::backend::perf::estimate_tokens;
 use crate::chat::Chunk;
 use crate::dispatch::{Cancelled, DispatchError};
 use crate::domain::{TaskId, TaskStatus};
 use crate::events::{EventStream, TaskEvent};
 use crate::people::Caller;
+use crate::queue::Job;
+use crate::queue::eta::{QueueWait, queue_wait};
 use crate::service::AppState;
 use crate::store::TaskRecord;
 
@@ -36,13 +41,63 @@ async fn load(state: &AppState, caller: &Caller, id: TaskId) -> Result<TaskRecor
         .ok_or_else(|| ApiError::NotFound(format!("no task {id}")))
 }
 
+/// A task as `GET /tasks/{id}` shows it: its row, and while it waits in its lane, its
+/// place there (`position`, 1 = next) and the expected seconds until its first token
+/// (`eta_s`, when a worker serves its model).
+#[derive(Serialize)]
+pub struct TaskView {
+    #[serde(flatten)]
+    task: TaskRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    position: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eta_s: Option<u64>,
+}
+
 pub async fn get_task(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-) -> Result<Json<TaskRecord>, ApiError> {
+) -> Result<Json<TaskView>, ApiError> {
     let id = parse_id(&id)?;
-    Ok(Json(load(&state, &caller, id).await?))
+    let task = load(&state, &caller, id).await?;
+    let wait = match task.status {
+        TaskStatus::Queued => place(&state, &task).await,
+        _ => None,
+    };
+    Ok(Json(TaskView {
+        position: wait.map(|w| w.position),
+        eta_s: wait.and_then(|w| w.eta_whole_s()),
+        task,
+    }))
+}
+
+/// Where a queued task waits, from the queue and the workers' figures; `None` when it is
+/// not in its lane (a worker is taking it) or the queue cannot say (logged).
+async fn place(state: &AppState, task: &TaskRecord) -> Option<QueueWait> {
+    // The composed prompt's size, from the stored job; the user's prompt if unreadable.
+    let prompt_tokens = task
+        .job
+        .as_deref()
+        .and_then(|j| serde_json::from_str::<Job>(j).ok())
+        .map_or_else(
+            || estimate_tokens(task.prompt.len()),
+            |j| j.request.estimated_prompt_tokens(),
+        );
+    let queue = state.dispatch.queue();
+    let looked = queue_wait(
+        queue.as_ref(),
+        state.directory.as_ref(),
+        &task.queue,
+        &task.model,
+        task.task_id,
+        prompt_tokens,
+    )
+    .await;
+    looked
+        .inspect_err(|e| tracing::warn!(task_id = %task.task_id, error = %e, "cannot read the task's place in its lane"))
+        .ok()
+        .flatten()
 }
 
 /// Cancels a queued or running task: `{"task_id", "status": "cancelled"}`, or
@@ -135,7 +190,7 @@ fn stored_events(task: &TaskRecord) -> Vec<TaskEvent> {
 /// SSE event names: `started`, `token`, `reasoning`, `tool_calls`, `retrying`, `done`, `error`.
 fn sse_event(ev: &TaskEvent) -> Event {
     let (name, data) = match ev {
-        TaskEvent::Started { worker } => ("started", serde_json::json!({ "worker": worker })),
+        TaskEvent::Started { worker, .. } => ("started", serde_json::json!({ "worker": worker })),
         TaskEvent::Retrying { worker, reason } => (
             "retrying",
             serde_json::json!({ "worker": worker, "reason": reason }),

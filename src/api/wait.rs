@@ -58,6 +58,153 @@ pub enum Deadline {
     AfterStart { answer: Duration },
 }
 
+/// What a streamed chat's client is told while its first token has not come (see
+/// `src/api/queued.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Waiting in its lane: its place (1 = next) and the expected seconds until its first
+    /// token, when some worker serves its model.
+    Queued { position: usize, eta_s: Option<u64> },
+    /// Not waiting in its lane: a worker has it (its model may be loading), or the queue
+    /// could not say.
+    NotQueued,
+}
+
+/// How a worker started the task: when (on this process's clock) and whether its model
+/// had to load first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartedAt {
+    pub at: tokio::time::Instant,
+    pub loading: bool,
+}
+
+/// The wait for a task's first chunk, resumable: [`FirstWait::chunk`] is cancel-safe, so a
+/// front door can do something else (tell a streaming client it is queued) and go on
+/// waiting where it was.
+pub struct FirstWait {
+    task_id: TaskId,
+    events: EventStream,
+    timeout: Duration,
+    deadline: Deadline,
+    lang: Lang,
+    stopping: CancellationToken,
+    worker: Option<WorkerName>,
+    started: Option<StartedAt>,
+    begun: tokio::time::Instant,
+    until: tokio::time::Instant,
+    /// Set once a worker runs a whole answer: then the wait is for the answer itself.
+    answering: Option<Duration>,
+}
+
+impl FirstWait {
+    /// See [`first_chunk`] for what `timeout`, `deadline` and `stopping` mean.
+    pub fn new(
+        task_id: TaskId,
+        events: EventStream,
+        timeout: Duration,
+        deadline: Deadline,
+        lang: Lang,
+        stopping: &CancellationToken,
+    ) -> Self {
+        let begun = tokio::time::Instant::now();
+        Self {
+            task_id,
+            events,
+            timeout,
+            deadline,
+            lang,
+            stopping: stopping.clone(),
+            worker: None,
+            started: None,
+            begun,
+            until: begun + timeout,
+            answering: None,
+        }
+    }
+
+    /// How the worker running the task started it; `None` while no worker runs it.
+    pub fn started(&self) -> Option<StartedAt> {
+        self.started
+    }
+
+    /// When the wait began (the task had just been submitted).
+    pub fn begun(&self) -> tokio::time::Instant {
+        self.begun
+    }
+
+    /// The worker running the task, once one said so.
+    pub fn worker(&self) -> Option<&WorkerName> {
+        self.worker.as_ref()
+    }
+
+    /// The first chunk, or why there is none (see [`first_chunk`]). Cancel-safe: dropping
+    /// the future loses no event, and the next call goes on where this one was.
+    pub async fn chunk(&mut self) -> Result<Chunk, ApiError> {
+        let (task_id, lang) = (self.task_id, self.lang);
+        loop {
+            let waited = tokio::select! {
+                // What the task says first: a start that has already come counts.
+                biased;
+                waited = tokio::time::timeout_at(self.until, self.events.next()) => waited,
+                () = self.stopping.cancelled(), if self.worker.is_none() => {
+                    return Err(ApiError::ShuttingDown {
+                        task_id: Some(task_id),
+                        lang,
+                    });
+                }
+            };
+            let Ok(next) = waited else {
+                return Err(match self.answering {
+                    Some(limit) => no_answer(task_id, limit, lang),
+                    None => ApiError::Busy {
+                        task_id,
+                        waited_s: self.timeout.as_secs(),
+                        lang,
+                    },
+                });
+            };
+            match next {
+                Some(TaskEvent::Started { worker, loading }) => {
+                    self.worker = Some(worker);
+                    let at = tokio::time::Instant::now();
+                    self.started = Some(StartedAt { at, loading });
+                    if let Deadline::AfterStart { answer } = self.deadline {
+                        self.answering = Some(answer);
+                        self.until = at + answer;
+                    }
+                }
+                Some(TaskEvent::Retrying { .. }) => {
+                    self.worker = None;
+                    self.started = None;
+                    // Back in a queue: the wait for a worker starts again.
+                    if self.answering.take().is_some() {
+                        self.until = tokio::time::Instant::now() + self.timeout;
+                    }
+                }
+                Some(TaskEvent::Chunk { chunk }) => return Ok(chunk),
+                Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message, lang)),
+                Some(TaskEvent::Unrecorded) => {
+                    return Err(ApiError::StoreUnavailable { lang });
+                }
+                None => {
+                    return Err(ApiError::Internal(format!(
+                        "the event stream of task {task_id} ended early"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The answer from its first chunk on.
+    pub fn into_first(self, chunk: Chunk) -> FirstChunk {
+        FirstChunk {
+            chunk,
+            worker: self.worker,
+            rest: self.events,
+        }
+    }
+}
+
 /// Waits up to `timeout` for the first chunk (or, with [`Deadline::AfterStart`], for a worker to
 /// start the task, then up to its `answer` limit for the first chunk). A failure before
 /// it is an error response; a timeout before a worker started says the cluster is busy
@@ -67,75 +214,15 @@ pub enum Deadline {
 /// for the next start; a task a worker runs is waited for (shutdown lets it finish).
 pub async fn first_chunk(
     task_id: TaskId,
-    mut events: EventStream,
+    events: EventStream,
     timeout: Duration,
     deadline: Deadline,
     lang: Lang,
     stopping: &CancellationToken,
 ) -> Result<FirstChunk, ApiError> {
-    let busy = || ApiError::Busy {
-        task_id,
-        waited_s: timeout.as_secs(),
-        lang,
-    };
-    let mut worker = None;
-    let mut until = tokio::time::Instant::now() + timeout;
-    // Set once a worker runs a whole answer: then the wait is for the answer itself.
-    let mut answering: Option<Duration> = None;
-    loop {
-        let waited = tokio::select! {
-            // What the task says first: a start that has already come counts.
-            biased;
-            waited = tokio::time::timeout_at(until, events.next()) => waited,
-            () = stopping.cancelled(), if worker.is_none() => {
-                return Err(ApiError::ShuttingDown {
-                    task_id: Some(task_id),
-                    lang,
-                });
-            }
-        };
-        let next = match waited {
-            Ok(next) => next,
-            Err(_) => {
-                return Err(match answering {
-                    Some(limit) => no_answer(task_id, limit, lang),
-                    None => busy(),
-                });
-            }
-        };
-        match next {
-            Some(TaskEvent::Started { worker: w }) => {
-                worker = Some(w);
-                if let Deadline::AfterStart { answer } = deadline {
-                    answering = Some(answer);
-                    until = tokio::time::Instant::now() + answer;
-                }
-            }
-            Some(TaskEvent::Retrying { .. }) => {
-                worker = None;
-                // Back in a queue: the wait for a worker starts again.
-                if answering.take().is_some() {
-                    until = tokio::time::Instant::now() + timeout;
-                }
-            }
-            Some(TaskEvent::Chunk { chunk }) => {
-                return Ok(FirstChunk {
-                    chunk,
-                    worker,
-                    rest: events,
-                });
-            }
-            Some(TaskEvent::Failed { message }) => return Err(failed(task_id, &message, lang)),
-            Some(TaskEvent::Unrecorded) => {
-                return Err(ApiError::StoreUnavailable { lang });
-            }
-            None => {
-                return Err(ApiError::Internal(format!(
-                    "the event stream of task {task_id} ended early"
-                )));
-            }
-        }
-    }
+    let mut wait = FirstWait::new(task_id, events, timeout, deadline, lang, stopping);
+    let chunk = wait.chunk().await?;
+    Ok(wait.into_first(chunk))
 }
 
 /// Reads an answer to its end. A failure after the first token is an error response too:
@@ -176,6 +263,7 @@ mod tests {
     fn started() -> TaskEvent {
         TaskEvent::Started {
             worker: WorkerName::parse("moon").unwrap(),
+            loading: false,
         }
     }
 
@@ -308,6 +396,48 @@ mod tests {
             matches!(err, ApiError::ShuttingDown { .. }),
             "back in the queue: {err:?}"
         );
+    }
+
+    /// The front door looks away (sends a keep-alive) and waits again: nothing is lost, the
+    /// start and whether the model loads are remembered, and the chunk still comes.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_given_up_for_a_moment_goes_on_where_it_was() {
+        let loading = TaskEvent::Started {
+            worker: WorkerName::parse("moon").unwrap(),
+            loading: true,
+        };
+        let answer = TaskEvent::Chunk {
+            chunk: Chunk::Content { text: "hi".into() },
+        };
+        let later = futures::stream::once(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            answer
+        });
+        let events = Box::pin(
+            futures::stream::iter(vec![loading])
+                .chain(later)
+                .chain(futures::stream::pending()),
+        );
+        let mut wait = FirstWait::new(
+            TaskId::new(),
+            events,
+            ROUTE,
+            Deadline::RouteTimeout,
+            Lang::En,
+            &CancellationToken::new(),
+        );
+        let begun = wait.begun();
+        let looked_away = tokio::time::timeout(Duration::from_secs(1), wait.chunk()).await;
+        assert!(looked_away.is_err(), "no chunk within a second");
+        let started = wait.started().expect("the start was seen");
+        assert!(started.loading);
+        assert_eq!(started.at, begun);
+        assert_eq!(wait.worker().map(WorkerName::as_str), Some("moon"));
+        let chunk = wait.chunk().await.unwrap();
+        assert_eq!(chunk, Chunk::Content { text: "hi".into() });
+        assert_eq!(begun.elapsed(), Duration::from_secs(5));
+        let first = wait.into_first(chunk);
+        assert_eq!(first.worker.unwrap().as_str(), "moon");
     }
 
     /// A task whose row could not be written answers 503 (the store), not 502 (a backend).

@@ -55,6 +55,8 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "stream_idle_s",
             "answer_s",
             "discovery_interval_s",
+            "queued_head_ms",
+            "keep_alive_s",
         ],
     ),
     (
@@ -216,6 +218,8 @@ const LEAVES: &[(&str, &str, Kind)] = &[
     ("internal_tasks", "max_tokens", Kind::Number),
     ("timeouts", "route_s", Kind::Number),
     ("timeouts", "connect_ms", Kind::Number),
+    ("timeouts", "queued_head_ms", Kind::Number),
+    ("timeouts", "keep_alive_s", Kind::Number),
     ("web", "enabled", Kind::Flag),
     ("web", "timeout_ms", Kind::Number),
     ("memory", "top_k", Kind::Number),

@@ -268,6 +268,11 @@ pub struct TimeoutsConfig {
     pub answer_s: u64,
     /// How often backends' model lists are refreshed.
     pub discovery_interval_s: u64,
+    /// How long a streamed chat waits for its first token before it answers 200 at once
+    /// and tells the client it is queued (keep-alive frames) until the token comes.
+    pub queued_head_ms: u64,
+    /// How often a streamed chat that waits sends a keep-alive frame.
+    pub keep_alive_s: u64,
 }
 
 impl Default for TimeoutsConfig {
@@ -278,6 +283,8 @@ impl Default for TimeoutsConfig {
             stream_idle_s: 120,
             answer_s: 600,
             discovery_interval_s: 30,
+            queued_head_ms: 1000,
+            keep_alive_s: 5,
         }
     }
 }
@@ -387,6 +394,12 @@ impl Config {
         if self.timeouts.answer_s == 0 {
             problems.push("timeouts.answer_s: must be at least 1".to_owned());
         }
+        if self.timeouts.queued_head_ms == 0 {
+            problems.push("timeouts.queued_head_ms: must be at least 1".to_owned());
+        }
+        if self.timeouts.keep_alive_s == 0 {
+            problems.push("timeouts.keep_alive_s: must be at least 1".to_owned());
+        }
         problems.extend(self.routing.validate());
         problems.extend(self.web.validate());
         problems.extend(self.memory.validate());
@@ -445,6 +458,30 @@ mod tests {
         assert_eq!(c.server.listen, "127.0.0.1:8000");
         assert_eq!(c.timeouts.route_s, 60);
         assert_eq!(c.effective_backends().len(), 1);
+    }
+
+    #[test]
+    fn the_queued_heads_delay_and_the_keep_alive_must_be_positive() {
+        let text = "[timeouts]\nqueued_head_ms = 250\nkeep_alive_s = 2\n";
+        let c = load::load_str(text, Vec::new()).unwrap();
+        assert_eq!(
+            (c.timeouts.queued_head_ms, c.timeouts.keep_alive_s),
+            (250, 2)
+        );
+        let text = "[timeouts]\nqueued_head_ms = 0\nkeep_alive_s = 0\n";
+        let problems = load::load_str(text, Vec::new()).unwrap_err().problems();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("timeouts.queued_head_ms:")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("timeouts.keep_alive_s:")),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::store::StoreError;
 fn started() -> TaskEvent {
     TaskEvent::Started {
         worker: WorkerName::parse("w").unwrap(),
+        loading: false,
     }
 }
 

@@ -22,8 +22,13 @@ use crate::domain::{TaskId, WorkerName};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum TaskEvent {
-    /// A worker took the task.
-    Started { worker: WorkerName },
+    /// A worker took the task. `loading`: its model was not resident there, so the first
+    /// token waits for a load (absent, so false, in events of older workers).
+    Started {
+        worker: WorkerName,
+        #[serde(default)]
+        loading: bool,
+    },
     /// A piece of the answer. `Chunk::Done` ends the task successfully.
     Chunk { chunk: Chunk },
     /// The task was handed to another worker before its first token.

@@ -389,6 +389,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_jobs_position_counts_the_jobs_of_its_lane_before_it() {
+        let q = InProcessQueue::new();
+        let a = Lane::parse("tasks:llm:a").unwrap();
+        let b = Lane::parse("tasks:llm:b").unwrap();
+        let w = WorkerName::parse("w").unwrap();
+        let (a1, b1, a2) = (job(&a), job(&b), job(&a));
+        for j in [&a1, &b1, &a2] {
+            q.enqueue(j.clone()).await.unwrap();
+        }
+        assert_eq!(q.position(&a, a1.task_id).await.unwrap(), Some(1));
+        assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(2));
+        assert_eq!(q.position(&b, b1.task_id).await.unwrap(), Some(1));
+        assert_eq!(
+            q.position(&b, a1.task_id).await.unwrap(),
+            None,
+            "other lane"
+        );
+        // Taken by a worker: no longer waiting; the next one moves up.
+        assert_eq!(
+            q.dequeue(std::slice::from_ref(&a), &w)
+                .await
+                .unwrap()
+                .job
+                .task_id,
+            a1.task_id
+        );
+        assert_eq!(q.position(&a, a1.task_id).await.unwrap(), None);
+        assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(1));
+    }
+
+    #[tokio::test]
     async fn dropped_dequeue_loses_nothing() {
         let q = InProcessQueue::new();
         let lane = Lane::parse("tasks:web").unwrap();

@@ -4,6 +4,7 @@
 //! `tasks:web`, `tasks:rag`, `tasks:utility`). In-process lanes in embedded mode; Redis
 //! Streams with consumer groups in cluster mode, behind the same trait.
 
+pub mod eta;
 pub mod in_process;
 pub mod priority;
 pub mod redis;

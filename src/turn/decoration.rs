@@ -17,6 +17,8 @@ use crate::config::RoutingInfo;
 
 const HEADER_TITLE: &str = "📡 ルーティング情報\n";
 const HEADER_LABELS: [&str; 4] = ["- ドメイン: ", "- モデル: ", "- Worker: ", "- キュー: "];
+/// The header's optional last line: why the answer waited (see [`RouteInfo::wait`]).
+const WAIT_LABEL: &str = "- ⏳ ";
 const FOOTER_MARKER: &str = "\n\n---\n*domain: ";
 const SEPARATOR: &str = " / ";
 /// Shown for a value that is empty after sanitising.
@@ -29,6 +31,9 @@ pub struct RouteInfo {
     pub model: String,
     pub worker: String,
     pub queue: String,
+    /// Why the answer waited (queued behind others, its model loading), in the prompt's
+    /// language; empty when it did not. Shown in the header, so only with `header_footer`.
+    pub wait: String,
 }
 
 /// The header and footer for one answer, built once and reused for every chunk.
@@ -57,8 +62,12 @@ impl Decoration {
             },
             RoutingInfo::HeaderFooter => Self {
                 header: format!(
-                    "{HEADER_TITLE}{}{domain}\n{}{model}\n{}{worker}\n{}{queue}\n\n",
-                    HEADER_LABELS[0], HEADER_LABELS[1], HEADER_LABELS[2], HEADER_LABELS[3]
+                    "{HEADER_TITLE}{}{domain}\n{}{model}\n{}{worker}\n{}{queue}\n{}\n",
+                    HEADER_LABELS[0],
+                    HEADER_LABELS[1],
+                    HEADER_LABELS[2],
+                    HEADER_LABELS[3],
+                    wait_line(&info.wait),
                 ),
                 footer: short_footer(),
             },
@@ -86,6 +95,15 @@ impl Decoration {
         out.push_str(text);
         out.push_str(&self.footer);
         out
+    }
+}
+
+/// The header's wait line, or nothing when the answer did not wait.
+fn wait_line(wait: &str) -> String {
+    if wait.trim().is_empty() {
+        String::new()
+    } else {
+        format!("{WAIT_LABEL}{}\n", sanitise(wait))
     }
 }
 
@@ -156,6 +174,9 @@ fn split_header(text: &str) -> Option<&str> {
         rest = rest.strip_prefix(label)?;
         let end = rest.find('\n')?;
         rest = &rest[end + 1..];
+    }
+    if let Some(wait) = rest.strip_prefix(WAIT_LABEL) {
+        rest = &wait[wait.find('\n')? + 1..];
     }
     rest.strip_prefix('\n')
 }

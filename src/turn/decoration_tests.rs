@@ -10,6 +10,7 @@ fn info() -> RouteInfo {
         model: "qwen2.5-coder:7b".into(),
         worker: "moon".into(),
         queue: "tasks:llm:qwen2.5-coder:7b".into(),
+        wait: String::new(),
     }
 }
 
@@ -65,6 +66,28 @@ fn near_misses_are_left_alone() {
 }
 
 #[test]
+fn a_wait_is_the_headers_last_line_and_is_stripped_with_it() {
+    let info = RouteInfo {
+        wait: "moon: loading qwen2.5:14b, about 12 s".into(),
+        ..info()
+    };
+    let d = Decoration::new(&info, RoutingInfo::HeaderFooter);
+    assert_eq!(
+        d.header(),
+        "📡 ルーティング情報\n- ドメイン: code\n- モデル: qwen2.5-coder:7b\n- Worker: moon\n- キュー: tasks:llm:qwen2.5-coder:7b\n- ⏳ moon: loading qwen2.5:14b, about 12 s\n\n"
+    );
+    let answer = d.apply("- ⏳ text of the answer itself\n\nmore");
+    assert_eq!(strip(&answer), "- ⏳ text of the answer itself\n\nmore");
+    // A stream cut short leaves the header alone; history drops it too.
+    assert_eq!(
+        clean_for_history(&format!("{}partial", d.header())),
+        "partial"
+    );
+    // Without a header there is nowhere to say it.
+    assert_eq!(Decoration::new(&info, RoutingInfo::Footer).header(), "");
+}
+
+#[test]
 fn slash_values_round_trip() {
     for v in ["/", "//", "/models/x.gguf", "a/", " / "] {
         let info = RouteInfo {
@@ -72,6 +95,7 @@ fn slash_values_round_trip() {
             model: v.into(),
             worker: v.into(),
             queue: v.into(),
+            wait: v.into(),
         };
         for mode in MODES {
             assert_eq!(strip(&decorate("x", &info, mode)), "x", "{v:?} {mode:?}");
@@ -146,14 +170,20 @@ fn tricky_text() -> impl Strategy<Value = String> {
 
 fn any_info() -> impl Strategy<Value = RouteInfo> {
     let value = prop_oneof![any::<String>(), tricky_text()];
-    (value.clone(), value.clone(), value.clone(), value).prop_map(
-        |(domain, model, worker, queue)| RouteInfo {
+    (
+        value.clone(),
+        value.clone(),
+        value.clone(),
+        value.clone(),
+        value,
+    )
+        .prop_map(|(domain, model, worker, queue, wait)| RouteInfo {
             domain,
             model,
             worker,
             queue,
-        },
-    )
+            wait,
+        })
 }
 
 fn any_mode() -> impl Strategy<Value = RoutingInfo> {

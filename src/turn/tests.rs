@@ -26,6 +26,7 @@ fn web_route() -> RouteInfo {
         model: "web_search".into(),
         worker: "web-worker".into(),
         queue: "tasks:web".into(),
+        wait: String::new(),
     }
 }
 

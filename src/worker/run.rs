@@ -132,7 +132,7 @@ impl Worker {
             self.handle
                 .start_request(&job.request.model, job.thread_id.as_ref(), tokens);
         let was_loaded = !in_flight.cold;
-        let opened = self.claim_and_open(delivery, started).await?;
+        let opened = self.claim_and_open(delivery, started, !was_loaded).await?;
         let result = match opened {
             Ok(opened) => {
                 got.fallback = opened.fallback;
@@ -199,22 +199,24 @@ impl Worker {
     /// redelivered job (its task may have finished meanwhile) is claimed first; a job
     /// handed over directly was claimed with its row. `Started` goes out as soon as
     /// the claim is made, while the backend call is under way: a client waiting for a
-    /// whole answer knows from it that its task runs.
+    /// whole answer knows from it that its task runs (and, by `loading`, whether its
+    /// model must load first).
     async fn claim_and_open(
         &self,
         delivery: &Delivery,
         started: DateTime<Utc>,
+        loading: bool,
     ) -> Option<Result<Opened, BackendError>> {
         let job = &delivery.job;
         if delivery.deliveries > 1 || job.attempt > 0 {
-            let claim = self.claim(delivery, started).await;
+            let claim = self.claim(delivery, started, loading).await;
             if !self.may_run(job, claim).await {
                 return None;
             }
             return Some(self.open(job).await);
         }
         let open = self.open(job);
-        let claim = self.claim(delivery, started);
+        let claim = self.claim(delivery, started, loading);
         tokio::pin!(open, claim);
         let mut opened = None;
         let claim = tokio::select! {
@@ -239,6 +241,7 @@ impl Worker {
         &self,
         delivery: &Delivery,
         started: DateTime<Utc>,
+        loading: bool,
     ) -> Result<Claim, StoreError> {
         let (task_id, me) = (delivery.job.task_id, self.handle.name());
         let claim = if delivery.claimed {
@@ -249,7 +252,7 @@ impl Worker {
         if matches!(claim, Ok(Claim::Claimed) | Err(_)) {
             let worker = me.clone();
             self.events
-                .publish(task_id, TaskEvent::Started { worker })
+                .publish(task_id, TaskEvent::Started { worker, loading })
                 .await;
         }
         claim

@@ -21,4 +21,5 @@ mod people;
 mod placement;
 mod priorities;
 mod routing;
+mod waiting;
 mod web;

@@ -137,6 +137,8 @@ impl ChatWire for OllamaChat {
                 encoder.stream.push(&c, &now, out);
             }
             Piece::Failed(message) => encoder.stream.push_error(&message, out),
+            Piece::Waiting(_) => encoder.stream.push_waiting(&now, out),
+            Piece::Error(error) => encoder.stream.push_error(&error.to_string(), out),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! Each chunk becomes one line
 //! `{"model","created_at","message":{"role":"assistant","content",...},"done":false}`;
 //! the last line has `"done":true`, `done_reason` and the counts and durations (in
-//! nanoseconds). A failure after the stream started is one `{"error":"..."}` line.
+//! nanoseconds). A failure after the stream started is one `{"error":"..."}` line. Before
+//! a queued answer's first token, keep-alive lines with empty content may come first.
 
 use serde::Serialize;
 use serde::ser::{SerializeSeq, Serializer};
@@ -213,6 +214,30 @@ impl NdjsonEncoder {
             model: &self.model,
             created_at,
             message,
+            done: false,
+        };
+        write_json(out, &rec);
+        out.push(b'\n');
+    }
+
+    /// Appends a keep-alive line for a client whose answer has not started: an assistant
+    /// message with empty content and `"done":false`, which is what Ollama itself may
+    /// send, so every client that reads each line as a chat chunk takes it (Open WebUI
+    /// turns it into an empty delta; the `ollama` library yields an empty message). NDJSON
+    /// has no comments, so the place and expected wait are not in it.
+    pub fn push_waiting(&self, created_at: &str, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        let rec = Record {
+            model: &self.model,
+            created_at,
+            message: MessageOut {
+                role: "assistant",
+                content: "",
+                thinking: None,
+                tool_calls: None,
+            },
             done: false,
         };
         write_json(out, &rec);

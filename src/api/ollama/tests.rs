@@ -48,6 +48,23 @@ fn ndjson_stream_bytes_are_pinned() {
 }
 
 #[test]
+fn ndjson_keep_alive_is_an_empty_message_that_is_not_done() {
+    let mut enc = NdjsonEncoder::new("qwen2.5:7b");
+    let mut out = Vec::new();
+    enc.push_waiting(AT, &mut out);
+    assert_eq!(
+        String::from_utf8(std::mem::take(&mut out)).unwrap(),
+        concat!(
+            r#"{"model":"qwen2.5:7b","created_at":"2024-05-01T12:00:00.000000000Z","message":{"role":"assistant","content":""},"done":false}"#,
+            "\n"
+        )
+    );
+    enc.push_error("busy", &mut out);
+    enc.push_waiting(AT, &mut out);
+    assert_eq!(String::from_utf8(out).unwrap(), "{\"error\":\"busy\"}\n");
+}
+
+#[test]
 fn ndjson_without_timings_uses_the_backend_total_and_errors_are_one_line() {
     let mut enc = NdjsonEncoder::new("m");
     let mut out = Vec::new();

@@ -65,7 +65,7 @@ impl ChatWire for OpenAiChat {
         Ok((parsed.input, parsed.include_usage))
     }
 
-    /// `created` is the moment the first chunk is in.
+    /// `created` is the moment the first chunk is in (or the head of a queued stream goes out).
     fn encoder(include_usage: bool, reply: &ChatReply) -> CompletionEncoder {
         let meta = CompletionMeta::new(
             reply.task_id,
@@ -89,6 +89,8 @@ impl ChatWire for OpenAiChat {
                 &ErrorBody::new(message, "server_error", Some("backend_error")),
                 out,
             ),
+            Piece::Waiting(waiting) => encoder.stream.push_waiting(waiting, out),
+            Piece::Error(error) => encoder.stream.push_error(&error.openai_body(), out),
         }
     }
 

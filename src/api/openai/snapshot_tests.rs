@@ -144,6 +144,49 @@ fn sse_error_event_ends_the_stream() {
 }
 
 #[test]
+fn sse_keep_alive_comments_and_a_failure_before_the_first_token_are_pinned() {
+    use crate::api::error::ApiError;
+    use crate::api::wait::Waiting;
+    use crate::lang::Lang;
+
+    let mut enc = SseEncoder::new(meta(), false);
+    let mut out = Vec::new();
+    for waiting in [
+        Waiting::Queued {
+            position: 2,
+            eta_s: Some(14),
+        },
+        Waiting::Queued {
+            position: 1,
+            eta_s: None,
+        },
+        Waiting::NotQueued,
+    ] {
+        enc.push_waiting(waiting, &mut out);
+    }
+    assert_eq!(
+        String::from_utf8(std::mem::take(&mut out)).unwrap(),
+        ": queued position=2 eta_s=14\n\n: queued position=1\n\n: waiting\n\n"
+    );
+    let task = TaskId::parse("0190f5b2-7c1e-7a3b-8c4d-5e6f7a8b9c0d").unwrap();
+    let busy = ApiError::Busy {
+        task_id: task,
+        waited_s: 60,
+        lang: Lang::En,
+    };
+    enc.push_error(&busy.openai_body(), &mut out);
+    enc.push_waiting(Waiting::NotQueued, &mut out);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        concat!(
+            r#"data: {"error":{"code":"cluster_busy","message":"the cluster is busy: task 0190f5b2-7c1e-7a3b-8c4d-5e6f7a8b9c0d has not started answering after 60 s; it is still queued and can be read at GET /tasks/0190f5b2-7c1e-7a3b-8c4d-5e6f7a8b9c0d","param":null,"task_id":"0190f5b2-7c1e-7a3b-8c4d-5e6f7a8b9c0d","type":"server_error"}}"#,
+            "\n\ndata: [DONE]\n\n"
+        ),
+        "nothing after the end"
+    );
+}
+
+#[test]
 fn non_stream_body_is_pinned() {
     let mut out = Vec::new();
     encode_completion(

@@ -5,11 +5,14 @@
 //! `reasoning_content` / `tool_calls` deltas, the final chunk with `finish_reason`, a usage
 //! chunk with `choices: []` when `include_usage` was asked, then `data: [DONE]`. A failure
 //! after the stream started is one `data: {"error":{...}}` event, then `data: [DONE]`.
+//! Before a queued answer's first token, keep-alive comments (`: queued position=2
+//! eta_s=14`) may come first.
 
 use serde::Serialize;
 
-use super::response::{CompletionMeta, ErrorBody, ToolCallsOut, UsageBody};
+use super::response::{CompletionMeta, ToolCallsOut, UsageBody};
 use super::write_json;
+use crate::api::wait::Waiting;
 use crate::chat::{Chunk, FinishReason, Usage};
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
@@ -125,8 +128,31 @@ impl SseEncoder {
         }
     }
 
-    /// Appends an error event and `[DONE]`, for a failure after the stream started.
-    pub fn push_error(&mut self, error: &ErrorBody, out: &mut Vec<u8>) {
+    /// Appends a keep-alive comment for a client whose answer has not started:
+    /// `: queued position=2 eta_s=14` (`eta_s` left out when unknown), or `: waiting` when
+    /// the task is no longer in its lane but has sent no token yet. SSE clients skip
+    /// comments; proxies see traffic.
+    pub fn push_waiting(&self, waiting: Waiting, out: &mut Vec<u8>) {
+        if self.finished {
+            return;
+        }
+        match waiting {
+            Waiting::Queued { position, eta_s } => {
+                out.extend_from_slice(b": queued position=");
+                out.extend_from_slice(position.to_string().as_bytes());
+                if let Some(eta) = eta_s {
+                    out.extend_from_slice(b" eta_s=");
+                    out.extend_from_slice(eta.to_string().as_bytes());
+                }
+            }
+            Waiting::NotQueued => out.extend_from_slice(b": waiting"),
+        }
+        out.extend_from_slice(b"\n\n");
+    }
+
+    /// Appends an error event and `[DONE]`, for a failure after the stream started:
+    /// [`super::ErrorBody`], or the whole OpenAI error object of an `ApiError`.
+    pub fn push_error(&mut self, error: &impl Serialize, out: &mut Vec<u8>) {
         if self.finished {
             return;
         }

@@ -66,6 +66,7 @@ async fn tokens_arrive_one_by_one_as_they_are_published() {
     let mut rx = forward(bus.subscribe(id).await);
     let started = TaskEvent::Started {
         worker: WorkerName::parse("moon").unwrap(),
+        loading: true,
     };
     // Each event is seen before the next one is published.
     for ev in [started, text("Hel"), text("lo"), done()] {

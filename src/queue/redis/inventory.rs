@@ -2,9 +2,7 @@
 //! not yet acknowledged), so the router can find tasks the queue lost in a Redis restart,
 //! and where a waiting task stands in its lane.
 
-use std::collections::HashSet;
-
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use redis::streams::{StreamInfoGroupsReply, StreamRangeReply};
 

@@ -112,6 +112,42 @@ async fn enqueue_dequeue_across_lanes_oldest_first_and_ack_removes() {
 }
 
 #[tokio::test]
+async fn a_jobs_position_counts_the_waiting_jobs_of_its_lane_before_it() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let (a, b) = (lane("tasks:llm:a"), lane("tasks:llm:b"));
+    let w = worker("w");
+    let (a1, b1, a2) = (job(&a), job(&b), job(&a));
+    assert_eq!(
+        q.position(&a, a1.task_id).await.unwrap(),
+        None,
+        "no stream yet"
+    );
+    for j in [&a1, &b1, &a2] {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    assert_eq!(q.position(&a, a1.task_id).await.unwrap(), Some(1));
+    assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(2));
+    assert_eq!(q.position(&b, b1.task_id).await.unwrap(), Some(1));
+    assert_eq!(
+        q.position(&b, a1.task_id).await.unwrap(),
+        None,
+        "other lane"
+    );
+    // Handed to a worker: no longer waiting, though unacknowledged; the next moves up.
+    let d = q.dequeue(std::slice::from_ref(&a), &w).await.unwrap();
+    assert_eq!(d.job.task_id, a1.task_id);
+    assert_eq!(q.position(&a, a1.task_id).await.unwrap(), None);
+    assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(1));
+    q.ack(&d).await.unwrap();
+    assert_eq!(q.position(&a, a2.task_id).await.unwrap(), Some(1));
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
 async fn waiting_consumer_is_woken_by_enqueue() {
     let Some(url) = redis_url_or_skip() else {
         return;

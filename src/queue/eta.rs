@@ -1,0 +1,259 @@
+//! How long a queued task is expected to wait for its first token, from its place in its
+//! lane ([`super::Queue::position`]) and what the workers serving the lane have shown of
+//! their speed (the learned figures of `src/backend/perf.rs`, read through the
+//! [`Directory`]). Shown to a waiting client (the keep-alive of a streamed chat) and by
+//! `GET /tasks/{id}`.
+
+use crate::backend::perf::{self, Rates};
+use crate::backend::registry::WorkerStatus;
+use crate::domain::{Lane, ModelName, TaskId, WorkerName};
+use crate::worker::Directory;
+
+use super::{Queue, QueueError};
+
+/// A task waiting in its lane: its place, the answers before it, and when its first token
+/// is expected.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueueWait {
+    /// 1 when it is the next job its lane's workers take.
+    pub position: usize,
+    /// The answers that go before it: those running on the lane's workers, and the jobs
+    /// waiting before it in the lane.
+    pub ahead: usize,
+    /// Expected seconds until its first token (see [`expected_wait_s`]); `None` when no
+    /// worker serves its model now.
+    pub eta_s: Option<f64>,
+}
+
+impl QueueWait {
+    /// The expected wait in whole seconds, rounded up (a client is told "14", not "13.2").
+    pub fn eta_whole_s(&self) -> Option<u64> {
+        self.eta_s.map(|s| s.max(0.0).ceil() as u64)
+    }
+}
+
+/// Where task `task_id` waits in `lane` and when its first token is expected; `None` when
+/// it does not wait in the lane (a worker has it). `model` is the model it is for (the
+/// lane's, or the web lane's answering model), `prompt_tokens` the estimated size of its
+/// composed prompt.
+pub async fn queue_wait(
+    queue: &dyn Queue,
+    directory: &dyn Directory,
+    lane: &Lane,
+    model: &ModelName,
+    task_id: TaskId,
+    prompt_tokens: u32,
+) -> Result<Option<QueueWait>, QueueError> {
+    let Some(position) = queue.position(lane, task_id).await? else {
+        return Ok(None);
+    };
+    let statuses = directory.statuses();
+    let pinned = match lane {
+        Lane::Llm { pinned_worker, .. } => pinned_worker.as_ref(),
+        Lane::Web | Lane::Rag | Lane::Utility => None,
+    };
+    let serving = serving(&statuses, model, pinned);
+    let running: usize = serving.iter().map(|s| s.in_flight).sum();
+    Ok(Some(QueueWait {
+        position,
+        ahead: running + position.saturating_sub(1),
+        eta_s: expected_wait_s(&serving, model, position, prompt_tokens),
+    }))
+}
+
+/// The workers that take jobs of `model` (only `pinned` when the lane is pinned to it):
+/// the healthy ones, or all of them when none is healthy (the task still waits for one).
+fn serving<'a>(
+    statuses: &'a [WorkerStatus],
+    model: &ModelName,
+    pinned: Option<&WorkerName>,
+) -> Vec<&'a WorkerStatus> {
+    let all: Vec<&WorkerStatus> = statuses
+        .iter()
+        .filter(|s| s.models.contains(model) && pinned.is_none_or(|p| p == &s.name))
+        .collect();
+    if all.iter().any(|s| s.healthy) {
+        all.into_iter().filter(|s| s.healthy).collect()
+    } else {
+        all
+    }
+}
+
+/// Expected seconds until the first token of a task at `position` in the lane of `model`,
+/// served by the workers `serving`:
+///
+/// - the work ahead: the answers running on those workers plus the `position − 1` jobs
+///   before it, of which all but one per free slot must finish first; each takes the
+///   expected answer time of its worker (answer length over generation rate), and the
+///   workers finish answers at the sum of their rates (slots over answer time). What the
+///   running answers have done already is not known (the workers do not report when they
+///   started), so each counts as a whole answer;
+/// - the load, when no serving worker has the model resident (the fastest one's);
+/// - the prompt, at the fastest prompt rate among them.
+///
+/// Every figure is the worker's learned one for `model`, else the best any worker has
+/// shown for it, else [`perf::ASSUMED`]. `None` when no worker serves the model.
+pub fn expected_wait_s(
+    serving: &[&WorkerStatus],
+    model: &ModelName,
+    position: usize,
+    prompt_tokens: u32,
+) -> Option<f64> {
+    if serving.is_empty() {
+        return None;
+    }
+    let fleet = perf::fleet_best(
+        serving
+            .iter()
+            .flat_map(|s| s.perf.iter())
+            .filter(|p| &p.model == model),
+    );
+    let rates: Vec<(Rates, &WorkerStatus)> = serving
+        .iter()
+        .map(|s| {
+            let r = s
+                .perf
+                .iter()
+                .find(|p| &p.model == model)
+                .map_or(fleet, |p| p.rates(fleet));
+            (r, *s)
+        })
+        .collect();
+    let slots: usize = serving.iter().map(|s| s.max_concurrency.max(1)).sum();
+    let running: usize = serving.iter().map(|s| s.in_flight).sum();
+    // Answers per second the serving workers finish with every slot busy.
+    let throughput: f64 = rates
+        .iter()
+        .map(|(r, s)| s.max_concurrency.max(1) as f64 * r.eval_tps.max(0.1) / r.answer_tokens)
+        .sum();
+    let ahead = running + position.saturating_sub(1);
+    let to_finish = (ahead + 1).saturating_sub(slots);
+    let queue_s = to_finish as f64 / throughput.max(f64::MIN_POSITIVE);
+    let resident = serving.iter().any(|s| s.loaded.contains(model));
+    let load_s = if resident {
+        0.0
+    } else {
+        rates
+            .iter()
+            .map(|(r, _)| r.load_s)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let prompt_tps = rates.iter().map(|(r, _)| r.prompt_tps).fold(1.0, f64::max);
+    Some(queue_s + load_s + f64::from(prompt_tokens) / prompt_tps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::perf::ModelPerf;
+    use crate::config::BackendKind;
+
+    fn model() -> ModelName {
+        ModelName::parse("qwen2.5:14b").unwrap()
+    }
+
+    /// A worker serving the model with `slots`, `in_flight` answers running, that has shown
+    /// answers of 100 tokens at `eval_tps`, a 6 s load and 1000 prompt tokens per second.
+    fn worker(name: &str, slots: usize, in_flight: usize, eval_tps: f64) -> WorkerStatus {
+        let mut p = ModelPerf::new(model());
+        p.load_s = Some(6.0);
+        p.prompt_tps = Some(1000.0);
+        p.eval_tps = Some(eval_tps);
+        p.answer_tokens = Some(100.0);
+        WorkerStatus {
+            name: WorkerName::parse(name).unwrap(),
+            kind: BackendKind::Ollama,
+            url: String::new(),
+            models: vec![model()],
+            loaded: vec![model()],
+            healthy: true,
+            in_flight,
+            max_concurrency: slots,
+            last_error: None,
+            perf: vec![p],
+            running: vec![],
+            recent: vec![],
+            max_loaded: None,
+        }
+    }
+
+    fn close(got: Option<f64>, want: f64) {
+        let got = got.unwrap();
+        assert!((got - want).abs() < 1e-9, "{got} != {want}");
+    }
+
+    #[test]
+    fn the_wait_is_the_answers_ahead_over_the_slots_then_the_prompt() {
+        // One slot, one answer running (100 tokens at 10/s: 10 s each), 500 prompt tokens.
+        let moon = worker("moon", 1, 1, 10.0);
+        close(expected_wait_s(&[&moon], &model(), 1, 500), 10.5);
+        // Second in line: the running answer and the one before it.
+        close(expected_wait_s(&[&moon], &model(), 2, 500), 20.5);
+        // Two slots, both busy: answers finish twice as fast.
+        let two = worker("moon", 2, 2, 10.0);
+        close(expected_wait_s(&[&two], &model(), 2, 500), 10.5);
+        // A free slot: nothing to wait for but the prompt.
+        let idle = worker("moon", 2, 0, 10.0);
+        close(expected_wait_s(&[&idle], &model(), 1, 500), 0.5);
+    }
+
+    #[test]
+    fn workers_of_a_lane_share_its_work_at_their_own_speed() {
+        // 10 s and 5 s per answer: 0.3 answers a second together; one must finish first.
+        let slow = worker("moon", 1, 1, 10.0);
+        let fast = worker("sun", 1, 1, 20.0);
+        close(expected_wait_s(&[&slow, &fast], &model(), 1, 0), 1.0 / 0.3);
+        assert_eq!(
+            expected_wait_s(&[], &model(), 1, 0),
+            None,
+            "nobody serves it"
+        );
+    }
+
+    #[test]
+    fn a_model_resident_nowhere_adds_its_load() {
+        let mut cold = worker("moon", 1, 1, 10.0);
+        cold.loaded.clear();
+        close(expected_wait_s(&[&cold], &model(), 1, 500), 16.5);
+        // Resident on one of the serving workers: no load.
+        let warm = worker("sun", 1, 1, 10.0);
+        close(expected_wait_s(&[&cold, &warm], &model(), 1, 500), 5.5);
+    }
+
+    #[test]
+    fn a_worker_that_has_not_run_the_model_is_taken_as_the_best_that_has() {
+        let known = worker("moon", 1, 1, 10.0);
+        let mut unknown = worker("sun", 1, 1, 10.0);
+        unknown.perf.clear();
+        // Both 10 s per answer: 0.2 answers a second; one of the two running must finish.
+        close(expected_wait_s(&[&known, &unknown], &model(), 1, 0), 5.0);
+    }
+
+    #[test]
+    fn serving_workers_are_the_healthy_ones_of_the_model_and_the_pinned_one() {
+        let moon = worker("moon", 1, 0, 10.0);
+        let mut sun = worker("sun", 1, 0, 10.0);
+        sun.healthy = false;
+        let mut other = worker("mars", 1, 0, 10.0);
+        other.models = vec![ModelName::parse("llama3").unwrap()];
+        let all = [moon.clone(), sun.clone(), other];
+        let names = |v: Vec<&WorkerStatus>| -> Vec<String> {
+            v.iter().map(|s| s.name.to_string()).collect()
+        };
+        assert_eq!(names(serving(&all, &model(), None)), ["moon"]);
+        let sun_name = sun.name.clone();
+        assert_eq!(names(serving(&all, &model(), Some(&sun_name))), ["sun"]);
+        assert!(serving(&all, &ModelName::parse("nope").unwrap(), None).is_empty());
+    }
+
+    #[test]
+    fn the_eta_is_shown_in_whole_seconds_rounded_up() {
+        let w = QueueWait {
+            position: 1,
+            ahead: 1,
+            eta_s: Some(13.2),
+        };
+        assert_eq!(w.eta_whole_s(), Some(14));
+        assert_eq!(QueueWait { eta_s: None, ..w }.eta_whole_s(), None);
+    }
+}
