@@ -198,6 +198,9 @@ pub fn apply_cluster_flags(
                 models: None,
                 api_key_env: None,
                 max_concurrency: 2,
+                context_length: None,
+                model_context_length: Default::default(),
+                max_num_ctx: None,
             });
         }
     }

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::perf::{ModelPerf, Sample};
-use super::{Backend, ModelInfo};
+pub use super::windows::ConfiguredWindows;
+use super::{Backend, BackendRequest, Loaded, ModelInfo};
+use crate::context::{self, ModelWindow};
 use crate::domain::{ModelName, WorkerName};
 use crate::routing::{Catalog, CatalogEntry};
 
@@ -22,6 +24,11 @@ pub struct BackendHandle {
     configured_models: Option<Vec<ModelName>>,
     models: Mutex<Vec<ModelInfo>>,
     loaded: Mutex<Vec<ModelName>>,
+    /// The window each resident model was loaded with, as far as known.
+    loaded_num_ctx: Mutex<Vec<(ModelName, u32)>>,
+    /// Windows from the config (`[[backends]] context_length`, `model_context_length`,
+    /// `max_num_ctx`).
+    windows: ConfiguredWindows,
     healthy: AtomicBool,
     last_error: Mutex<Option<String>>,
     in_flight: AtomicUsize,
@@ -46,6 +53,13 @@ pub struct WorkerStatus {
     /// Learned speed per model (placement's figures); older heartbeats carry none.
     #[serde(default)]
     pub perf: Vec<ModelPerf>,
+    /// The largest window a request gets here (`[[backends]] max_num_ctx`; Ollama's
+    /// default cap when not set).
+    #[serde(default)]
+    pub max_num_ctx: Option<u32>,
+    /// Per model: its window and the one it is resident with.
+    #[serde(default)]
+    pub windows: Vec<ModelWindow>,
 }
 
 /// Decrements the in-flight count when dropped.
@@ -75,20 +89,36 @@ impl BackendHandle {
             .map(|m| ModelInfo {
                 name: m.clone(),
                 tools: None,
+                context_length: None,
             })
             .collect();
+        let windows = ConfiguredWindows {
+            cap: match backend.kind() {
+                crate::config::BackendKind::Ollama => Some(context::DEFAULT_MAX_NUM_CTX),
+                crate::config::BackendKind::Openai => None,
+            },
+            ..ConfiguredWindows::default()
+        };
         Self {
             backend,
             max_concurrency,
             configured_models,
             models: Mutex::new(models),
             loaded: Mutex::new(Vec::new()),
+            loaded_num_ctx: Mutex::new(Vec::new()),
+            windows,
             healthy: AtomicBool::new(false),
             last_error: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
             perf: Mutex::new(Vec::new()),
             models_version: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// The windows the backend's config gives (else Ollama's default cap only).
+    pub fn with_windows(mut self, windows: ConfiguredWindows) -> Self {
+        self.windows = windows;
+        self
     }
 
     /// Changes whenever the model list changes.
@@ -150,19 +180,63 @@ impl BackendHandle {
         lock(&self.loaded).contains(model)
     }
 
-    /// Counts `model` as resident: a task for it has started here.
-    pub fn note_resident(&self, model: &ModelName) {
+    /// The window an Ollama backend gets for `request` here (see
+    /// [`WorkerStatus::num_ctx_for`]).
+    pub fn num_ctx_for(&self, request: &BackendRequest) -> Option<u32> {
+        self.status().num_ctx_for(request)
+    }
+
+    /// Counts `model` as resident: a task for it has started here, with `num_ctx` when
+    /// one was sent (the window the model is now loaded with).
+    pub fn note_resident(&self, model: &ModelName, num_ctx: Option<u32>) {
         let mut loaded = lock(&self.loaded);
         if !loaded.contains(model) {
             loaded.push(model.clone());
+        }
+        if let Some(n) = num_ctx {
+            let mut sizes = lock(&self.loaded_num_ctx);
+            sizes.retain(|(m, _)| m != model);
+            sizes.push((model.clone(), n));
         }
     }
 
     /// Reads the resident models again (Ollama's `/api/ps`), as after every task.
     pub async fn refresh_loaded(&self) {
         if let Ok(loaded) = self.backend.loaded_models().await {
-            *lock(&self.loaded) = loaded;
+            self.set_loaded(loaded);
         }
+    }
+
+    /// What `/api/ps` said: the resident models, and the windows it told.
+    fn set_loaded(&self, loaded: Vec<Loaded>) {
+        let sizes = loaded
+            .iter()
+            .filter_map(|l| Some((l.model.clone(), l.num_ctx?)))
+            .collect();
+        *lock(&self.loaded_num_ctx) = sizes;
+        *lock(&self.loaded) = loaded.into_iter().map(|l| l.model).collect();
+    }
+
+    /// The window of `model` here: the config's, else what the backend reported.
+    fn context_length(&self, model: &ModelInfo) -> Option<u32> {
+        let w = &self.windows;
+        w.per_model
+            .get(model.name.as_str())
+            .copied()
+            .or(w.all)
+            .or(model.context_length)
+    }
+
+    fn model_windows(&self) -> Vec<ModelWindow> {
+        let sizes = lock(&self.loaded_num_ctx).clone();
+        lock(&self.models)
+            .iter()
+            .map(|m| ModelWindow {
+                model: m.name.clone(),
+                context_length: self.context_length(m),
+                loaded_num_ctx: sizes.iter().find(|(n, _)| n == &m.name).map(|(_, c)| *c),
+            })
+            .collect()
     }
 
     /// Asks the backend for its models (or only checks it answers, when models are configured).
@@ -185,6 +259,7 @@ impl BackendHandle {
                     for m in models.iter_mut() {
                         if let Some(f) = found.iter().find(|f| f.name == m.name) {
                             m.tools = f.tools;
+                            m.context_length = f.context_length;
                         }
                     }
                 }
@@ -203,12 +278,12 @@ impl BackendHandle {
                 return;
             }
         }
-        if let Ok(loaded) = self.backend.loaded_models().await {
-            *lock(&self.loaded) = loaded;
-        }
+        self.refresh_loaded().await;
     }
 
     pub fn status(&self) -> WorkerStatus {
+        // Before the others: the literal's lock guards live to its end.
+        let windows = self.model_windows();
         WorkerStatus {
             name: self.name().clone(),
             kind: self.backend.kind(),
@@ -220,6 +295,8 @@ impl BackendHandle {
             max_concurrency: self.max_concurrency,
             last_error: lock(&self.last_error).clone(),
             perf: lock(&self.perf).clone(),
+            max_num_ctx: self.windows.cap,
+            windows,
         }
     }
 }

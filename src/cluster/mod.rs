@@ -355,6 +355,8 @@ mod tests {
             max_concurrency: 1,
             last_error: None,
             perf: vec![],
+            max_num_ctx: None,
+            windows: vec![],
         }
     }
 

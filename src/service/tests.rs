@@ -25,6 +25,9 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
         models: Some(vec!["m".into()]),
         api_key_env: None,
         max_concurrency: 1,
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     };
     let handle = BackendHandle::new(
         Backend::from_config(&backend, &TimeoutsConfig::default()).unwrap(),

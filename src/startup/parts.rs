@@ -68,7 +68,8 @@ pub fn build_registry(config: &Config, rename: Option<&str>) -> anyhow::Result<R
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?;
-        handles.push(BackendHandle::new(backend, b.max_concurrency, models));
+        let windows = crate::backend::registry::ConfiguredWindows::from_config(&b);
+        handles.push(BackendHandle::new(backend, b.max_concurrency, models).with_windows(windows));
     }
     Ok(Registry::new(handles))
 }

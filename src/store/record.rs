@@ -36,6 +36,22 @@ pub struct NewTask {
     /// request showed: the user asked so, an Open WebUI temporary chat, a turn carrying
     /// retrieved documents (see [`crate::memory::policy`]).
     pub remember: bool,
+    /// What the model's window made of the request (`num_ctx` is written when it ends).
+    pub context: ContextNote,
+}
+
+/// What fitting a request into its model's window did (see [`crate::context`]): nothing
+/// is cut without the row saying so. `None` for a task that went to no model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ContextNote {
+    /// Earlier messages left out: by `[history]` limits and by the window, oldest first.
+    pub history_dropped: Option<i64>,
+    /// Memory items left out, lowest score first.
+    pub memory_dropped: Option<i64>,
+    /// The estimated tokens of the prompt as sent (history, memory and prompt).
+    pub estimated_prompt_tokens: Option<i64>,
+    /// The window sent to the backend (Ollama's `num_ctx`), when one was.
+    pub num_ctx: Option<i64>,
 }
 
 /// How a task ended.
@@ -53,6 +69,8 @@ pub struct TaskOutcome {
     pub total_ms: Option<i64>,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    /// The window sent to the backend, when one was.
+    pub num_ctx: Option<i64>,
 }
 
 impl TaskOutcome {
@@ -70,6 +88,7 @@ impl TaskOutcome {
             total_ms: None,
             prompt_tokens: None,
             completion_tokens: None,
+            num_ctx: None,
         }
     }
 }
@@ -105,6 +124,8 @@ pub struct TaskRecord {
     pub completion_tokens: Option<i64>,
     /// False when the user asked that this turn not be remembered, or forgot its memory.
     pub remember: bool,
+    /// What the model's window made of the request.
+    pub context: ContextNote,
 }
 
 /// Which tasks `list` returns.
@@ -179,6 +200,12 @@ macro_rules! task_record_from_row {
             prompt_tokens: $r.try_get("prompt_tokens")?,
             completion_tokens: $r.try_get("completion_tokens")?,
             remember: $r.try_get("remember")?,
+            context: ContextNote {
+                history_dropped: $r.try_get("history_dropped")?,
+                memory_dropped: $r.try_get("memory_dropped")?,
+                estimated_prompt_tokens: $r.try_get("estimated_prompt_tokens")?,
+                num_ctx: $r.try_get("num_ctx")?,
+            },
         }
     }};
 }

@@ -50,5 +50,6 @@ pub fn sample_task(prompt: &str) -> NewTask {
         reasons: vec!["auto".into()],
         job: Some("{}".into()),
         remember: true,
+        context: Default::default(),
     }
 }

@@ -292,6 +292,9 @@ pub(super) fn backend_at(url: &str) -> Backend {
         models: None,
         api_key_env: None,
         max_concurrency: 1,
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     };
     Backend::from_config(&cfg, &TimeoutsConfig::default()).unwrap()
 }

@@ -31,6 +31,8 @@ struct Collected {
     usage: Option<Usage>,
     /// Why the web lane answered from the local model alone, if it did.
     fallback: Option<String>,
+    /// The window sent to the backend (Ollama's `num_ctx`), when one was.
+    num_ctx: Option<u32>,
 }
 
 impl Collected {
@@ -65,6 +67,7 @@ impl Collected {
             total_ms: Some(ms_between(job.created_at, finished)),
             prompt_tokens: self.usage.as_ref().map(|u| i64::from(u.prompt_tokens)),
             completion_tokens: self.usage.as_ref().map(|u| i64::from(u.completion_tokens)),
+            num_ctx: self.num_ctx.map(i64::from),
         }
     }
 }
@@ -95,12 +98,19 @@ impl Worker {
         }
         let started = Utc::now();
         let was_loaded = self.handle.has_loaded(&job.request.model);
+        // The window this machine gives the request (the web lane sizes its own).
+        let num_ctx = (job.lane != Lane::Web)
+            .then(|| self.handle.num_ctx_for(&job.request))
+            .flatten();
         // Resident from now on, as far as placement can tell (the look at `/api/ps` after
         // the task corrects what it evicted).
-        self.handle.note_resident(&job.request.model);
+        self.handle.note_resident(&job.request.model, num_ctx);
         let in_flight = self.handle.start_request();
-        let opened = self.claim_and_open(delivery, started).await?;
-        let mut got = Collected::default();
+        let opened = self.claim_and_open(delivery, started, num_ctx).await?;
+        let mut got = Collected {
+            num_ctx,
+            ..Collected::default()
+        };
         let result = match opened {
             Ok(opened) => {
                 got.fallback = opened.fallback;
@@ -143,10 +153,12 @@ impl Worker {
         &self,
         delivery: &Delivery,
         started: DateTime<Utc>,
+        num_ctx: Option<u32>,
     ) -> Option<Result<Opened, BackendError>> {
         let job = &delivery.job;
         let (claim, opened) = if delivery.deliveries <= 1 && job.attempt == 0 {
-            let (claim, opened) = tokio::join!(self.claim(delivery, started), self.open(job));
+            let (claim, opened) =
+                tokio::join!(self.claim(delivery, started), self.open(job, num_ctx));
             (claim, Some(opened))
         } else {
             (self.claim(delivery, started).await, None)
@@ -156,7 +168,7 @@ impl Worker {
         }
         Some(match opened {
             Some(opened) => opened,
-            None => self.open(job).await,
+            None => self.open(job, num_ctx).await,
         })
     }
 
@@ -286,7 +298,15 @@ impl Worker {
 
     /// Calls the backend (through the web lane for web jobs) and returns its answer's
     /// chunks once the answer has started.
-    async fn open(&self, job: &Job) -> Result<Opened, BackendError> {
+    async fn open(&self, job: &Job, num_ctx: Option<u32>) -> Result<Opened, BackendError> {
+        let sized;
+        let request = match num_ctx {
+            Some(n) if job.request.params.num_ctx != Some(n) => {
+                sized = job.request.with_num_ctx(n);
+                &sized
+            }
+            _ => &job.request,
+        };
         match (&self.web, job.lane == Lane::Web) {
             (Some(ctx), true) => {
                 let mut request = job.request.clone();
@@ -306,11 +326,11 @@ impl Worker {
                 })
             }
             _ if job.response.is_streamed() => Ok(Opened {
-                chunks: self.handle.backend.chat(&job.request).await?,
+                chunks: self.handle.backend.chat(request).await?,
                 fallback: None,
             }),
             _ => Ok(Opened {
-                chunks: self.handle.backend.complete(&job.request).await?,
+                chunks: self.handle.backend.complete(request).await?,
                 fallback: None,
             }),
         }

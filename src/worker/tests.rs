@@ -31,6 +31,9 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
         models: Some(vec!["m".into()]),
         api_key_env: None,
         max_concurrency: 1,
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     };
     let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
     let model = ModelName::parse("m").unwrap();

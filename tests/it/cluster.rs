@@ -60,6 +60,9 @@ fn backend(name: &str, fake: &FakeLlmServer) -> BackendConfig {
         models: None,
         api_key_env: None,
         max_concurrency: 4,
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     }
 }
 

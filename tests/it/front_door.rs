@@ -348,6 +348,9 @@ async fn fails_over_to_another_machine_before_the_first_token() {
             models: None,
             api_key_env: None,
             max_concurrency: 1,
+            context_length: None,
+            model_context_length: Default::default(),
+            max_num_ctx: None,
         });
     })
     .await;

@@ -149,6 +149,9 @@ pub fn test_config(dir: &tempfile::TempDir, backend_url: &str) -> Config {
         models: None,
         api_key_env: None,
         max_concurrency: 4,
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     }];
     config
 }

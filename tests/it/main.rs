@@ -6,6 +6,7 @@
 mod browsers;
 mod cluster;
 mod connections;
+mod context;
 mod error_shapes;
 mod foundation;
 mod front_door;

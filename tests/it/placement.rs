@@ -22,6 +22,9 @@ async fn a_worker_with_the_model_loaded_gets_the_task() {
             models: None,
             api_key_env: None,
             max_concurrency: 4,
+            context_length: None,
+            model_context_length: Default::default(),
+            max_num_ctx: None,
         });
         c.timeouts.discovery_interval_s = 1;
     })

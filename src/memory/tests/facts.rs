@@ -293,6 +293,9 @@ async fn a_model_extracts_facts_and_the_rules_step_in_when_it_fails() {
             models: None,
             api_key_env: None,
             max_concurrency: 1,
+            context_length: None,
+            model_context_length: Default::default(),
+            max_num_ctx: None,
         },
         &TimeoutsConfig::default(),
     )

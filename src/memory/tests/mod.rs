@@ -48,6 +48,7 @@ pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
         prompt_tokens: None,
         completion_tokens: None,
         remember: true,
+        context: Default::default(),
     }
 }
 
@@ -73,6 +74,7 @@ fn new_task(r: &TaskRecord) -> NewTask {
         reasons: vec![],
         job: None,
         remember: r.remember,
+        context: r.context,
     }
 }
 
