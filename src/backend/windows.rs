@@ -76,3 +76,75 @@ impl ConfiguredWindows {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::ChatMessage;
+    use crate::config::BackendKind;
+    use crate::domain::WorkerName;
+
+    fn moon(loaded_num_ctx: Option<u32>) -> WorkerStatus {
+        let m = ModelName::parse("m").unwrap();
+        WorkerStatus {
+            name: WorkerName::parse("moon").unwrap(),
+            kind: BackendKind::Ollama,
+            url: String::new(),
+            models: vec![m.clone()],
+            loaded: loaded_num_ctx.map(|_| m.clone()).into_iter().collect(),
+            healthy: true,
+            in_flight: 0,
+            max_concurrency: 1,
+            last_error: None,
+            perf: vec![],
+            max_num_ctx: Some(16_384),
+            windows: vec![ModelWindow {
+                model: m,
+                context_length: Some(32_768),
+                loaded_num_ctx,
+            }],
+        }
+    }
+
+    fn request(tokens: usize) -> BackendRequest {
+        BackendRequest {
+            model: ModelName::parse("m").unwrap(),
+            messages: vec![ChatMessage::user("abcd".repeat(tokens))],
+            params: Default::default(),
+            tools: vec![],
+        }
+    }
+
+    #[test]
+    fn a_request_the_resident_window_holds_keeps_it_and_does_not_reload() {
+        let s = moon(Some(8192));
+        assert_eq!(s.num_ctx_for(&request(100)), Some(8192));
+        assert!(!s.would_reload(&request(100)));
+        // One that outgrows it is sent a larger window: a reload.
+        assert_eq!(s.num_ctx_for(&request(9000)), Some(12_288));
+        assert!(s.would_reload(&request(9000)));
+        // Capped by max_num_ctx.
+        assert_eq!(s.num_ctx_for(&request(40_000)), Some(16_384));
+    }
+
+    #[test]
+    fn a_model_not_resident_never_counts_as_a_reload() {
+        let s = moon(None);
+        assert_eq!(s.num_ctx_for(&request(100)), Some(4096));
+        assert!(!s.would_reload(&request(9000)));
+        let openai = WorkerStatus {
+            kind: BackendKind::Openai,
+            ..moon(Some(8192))
+        };
+        assert_eq!(
+            openai.num_ctx_for(&request(100)),
+            None,
+            "no num_ctx to send"
+        );
+        assert!(!openai.would_reload(&request(100)));
+        assert_eq!(
+            openai.window(&ModelName::parse("m").unwrap()).limit(),
+            Some(16_384)
+        );
+    }
+}
