@@ -144,6 +144,10 @@ pub struct SamplingParams {
     /// when the client said; only with tools (`none` drops the tools instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
+    /// The context window in tokens (Ollama's `options.num_ctx`): the client's own when it
+    /// set one; a worker fills it in for Ollama backends (see [`crate::context`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_ctx: Option<u32>,
 }
 
 /// OpenAI's `tool_choice` beyond `none`.

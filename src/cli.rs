@@ -210,6 +210,9 @@ pub fn apply_cluster_flags(
                 max_concurrency: 2,
                 max_loaded: None,
                 keep_alive: Default::default(),
+                context_length: None,
+                model_context_length: Default::default(),
+                max_num_ctx: None,
             });
         }
     }

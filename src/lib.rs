@@ -9,6 +9,7 @@ pub mod chat;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod context;
 pub mod dispatch;
 pub mod domain;
 pub mod events;

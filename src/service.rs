@@ -39,6 +39,10 @@ pub enum SubmitError {
     /// Refused before anything was recorded: too many requests, or a full lane.
     #[error("refused: {0:?}")]
     Limited(Refusal),
+    /// Refused before anything was recorded: the prompt alone does not fit the model's
+    /// window, and the backend would cut it.
+    #[error(transparent)]
+    TooLong(#[from] crate::context::PromptTooLong),
     /// The job could not be written down for the store (nothing was recorded).
     #[error("task {task_id}: its job could not be serialized: {source}")]
     Job {
@@ -186,6 +190,7 @@ impl AppState {
             job: None,
             remember,
             priority,
+            context: Default::default(),
         };
 
         let lane = match &decision.target {
@@ -208,12 +213,12 @@ impl AppState {
             }
         };
         let facts = decision.memory_facts(remember);
-        let memory_context = match &self.memory {
+        let hits = match &self.memory {
             Some(m) if policy::may_recall(&facts) => {
-                m.context_for(&turn.prompt, &turn.person, &turn.thread_id, &turn.system)
+                m.context_hits(&turn.prompt, &turn.person, &turn.thread_id, &turn.system)
                     .await
             }
-            _ => None,
+            _ => Vec::new(),
         };
         // What the worker needs to remember the turn once answered, when it may be.
         let memory_note =
@@ -222,11 +227,29 @@ impl AppState {
                 thread_id: turn.thread_id.to_string(),
                 prompt: turn.prompt.clone(),
             });
-        let request = compose(&turn, &decision, &self.config, memory_context.as_deref());
+        let lang = crate::lang::detect_language(&turn.prompt);
+        let block = |kept: &[crate::memory::MemoryHit]| {
+            self.memory
+                .as_ref()
+                .and_then(|m| m.context_block(kept, lang))
+        };
+        // One look at the workers for the window and for placement.
+        let statuses = self.directory.statuses();
+        let limit = window::limit_for(&statuses, &decision, &turn);
+        let fitted = window::fit(
+            &turn,
+            &hits,
+            limit,
+            lang,
+            |history, memory| compose_with(&turn, history, &decision, &self.config, memory),
+            block,
+        )?;
+        task.context = fitted.note;
+        let request = fitted.request;
         let prompt_tokens = request.estimated_prompt_tokens();
         let worker_hint = decision.pinned_worker().cloned().or_else(|| {
             let ask = crate::placement::Ask::of(&request, Some(&turn.thread_id));
-            self.directory.best_worker_for(&ask)
+            crate::placement::best_of(&statuses, &ask)
         });
         let job = Job {
             task_id,
@@ -239,7 +262,7 @@ impl AppState {
             avoid: Vec::new(),
             response: turn.response,
             memory: memory_note,
-            lang: crate::lang::detect_language(&turn.prompt),
+            lang,
             priority,
         };
         let text =
@@ -290,12 +313,23 @@ pub fn compose(
     config: &Config,
     memory: Option<&str>,
 ) -> BackendRequest {
+    compose_with(turn, &turn.history, decision, config, memory)
+}
+
+/// [`compose`] with `history` in place of the turn's own (what the window left of it).
+fn compose_with(
+    turn: &Turn,
+    history: &History,
+    decision: &RouteDecision,
+    config: &Config,
+    memory: Option<&str>,
+) -> BackendRequest {
     let mut messages: Vec<ChatMessage> = turn.system.iter().map(ChatMessage::system).collect();
     let mut prompt = match memory {
         Some(context) => format!("{context}\n\n{}", turn.prompt),
         None => turn.prompt.clone(),
     };
-    match &turn.history {
+    match history {
         History::None => {}
         History::Messages(m) => messages.extend(m.iter().cloned()),
         // The web lane needs the question on its own (it derives the search query from
@@ -320,6 +354,8 @@ pub fn compose(
         tools: turn.tools.clone(),
     }
 }
+
+mod window;
 
 #[cfg(test)]
 mod tests;

@@ -420,6 +420,11 @@ impl From<SubmitError> for ApiError {
                 lang: Lang::En,
             },
             e @ SubmitError::Job { .. } => Self::Internal(e.to_string()),
+            // In the prompt's language, naming what is too long.
+            SubmitError::TooLong(e) => Self::BadRequest {
+                message: e.to_string(),
+                param: Some("messages".to_owned()),
+            },
         }
     }
 }

@@ -97,7 +97,9 @@ pub fn turn_from_route(
     if let Some(t) = text_history
         && cfg.enabled
     {
-        turn.history = History::Text(keep_tail(&t, cfg.max_chars));
+        let kept = keep_tail(&t, cfg.max_chars.unwrap_or(usize::MAX));
+        turn.history_dropped += usize::from(kept.len() < t.len());
+        turn.history = History::Text(kept);
     }
     turn.remember &= thread_allows_memory(&turn.thread_id);
     Ok(turn)

@@ -11,7 +11,6 @@ use futures::{Stream, StreamExt};
 use serde::Serialize;
 
 use super::error::ApiError;
-use crate::backend::perf::estimate_tokens;
 use crate::chat::Chunk;
 use crate::dispatch::{Cancelled, DispatchError};
 use crate::domain::{TaskId, TaskStatus};
@@ -81,7 +80,7 @@ async fn place(state: &AppState, task: &TaskRecord) -> Option<QueueWait> {
         .as_deref()
         .and_then(|j| serde_json::from_str::<Job>(j).ok())
         .map_or_else(
-            || estimate_tokens(task.prompt.len()),
+            || crate::context::estimate_text_tokens(&task.prompt),
             |j| j.request.estimated_prompt_tokens(),
         );
     let queue = state.dispatch.queue();

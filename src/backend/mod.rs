@@ -12,6 +12,7 @@ pub mod openai;
 pub mod perf;
 mod public;
 pub mod registry;
+mod windows;
 mod wire;
 #[cfg(test)]
 mod wire_props;
@@ -39,9 +40,17 @@ pub struct BackendRequest {
 }
 
 impl BackendRequest {
-    /// A rough count of the prompt's tokens, for placement.
+    /// The prompt's tokens as [`crate::context::request_tokens`] estimates them (one per
+    /// CJK character), for placement and the window.
     pub fn estimated_prompt_tokens(&self) -> u32 {
-        perf::estimate_tokens(self.messages.iter().map(|m| m.content.len()).sum())
+        crate::context::request_tokens(&self.messages)
+    }
+
+    /// The same request with the window `num_ctx` (Ollama's `options.num_ctx`).
+    pub fn with_num_ctx(&self, num_ctx: u32) -> Self {
+        let mut sized = self.clone();
+        sized.params.num_ctx = Some(num_ctx);
+        sized
     }
 }
 
@@ -51,6 +60,16 @@ pub struct ModelInfo {
     pub name: ModelName,
     /// Whether the model accepts `tools`; `None` when the backend does not say.
     pub tools: Option<bool>,
+    /// The model's maximum window (Ollama's `/api/show`); `None` when the backend does not say.
+    pub context_length: Option<u32>,
+}
+
+/// A model resident on a backend (`/api/ps`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    pub model: ModelName,
+    /// The window it was loaded with, when the backend says.
+    pub num_ctx: Option<u32>,
 }
 
 pub type ChunkStream = BoxStream<'static, Result<Chunk, BackendError>>;
@@ -174,7 +193,7 @@ impl Backend {
     }
 
     /// The models loaded in memory right now (`/api/ps`); empty where the kind cannot tell.
-    pub async fn loaded_models(&self) -> Result<Vec<ModelName>, BackendError> {
+    pub async fn loaded_models(&self) -> Result<Vec<Loaded>, BackendError> {
         match self {
             Self::Ollama(c) => c.loaded_models().await,
             Self::OpenAi(_) => Ok(Vec::new()),

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::wire::{self, Decoder, WireError};
-use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, ModelInfo};
+use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, Loaded, ModelInfo};
 use crate::chat::{
     AnswerFormat, BackendTimings, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall,
     ToolChoice, ToolSpec, Usage,
@@ -59,16 +59,21 @@ impl OllamaClient {
         &self.settings
     }
 
-    /// `GET /api/tags`, then `POST /api/show` per model to learn whether it takes tools.
-    /// A failed `show` leaves that model's capability unknown instead of failing the list.
+    /// `GET /api/tags`, then `POST /api/show` per model to learn whether it takes tools
+    /// and its window (`model_info.<arch>.context_length`). A failed `show` leaves both
+    /// unknown instead of failing the list.
     pub async fn list_models(&self) -> Result<Vec<ModelInfo>, BackendError> {
         let url = &self.urls.tags;
         let tags: ModelList = wire::fetch_json(&self.settings, url, self.get(url)).await?;
         let names: Vec<ModelName> = tags.models.iter().filter_map(ModelEntry::name).collect();
         let infos = futures::stream::iter(names)
             .map(|name| async move {
-                let tools = self.supports_tools(&name).await;
-                ModelInfo { name, tools }
+                let (tools, context_length) = self.show(&name).await;
+                ModelInfo {
+                    name,
+                    tools,
+                    context_length,
+                }
             })
             .buffered(SHOW_CONCURRENCY)
             .collect()
@@ -76,11 +81,21 @@ impl OllamaClient {
         Ok(infos)
     }
 
-    /// `GET /api/ps`: the models loaded in memory right now.
-    pub async fn loaded_models(&self) -> Result<Vec<ModelName>, BackendError> {
+    /// `GET /api/ps`: the models loaded in memory right now, with the window each was
+    /// loaded with.
+    pub async fn loaded_models(&self) -> Result<Vec<Loaded>, BackendError> {
         let url = &self.urls.ps;
         let ps: ModelList = wire::fetch_json(&self.settings, url, self.get(url)).await?;
-        Ok(ps.models.iter().filter_map(ModelEntry::name).collect())
+        Ok(ps
+            .models
+            .iter()
+            .filter_map(|m| {
+                Some(Loaded {
+                    model: m.name()?,
+                    num_ctx: m.context_length,
+                })
+            })
+            .collect())
     }
 
     /// `POST /api/chat` with `stream: false`, for a client that wants the whole answer:
@@ -126,17 +141,21 @@ impl OllamaClient {
         wire::authorize(&self.settings, self.http.get(url.clone()))
     }
 
-    async fn supports_tools(&self, model: &ModelName) -> Option<bool> {
+    /// `POST /api/show`: whether the model takes tools, and its window.
+    async fn show(&self, model: &ModelName) -> (Option<bool>, Option<u32>) {
         let url = &self.urls.show;
         let builder = wire::authorize(&self.settings, self.http.post(url.clone()))
             .json(&serde_json::json!({ "model": model.as_str() }));
         match wire::fetch_json::<ShowResponse>(&self.settings, url, builder).await {
-            Ok(show) => show
-                .capabilities
-                .map(|caps| caps.iter().any(|c| c == "tools")),
+            Ok(show) => (
+                show.capabilities
+                    .as_ref()
+                    .map(|caps| caps.iter().any(|c| c == "tools")),
+                show.context_length(),
+            ),
             Err(e) => {
-                tracing::debug!(backend = %self.settings.name, model = %model, error = %e, "api/show failed; tools capability unknown");
-                None
+                tracing::debug!(backend = %self.settings.name, model = %model, error = %e, "api/show failed; tools capability and window unknown");
+                (None, None)
             }
         }
     }
@@ -152,6 +171,8 @@ struct ModelList {
 struct ModelEntry {
     model: Option<String>,
     name: Option<String>,
+    /// `/api/ps`: the window the resident model was loaded with.
+    context_length: Option<u32>,
 }
 
 impl ModelEntry {
@@ -164,6 +185,31 @@ impl ModelEntry {
 #[derive(Deserialize)]
 struct ShowResponse {
     capabilities: Option<Vec<String>>,
+    #[serde(default)]
+    model_info: serde_json::Map<String, Value>,
+}
+
+impl ShowResponse {
+    /// `model_info["<arch>.context_length"]`, the architecture named by
+    /// `general.architecture` (else the only `*.context_length` key).
+    fn context_length(&self) -> Option<u32> {
+        let read = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
+        let arch = self
+            .model_info
+            .get("general.architecture")
+            .and_then(Value::as_str);
+        if let Some(v) = arch.and_then(|a| self.model_info.get(&format!("{a}.context_length"))) {
+            return read(v);
+        }
+        let mut found = self
+            .model_info
+            .iter()
+            .filter(|(k, _)| k.ends_with(".context_length"));
+        match (found.next(), found.next()) {
+            (Some((_, v)), None) => read(v),
+            _ => None,
+        }
+    }
 }
 
 // ---- request mapping -------------------------------------------------------------------
@@ -230,6 +276,8 @@ struct Options<'a> {
     stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num_ctx: Option<u32>,
 }
 
 impl Options<'_> {
@@ -239,6 +287,7 @@ impl Options<'_> {
             && self.num_predict.is_none()
             && self.stop.is_empty()
             && self.seed.is_none()
+            && self.num_ctx.is_none()
     }
 }
 
@@ -273,6 +322,7 @@ impl<'a> ChatRequest<'a> {
                 num_predict: p.max_tokens,
                 stop: &p.stop,
                 seed: p.seed,
+                num_ctx: p.num_ctx,
             },
             format: p.format.as_ref().map(|f| match f {
                 AnswerFormat::Json => Value::from("json"),

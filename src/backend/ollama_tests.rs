@@ -9,7 +9,7 @@ use crate::domain::WorkerName;
 use crate::testkit::chunks::{
     closed_port, collect_chunks as collect, content_text as text_of, done_of,
 };
-use crate::testkit::fake_llm::{Failure, FakeLlm, FakeLlmServer, Script};
+use crate::testkit::fake_llm::{Failure, FakeLlm, FakeLlmServer, ModelSpec, Realism, Script};
 
 async fn setup() -> (FakeLlmServer, OllamaClient) {
     let server = FakeLlm::builder()
@@ -200,6 +200,7 @@ async fn options_and_images_are_mapped() {
         keep_alive: Some(json!("10m")),
         think: Some(Think::Level("high".into())),
         tool_choice: None,
+        num_ctx: Some(8192),
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");
@@ -220,7 +221,7 @@ async fn options_and_images_are_mapped() {
                 { "role": "user", "content": "look", "images": ["iVBORw0KGgo="] },
             ],
             "stream": true,
-            "options": { "temperature": 0.5, "top_p": 0.9, "num_predict": 2, "stop": ["END"], "seed": 42 },
+            "options": { "temperature": 0.5, "top_p": 0.9, "num_predict": 2, "stop": ["END"], "seed": 42, "num_ctx": 8192 },
             "format": { "type": "object" },
             "keep_alive": "10m",
             "think": "high",
@@ -244,20 +245,63 @@ async fn a_json_answer_is_asked_with_format_json() {
 }
 
 #[tokio::test]
-async fn lists_models_with_tools_and_loaded_models() {
+async fn lists_models_with_tools_windows_and_loaded_models() {
     let (_server, client) = setup().await;
     let models = client.list_models().await.unwrap();
-    let summary: Vec<(&str, Option<bool>)> =
-        models.iter().map(|m| (m.name.as_str(), m.tools)).collect();
+    let summary: Vec<(&str, Option<bool>, Option<u32>)> = models
+        .iter()
+        .map(|m| (m.name.as_str(), m.tools, m.context_length))
+        .collect();
     assert_eq!(
         summary,
-        [("qwen2.5:7b", Some(false)), ("llama3.1:8b", Some(true))]
+        [
+            ("qwen2.5:7b", Some(false), Some(32_768)),
+            ("llama3.1:8b", Some(true), Some(32_768))
+        ]
     );
     assert!(client.loaded_models().await.unwrap().is_empty());
     let req = request("llama3.1:8b", vec![ChatMessage::user("hi")]);
     collect(client.chat(&req).await.unwrap()).await;
     let loaded = client.loaded_models().await.unwrap();
-    assert_eq!(loaded, [ModelName::parse("llama3.1:8b").unwrap()]);
+    let model = ModelName::parse("llama3.1:8b").unwrap();
+    // The fake's plain mode does not say which window a model was loaded with.
+    assert_eq!(
+        loaded,
+        [Loaded {
+            model,
+            num_ctx: None
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_resident_models_window_is_read_from_api_ps() {
+    let server = FakeLlm::builder()
+        .model_spec(ModelSpec::new("qwen2.5:7b").with_context_length(8192))
+        .realistic(Realism {
+            time_scale: 1000.0,
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let client = client(&server, Duration::from_secs(10));
+    assert_eq!(
+        client.list_models().await.unwrap()[0].context_length,
+        Some(8192)
+    );
+    let mut req = request("qwen2.5:7b", vec![ChatMessage::user("hi")]);
+    req.params.num_ctx = Some(6144);
+    collect(client.chat(&req).await.unwrap()).await;
+    let loaded = client.loaded_models().await.unwrap();
+    let model = ModelName::parse("qwen2.5:7b").unwrap();
+    assert_eq!(
+        loaded,
+        [Loaded {
+            model,
+            num_ctx: Some(6144)
+        }]
+    );
 }
 
 #[tokio::test]

@@ -54,13 +54,12 @@ impl OpenAiClient {
             .data
             .iter()
             .filter_map(|m| ModelName::parse(&m.id).ok())
-            .map(|name| ModelInfo { name, tools: None })
+            .map(|name| ModelInfo {
+                name,
+                tools: None,
+                context_length: None,
+            })
             .collect())
-    }
-
-    /// The API cannot tell which models are loaded.
-    pub async fn loaded_models(&self) -> Result<Vec<ModelName>, BackendError> {
-        Ok(Vec::new())
     }
 
     /// `POST chat/completions` with `stream: false`, for a client that wants the whole

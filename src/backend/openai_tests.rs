@@ -185,6 +185,8 @@ async fn params_and_images_are_mapped() {
         keep_alive: Some(json!("10m")),
         think: Some(Think::Level("max".into())),
         tool_choice: None,
+        // No window to set on OpenAI-compatible servers either.
+        num_ctx: Some(8192),
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");

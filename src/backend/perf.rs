@@ -215,11 +215,6 @@ pub fn expected_ttft(
     queue + load + f64::from(prompt_tokens) / r.prompt_tps.max(1.0)
 }
 
-/// A rough token count of a prompt: about four characters per token.
-pub fn estimate_tokens(chars: usize) -> u32 {
-    u32::try_from(chars.div_ceil(4)).unwrap_or(u32::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,9 @@ use chrono::{DateTime, Utc};
 
 use super::activity::{Activity, Recent, Running};
 use super::perf::{ModelPerf, Sample};
-use super::{Backend, ModelInfo};
+pub use super::windows::ConfiguredWindows;
+use super::{Backend, BackendRequest, Loaded, ModelInfo};
+use crate::context::{self, ModelWindow};
 use crate::domain::{ModelName, ThreadId, WorkerName};
 use crate::placement::learned::{Learned, LearnedStore, SAVE_EVERY};
 use crate::routing::{Catalog, CatalogEntry};
@@ -26,6 +28,11 @@ pub struct BackendHandle {
     configured_models: Option<Vec<ModelName>>,
     models: Mutex<Vec<ModelInfo>>,
     loaded: Mutex<Vec<ModelName>>,
+    /// The window each resident model was loaded with, as far as known.
+    loaded_num_ctx: Mutex<Vec<(ModelName, u32)>>,
+    /// Windows from the config (`[[backends]] context_length`, `model_context_length`,
+    /// `max_num_ctx`).
+    windows: ConfiguredWindows,
     healthy: AtomicBool,
     last_error: Mutex<Option<String>>,
     in_flight: AtomicUsize,
@@ -68,6 +75,13 @@ pub struct WorkerStatus {
     /// while unknown.
     #[serde(default)]
     pub max_loaded: Option<usize>,
+    /// The largest window a request gets here (`[[backends]] max_num_ctx`; Ollama's
+    /// default cap when not set).
+    #[serde(default)]
+    pub max_num_ctx: Option<u32>,
+    /// Per model: its window and the one it is resident with.
+    #[serde(default)]
+    pub windows: Vec<ModelWindow>,
 }
 
 /// One answer running on a backend, from its start until the guard is dropped: counted
@@ -131,14 +145,24 @@ impl BackendHandle {
             .map(|m| ModelInfo {
                 name: m.clone(),
                 tools: None,
+                context_length: None,
             })
             .collect();
+        let windows = ConfiguredWindows {
+            cap: match backend.kind() {
+                crate::config::BackendKind::Ollama => Some(context::DEFAULT_MAX_NUM_CTX),
+                crate::config::BackendKind::Openai => None,
+            },
+            ..ConfiguredWindows::default()
+        };
         Self {
             backend,
             max_concurrency,
             configured_models,
             models: Mutex::new(models),
             loaded: Mutex::new(Vec::new()),
+            loaded_num_ctx: Mutex::new(Vec::new()),
+            windows,
             healthy: AtomicBool::new(false),
             last_error: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
@@ -221,6 +245,12 @@ impl BackendHandle {
         }
     }
 
+    /// The windows the backend's config gives (else Ollama's default cap only).
+    pub fn with_windows(mut self, windows: ConfiguredWindows) -> Self {
+        self.windows = windows;
+        self
+    }
+
     /// Changes whenever the model list changes.
     pub fn watch_models(&self) -> tokio::sync::watch::Receiver<u64> {
         self.models_version.subscribe()
@@ -247,21 +277,30 @@ impl BackendHandle {
     }
 
     /// An answer for `model` starts now, for `thread` if known, with a prompt of about
-    /// `prompt_tokens`. The model counts as resident from now on (the look at `/api/ps`
-    /// after the task corrects what its load evicted).
+    /// `prompt_tokens` and the window `num_ctx` when one is sent. The model counts as
+    /// resident from now on, with that window (the look at `/api/ps` after the task
+    /// corrects what its load evicted). It is cold when it was not resident, or resident
+    /// with another window (Ollama reloads it).
     pub fn start_request(
         self: &Arc<Self>,
         model: &ModelName,
         thread: Option<&ThreadId>,
         prompt_tokens: u32,
+        num_ctx: Option<u32>,
     ) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let cold = {
             let mut loaded = lock(&self.loaded);
-            let cold = !loaded.contains(model);
+            let mut cold = !loaded.contains(model);
             lock(&self.activity).loading(model, &loaded);
             if cold {
                 loaded.push(model.clone());
+            }
+            if let Some(n) = num_ctx {
+                let mut sizes = lock(&self.loaded_num_ctx);
+                cold |= sizes.iter().any(|(m, was)| m == model && *was != n);
+                sizes.retain(|(m, _)| m != model);
+                sizes.push((model.clone(), n));
             }
             cold
         };
@@ -326,6 +365,12 @@ impl BackendHandle {
         lock(&self.loaded).contains(model)
     }
 
+    /// The window an Ollama backend gets for `request` here (see
+    /// [`WorkerStatus::num_ctx_for`]).
+    pub fn num_ctx_for(&self, request: &BackendRequest) -> Option<u32> {
+        self.status().num_ctx_for(request)
+    }
+
     /// Reads the resident models again (Ollama's `/api/ps`), as after every task.
     pub async fn refresh_loaded(&self) {
         if let Ok(loaded) = self.backend.loaded_models().await {
@@ -333,9 +378,38 @@ impl BackendHandle {
         }
     }
 
-    fn set_loaded(&self, loaded: Vec<ModelName>) {
-        lock(&self.activity).resident_now(&loaded);
-        *lock(&self.loaded) = loaded;
+    /// What `/api/ps` said: the resident models, and the windows it told.
+    fn set_loaded(&self, loaded: Vec<Loaded>) {
+        let sizes = loaded
+            .iter()
+            .filter_map(|l| Some((l.model.clone(), l.num_ctx?)))
+            .collect();
+        *lock(&self.loaded_num_ctx) = sizes;
+        let models: Vec<ModelName> = loaded.into_iter().map(|l| l.model).collect();
+        lock(&self.activity).resident_now(&models);
+        *lock(&self.loaded) = models;
+    }
+
+    /// The window of `model` here: the config's, else what the backend reported.
+    fn context_length(&self, model: &ModelInfo) -> Option<u32> {
+        let w = &self.windows;
+        w.per_model
+            .get(model.name.as_str())
+            .copied()
+            .or(w.all)
+            .or(model.context_length)
+    }
+
+    fn model_windows(&self) -> Vec<ModelWindow> {
+        let sizes = lock(&self.loaded_num_ctx).clone();
+        lock(&self.models)
+            .iter()
+            .map(|m| ModelWindow {
+                model: m.name.clone(),
+                context_length: self.context_length(m),
+                loaded_num_ctx: sizes.iter().find(|(n, _)| n == &m.name).map(|(_, c)| *c),
+            })
+            .collect()
     }
 
     /// Asks the backend for its models (or only checks it answers, when models are configured).
@@ -358,6 +432,7 @@ impl BackendHandle {
                     for m in models.iter_mut() {
                         if let Some(f) = found.iter().find(|f| f.name == m.name) {
                             m.tools = f.tools;
+                            m.context_length = f.context_length;
                         }
                     }
                 }
@@ -388,6 +463,8 @@ impl BackendHandle {
                 activity.max_loaded(),
             )
         };
+        // Before the others: the literal's lock guards live to its end.
+        let windows = self.model_windows();
         WorkerStatus {
             name: self.name().clone(),
             kind: self.backend.kind(),
@@ -402,6 +479,8 @@ impl BackendHandle {
             running,
             recent,
             max_loaded,
+            max_num_ctx: self.windows.cap,
+            windows,
         }
     }
 }

@@ -269,6 +269,60 @@ mod tests {
     }
 
     #[test]
+    fn context_windows_are_read_and_checked() {
+        let text = r#"
+            [[backends]]
+            name = "moon"
+            kind = "openai"
+            url = "http://h:1/v1"
+            context_length = 8192
+            model_context_length = { "qwen2.5:7b" = 32768 }
+            max_num_ctx = 16384
+            [history]
+            max_chars = 8000
+        "#;
+        let c = load_str(text, no_env()).unwrap();
+        let b = &c.backends[0];
+        assert_eq!(b.configured_context_length("qwen2.5:7b"), Some(32_768));
+        assert_eq!(b.configured_context_length("other"), Some(8192));
+        assert_eq!(b.window_cap(), Some(16_384));
+        assert_eq!(c.history.max_chars, Some(8000));
+        // Without a cap, Ollama's default bounds the window; an OpenAI server has none.
+        let ollama = super::super::BackendConfig::default_ollama();
+        assert_eq!(
+            ollama.window_cap(),
+            Some(crate::context::DEFAULT_MAX_NUM_CTX)
+        );
+        assert_eq!(c.history.max_turns, 10);
+        assert_eq!(load_str("", no_env()).unwrap().history.max_chars, None);
+
+        let bad = r#"
+            [[backends]]
+            name = "moon"
+            kind = "ollama"
+            url = "http://h:1"
+            context_length = 100
+            max_num_ctx = 0
+            model_context_length = { "bad name" = 4096, "m" = 10 }
+        "#;
+        let all = load_str(bad, no_env()).unwrap_err().problems().join("\n");
+        assert!(
+            all.contains("backends[0].context_length: must be at least 512"),
+            "{all}"
+        );
+        assert!(
+            all.contains("backends[0].max_num_ctx: must be at least 512"),
+            "{all}"
+        );
+        assert!(
+            all.contains("backends[0].model_context_length: \"m\" must be at least 512"),
+            "{all}"
+        );
+        assert!(all.contains("backends[0].model_context_length: "), "{all}");
+        assert!(all.contains("bad name"), "{all}");
+    }
+
+    #[test]
     fn environment_overrides_file() {
         let text = "[server]\nlisten = \"127.0.0.1:8000\"\n";
         let env = vec![

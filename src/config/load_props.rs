@@ -88,6 +88,9 @@ const BACKEND_KEYS: &[&str] = &[
     "models",
     "api_key_env",
     "max_concurrency",
+    "context_length",
+    "model_context_length",
+    "max_num_ctx",
     "extra",
 ];
 
@@ -174,6 +177,9 @@ kind = "ollama"
 url = "http://127.0.0.1:11434"
 models = ["qwen2.5:7b"]
 max_concurrency = 2
+context_length = 32768
+max_num_ctx = 16384
+model_context_length = { "qwen2.5:7b" = 8192 }
 [history]
 enabled = true
 max_turns = 4
@@ -212,6 +218,8 @@ const LEAVES: &[(&str, &str, Kind)] = &[
     ("backends[0]", "kind", Kind::Text),
     ("backends[0]", "models", Kind::Texts),
     ("backends[0]", "max_concurrency", Kind::Number),
+    ("backends[0]", "context_length", Kind::Number),
+    ("backends[0]", "max_num_ctx", Kind::Number),
     ("history", "enabled", Kind::Flag),
     ("history", "max_turns", Kind::Number),
     ("internal_tasks", "mode", Kind::Text),

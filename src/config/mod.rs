@@ -130,6 +130,17 @@ pub struct BackendConfig {
     /// every request for it that does not set its own.
     #[serde(default)]
     pub keep_alive: std::collections::BTreeMap<String, KeepAliveSetting>,
+    /// Every model's window on this backend, in tokens, over what `/api/show` reports
+    /// (an OpenAI-compatible server's own `--ctx-size`); unknown when absent there.
+    #[serde(default)]
+    pub context_length: Option<u32>,
+    /// Windows per model, over `context_length`.
+    #[serde(default)]
+    pub model_context_length: std::collections::BTreeMap<String, u32>,
+    /// The largest window a request gets here, which bounds the (V)RAM a model's context
+    /// costs; Ollama: [`crate::context::DEFAULT_MAX_NUM_CTX`] when absent.
+    #[serde(default)]
+    pub max_num_ctx: Option<u32>,
 }
 
 /// A `keep_alive` as Ollama takes it: a duration string or a number of seconds.
@@ -202,9 +213,58 @@ impl BackendConfig {
             max_concurrency: default_max_concurrency(),
             max_loaded: None,
             keep_alive: std::collections::BTreeMap::new(),
+            context_length: None,
+            model_context_length: Default::default(),
+            max_num_ctx: None,
+        }
+    }
+
+    /// The window this backend's config gives `model`, if it gives one.
+    pub fn configured_context_length(&self, model: &str) -> Option<u32> {
+        self.model_context_length
+            .get(model)
+            .copied()
+            .or(self.context_length)
+    }
+
+    /// The cap on windows here: `max_num_ctx`, else for Ollama the default cap.
+    pub fn window_cap(&self) -> Option<u32> {
+        match self.kind {
+            BackendKind::Ollama => self
+                .max_num_ctx
+                .or(Some(crate::context::DEFAULT_MAX_NUM_CTX)),
+            BackendKind::Openai => self.max_num_ctx,
+        }
+    }
+
+    /// Problems with the window keys, each named by `at` and the key.
+    fn validate_windows(&self, at: &str, problems: &mut Vec<String>) {
+        let mut check = |key: &str, what: String, v: u32| {
+            if v < MIN_WINDOW {
+                problems.push(format!(
+                    "{at}.{key}: {what}must be at least {MIN_WINDOW} tokens"
+                ));
+            }
+        };
+        if let Some(v) = self.context_length {
+            check("context_length", String::new(), v);
+        }
+        if let Some(v) = self.max_num_ctx {
+            check("max_num_ctx", String::new(), v);
+        }
+        for (model, v) in &self.model_context_length {
+            check("model_context_length", format!("{model:?} "), *v);
+        }
+        for model in self.model_context_length.keys() {
+            if let Err(e) = ModelName::parse(model) {
+                problems.push(format!("{at}.model_context_length: {e}"));
+            }
         }
     }
 }
+
+/// The smallest window a config may give: a system prompt, a question and an answer.
+const MIN_WINDOW: u32 = 512;
 
 /// Conversation history forwarded to the worker (the seed's HISTORY_* valves).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -212,7 +272,9 @@ impl BackendConfig {
 pub struct HistoryConfig {
     pub enabled: bool,
     pub max_turns: usize,
-    pub max_chars: usize,
+    /// Characters of history at most; none by default: the model's window decides (see
+    /// [`crate::context`]), and the row records what either cut.
+    pub max_chars: Option<usize>,
 }
 
 impl Default for HistoryConfig {
@@ -220,7 +282,7 @@ impl Default for HistoryConfig {
         Self {
             enabled: true,
             max_turns: 10,
-            max_chars: 8000,
+            max_chars: None,
         }
     }
 }
@@ -361,6 +423,7 @@ impl Config {
                     ));
                 }
             }
+            b.validate_windows(&at, &mut problems);
             for m in b.models.iter().flatten() {
                 if let Err(e) = ModelName::parse(m) {
                     problems.push(format!("{at}.models: {e}"));
@@ -372,7 +435,7 @@ impl Config {
                 ));
             }
         }
-        if self.history.enabled && self.history.max_chars == 0 {
+        if self.history.enabled && self.history.max_chars == Some(0) {
             problems.push("history.max_chars: must be above 0 while history is enabled".to_owned());
         }
         if self.internal_tasks.mode == InternalTasksMode::Model

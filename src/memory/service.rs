@@ -225,15 +225,28 @@ impl Memory {
         thread_id: &ThreadId,
         system: &[String],
     ) -> Option<String> {
+        let hits = self.context_hits(prompt, person, thread_id, system).await;
+        self.context_block(&hits, detect_language(prompt))
+    }
+
+    /// The items [`context_for`](Self::context_for) would say, with their scores, for a
+    /// caller that may leave some out (the service, when the model's window is short).
+    pub async fn context_hits(
+        &self,
+        prompt: &str,
+        person: &Person,
+        thread_id: &ThreadId,
+        system: &[String],
+    ) -> Vec<MemoryHit> {
         let carried = super::openwebui::carried(system);
         if carried.is_some() && self.inner.config.openwebui_memory == OpenWebUiMemory::Defer {
-            return None;
+            return Vec::new();
         }
         let mut hits = self.recall(prompt, person, thread_id).await;
         if let Some(theirs) = &carried {
             hits.retain(|h| !super::openwebui::already_said(theirs, &h.item.text));
         }
-        self.context_block(&hits, detect_language(prompt))
+        hits
     }
 
     /// Re-reads every item from the store (in cluster mode, to pick up what other

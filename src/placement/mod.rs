@@ -57,14 +57,14 @@ impl<'a> Ask<'a> {
             .iter()
             .rposition(|m| m.role == Role::User)
             .unwrap_or(0);
-        let fresh_chars: usize = request.messages[last_user..]
+        let fresh_tokens = request.messages[last_user..]
             .iter()
-            .map(|m| m.content.len())
+            .map(|m| crate::context::estimate_text_tokens(&m.content))
             .sum();
         Self {
             model: &request.model,
             prompt_tokens: request.estimated_prompt_tokens(),
-            fresh_tokens: perf::estimate_tokens(fresh_chars),
+            fresh_tokens,
             thread,
         }
     }

@@ -30,6 +30,8 @@ fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
         running: vec![],
         recent: vec![],
         max_loaded: None,
+        max_num_ctx: None,
+        windows: vec![],
     }
 }
 

@@ -174,6 +174,8 @@ mod tests {
             running: vec![],
             recent: vec![],
             max_loaded: None,
+            max_num_ctx: None,
+            windows: vec![],
         }
     }
 

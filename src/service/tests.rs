@@ -27,6 +27,9 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
         max_concurrency: 1,
         max_loaded: None,
         keep_alive: Default::default(),
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     };
     let handle = BackendHandle::new(
         Backend::from_config(&backend, &TimeoutsConfig::default()).unwrap(),

@@ -73,8 +73,10 @@ pub fn build_registry(config: &Config, rename: Option<&str>) -> anyhow::Result<R
             .iter()
             .map(|(m, k)| Ok((ModelName::parse(m)?, k.to_json())))
             .collect::<Result<Vec<_>, crate::domain::ParseError>>()?;
+        let windows = crate::backend::registry::ConfiguredWindows::from_config(&b);
         handles.push(
             BackendHandle::new(backend, b.max_concurrency, models)
+                .with_windows(windows)
                 .with_max_loaded(b.max_loaded)
                 .with_keep_alive(keep_alive),
         );

@@ -2,7 +2,7 @@
 
 use chrono::Utc;
 
-use super::{Claim, NewTask, TaskOutcome, TaskStore};
+use super::{Claim, ContextNote, NewTask, TaskOutcome, TaskStore};
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 use crate::testkit::samples::sample_task as new_task;
 
@@ -17,7 +17,13 @@ pub(crate) fn done(response: &str) -> TaskOutcome {
 
 /// queued → running → done, idempotent against duplicate deliveries; returns the task.
 pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
-    let t = new_task("こんにちは");
+    let mut t = new_task("こんにちは");
+    t.context = ContextNote {
+        history_dropped: Some(2),
+        memory_dropped: Some(1),
+        estimated_prompt_tokens: Some(5100),
+        num_ctx: None,
+    };
     s.insert(t.clone()).await.unwrap().await.unwrap();
     let w = WorkerName::parse("moon").unwrap();
     assert_eq!(
@@ -27,13 +33,11 @@ pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
     let got = s.get(t.task_id).await.unwrap().unwrap();
     assert_eq!(got.status, TaskStatus::Running);
     assert_eq!(got.attempts, 1);
-    assert!(
-        s.finish(t.task_id, &done("answer"))
-            .await
-            .unwrap()
-            .await
-            .unwrap()
-    );
+    let outcome = TaskOutcome {
+        num_ctx: Some(8192),
+        ..done("answer")
+    };
+    assert!(s.finish(t.task_id, &outcome).await.unwrap().await.unwrap());
     // A second finish (duplicate delivery) changes nothing.
     assert!(
         !s.finish(t.task_id, &TaskOutcome::failed(Utc::now(), "late"))
@@ -55,6 +59,14 @@ pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
     assert_eq!(got.worker_id.as_deref(), Some("moon"));
     assert_eq!(got.job, None, "the job is dropped once the task ends");
     assert_eq!(got.reasons, vec!["auto".to_owned()]);
+    // What the window made of the request, and the window sent.
+    assert_eq!(
+        got.context,
+        ContextNote {
+            num_ctx: Some(8192),
+            ..t.context
+        }
+    );
     assert_eq!(got.attempts, 1);
     assert_eq!(
         s.claim(TaskId::new(), &w, Utc::now()).await.unwrap(),

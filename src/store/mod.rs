@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 
-pub use record::{NewTask, TaskFilter, TaskOutcome, TaskRecord};
+pub use record::{ContextNote, NewTask, TaskFilter, TaskOutcome, TaskRecord};
 
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 

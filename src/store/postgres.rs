@@ -15,7 +15,7 @@ use sqlx::types::Json;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::record::task_record_from_row;
+use super::record::{ContextNote, task_record_from_row};
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{
     Domain, InternalTask, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId,
@@ -98,15 +98,17 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
-    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person, priority";
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person, \
+    history_dropped, memory_dropped, estimated_prompt_tokens, num_ctx, priority";
 
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn insert(&self, t: NewTask) -> Result<Durable, StoreError> {
         sqlx::query(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-             worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, priority) \
-             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+             worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, \
+             history_dropped, memory_dropped, estimated_prompt_tokens, priority) \
+             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
         )
         .bind(t.task_id.as_uuid())
         .bind(t.created_at)
@@ -125,6 +127,9 @@ impl TaskStore for PostgresStore {
         .bind(&t.job)
         .bind(t.remember)
         .bind(t.person.as_str())
+        .bind(t.context.history_dropped)
+        .bind(t.context.memory_dropped)
+        .bind(t.context.estimated_prompt_tokens)
         .bind(t.priority.as_str())
         .execute(&self.pool)
         .await?;
@@ -179,7 +184,7 @@ impl TaskStore for PostgresStore {
             "UPDATE tasks SET status = $1, updated_at = $2, worker_id = COALESCE($3, worker_id), \
              response = $4, error = $5, fallback_used = $6, fallback_reason = $7, \
              queue_wait_ms = COALESCE($8, queue_wait_ms), first_token_ms = $9, total_ms = $10, \
-             prompt_tokens = $11, completion_tokens = $12, job = NULL \
+             prompt_tokens = $11, completion_tokens = $12, job = NULL, num_ctx = $14 \
              WHERE task_id = $13 AND status IN ('queued', 'running')",
         )
         .bind(o.status.as_str())
@@ -195,6 +200,7 @@ impl TaskStore for PostgresStore {
         .bind(o.prompt_tokens)
         .bind(o.completion_tokens)
         .bind(id.as_uuid())
+        .bind(o.num_ctx)
         .execute(&self.pool)
         .await?;
         Ok(Durable::done(done.rows_affected() == 1))

@@ -39,6 +39,22 @@ pub struct NewTask {
     pub remember: bool,
     /// Which waiting work goes first (interactive, background, batch).
     pub priority: Priority,
+    /// What the model's window made of the request (`num_ctx` is written when it ends).
+    pub context: ContextNote,
+}
+
+/// What fitting a request into its model's window did (see [`crate::context`]): nothing
+/// is cut without the row saying so. `None` for a task that went to no model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ContextNote {
+    /// Earlier messages left out: by `[history]` limits and by the window, oldest first.
+    pub history_dropped: Option<i64>,
+    /// Memory items left out, lowest score first.
+    pub memory_dropped: Option<i64>,
+    /// The estimated tokens of the prompt as sent (history, memory and prompt).
+    pub estimated_prompt_tokens: Option<i64>,
+    /// The window sent to the backend (Ollama's `num_ctx`), when one was.
+    pub num_ctx: Option<i64>,
 }
 
 /// How a task ended.
@@ -56,6 +72,8 @@ pub struct TaskOutcome {
     pub total_ms: Option<i64>,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    /// The window sent to the backend, when one was.
+    pub num_ctx: Option<i64>,
 }
 
 impl TaskOutcome {
@@ -73,6 +91,7 @@ impl TaskOutcome {
             total_ms: None,
             prompt_tokens: None,
             completion_tokens: None,
+            num_ctx: None,
         }
     }
 }
@@ -110,6 +129,8 @@ pub struct TaskRecord {
     pub remember: bool,
     /// Interactive for rows written before priorities existed.
     pub priority: Priority,
+    /// What the model's window made of the request.
+    pub context: ContextNote,
 }
 
 /// Which tasks `list` returns.
@@ -187,6 +208,12 @@ macro_rules! task_record_from_row {
             priority: {
                 let v = text("priority")?;
                 Priority::parse(&v).map_err(|_| parsed("priority", v))?
+            },
+            context: ContextNote {
+                history_dropped: $r.try_get("history_dropped")?,
+                memory_dropped: $r.try_get("memory_dropped")?,
+                estimated_prompt_tokens: $r.try_get("estimated_prompt_tokens")?,
+                num_ctx: $r.try_get("num_ctx")?,
             },
         }
     }};

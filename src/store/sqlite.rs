@@ -17,7 +17,7 @@ use sqlx::sqlite::{
 use sqlx::{Row, SqlitePool};
 
 use self::writer::{Done, Op, Writer};
-use super::record::task_record_from_row;
+use super::record::{ContextNote, task_record_from_row};
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
 use crate::domain::{
     Domain, InternalTask, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId,
@@ -87,7 +87,8 @@ impl SqliteStore {
 
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
-    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person, priority";
+    reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person, \
+    history_dropped, memory_dropped, estimated_prompt_tokens, num_ctx, priority";
 
 #[async_trait]
 impl TaskStore for SqliteStore {

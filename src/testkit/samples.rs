@@ -52,5 +52,6 @@ pub fn sample_task(prompt: &str) -> NewTask {
         job: Some("{}".into()),
         remember: true,
         priority: crate::domain::Priority::Interactive,
+        context: Default::default(),
     }
 }

@@ -1,5 +1,7 @@
 //! History preparation: the messages before the current prompt, cleaned of our own
-//! decorations, made consistent around tool calls, and capped by `[history]`.
+//! decorations, made consistent around tool calls, and capped by `[history]` (what that
+//! cuts is counted for the task row; the model's window trims further in
+//! [`crate::context::budget`]).
 //!
 //! Called by [`crate::turn::build_turn`]; the result goes to the worker only. The unit of
 //! capping is a conversation turn (a user message and everything that answered it), so
@@ -13,21 +15,25 @@ use crate::config::HistoryConfig;
 use crate::turn::History;
 use crate::turn::decoration::clean_for_history;
 
-/// The worker's history from the messages before the current prompt.
-pub fn prepare(earlier: &[ChatMessage], cfg: &HistoryConfig) -> History {
+/// The worker's history from the messages before the current prompt, and how many
+/// messages `max_turns` / `max_chars` left out (the task row records them). History that
+/// is switched off counts as none, not as dropped.
+pub fn prepare(earlier: &[ChatMessage], cfg: &HistoryConfig) -> (History, usize) {
     if !cfg.enabled {
-        return History::None;
+        return (History::None, 0);
     }
     let turns: Vec<Vec<ChatMessage>> = split_turns(earlier.iter().filter_map(clean))
         .into_iter()
         .map(pair_tools)
         .filter(|t| !t.is_empty())
         .collect();
+    let all: usize = turns.iter().map(Vec::len).sum();
     let kept = cap(turns, cfg);
+    let dropped = all - kept.len();
     if kept.is_empty() {
-        History::None
+        (History::None, dropped)
     } else {
-        History::Messages(kept)
+        (History::Messages(kept), dropped)
     }
 }
 
@@ -117,15 +123,17 @@ fn pair_tools(turn: Vec<ChatMessage>) -> Vec<ChatMessage> {
         .collect()
 }
 
-/// The most recent whole turns within `max_turns` user messages and `max_chars` characters.
+/// The most recent whole turns within `max_turns` user messages and `max_chars` characters
+/// (when set).
 fn cap(turns: Vec<Vec<ChatMessage>>, cfg: &HistoryConfig) -> Vec<ChatMessage> {
+    let max_chars = cfg.max_chars.unwrap_or(usize::MAX);
     let mut chars = 0usize;
     let mut user_turns = 0usize;
     let mut start = turns.len();
     for (i, turn) in turns.iter().enumerate().rev() {
         let turn_chars: usize = turn.iter().map(message_chars).sum();
         let turn_users = turn.iter().filter(|m| m.role == Role::User).count();
-        if chars + turn_chars > cfg.max_chars || user_turns + turn_users > cfg.max_turns {
+        if chars.saturating_add(turn_chars) > max_chars || user_turns + turn_users > cfg.max_turns {
             break;
         }
         chars += turn_chars;

@@ -29,7 +29,7 @@ fn unlimited() -> HistoryConfig {
     HistoryConfig {
         enabled: true,
         max_turns: usize::MAX,
-        max_chars: usize::MAX,
+        max_chars: None,
     }
 }
 
@@ -50,7 +50,7 @@ fn orphan_tool_results_and_unanswered_calls_are_dropped() {
         tool_result(Some("a"), "ra"),
         ChatMessage::assistant("done"),
     ];
-    let got = messages(prepare(&earlier, &unlimited()));
+    let got = messages(prepare(&earlier, &unlimited()).0);
     assert_eq!(
         got,
         vec![
@@ -74,17 +74,22 @@ fn caps_keep_the_most_recent_whole_turns() {
         max_turns: 1,
         ..unlimited()
     };
-    assert_eq!(messages(prepare(&earlier, &turns)), earlier[2..].to_vec());
+    assert_eq!(messages(prepare(&earlier, &turns).0), earlier[2..].to_vec());
+    assert_eq!(
+        prepare(&earlier, &turns).1,
+        2,
+        "the dropped turn is counted"
+    );
     let chars = HistoryConfig {
-        max_chars: 10,
+        max_chars: Some(10),
         ..unlimited()
     };
-    assert_eq!(messages(prepare(&earlier, &chars)), earlier[2..].to_vec());
+    assert_eq!(messages(prepare(&earlier, &chars).0), earlier[2..].to_vec());
     let tiny = HistoryConfig {
-        max_chars: 6,
+        max_chars: Some(6),
         ..unlimited()
     };
-    assert_eq!(prepare(&earlier, &tiny), History::None);
+    assert_eq!(prepare(&earlier, &tiny), (History::None, 4));
 }
 
 /// A random conversation; every message's text carries its index, so no two are equal.
@@ -121,7 +126,7 @@ fn config() -> impl Strategy<Value = HistoryConfig> {
         HistoryConfig {
             enabled,
             max_turns,
-            max_chars,
+            max_chars: Some(max_chars),
         }
     })
 }
@@ -141,13 +146,16 @@ proptest! {
         // Never the current prompt.
         prop_assert!(kept.iter().all(|m| m.content != PROMPT));
         // Within both caps.
-        prop_assert!(kept.iter().map(message_chars).sum::<usize>() <= cfg.max_chars);
+        prop_assert!(kept.iter().map(message_chars).sum::<usize>() <= cfg.max_chars.unwrap());
         prop_assert!(kept.iter().filter(|m| m.role == Role::User).count() <= cfg.max_turns);
         // The most recent turns: a suffix of the uncapped history, and the turn before it
         // would not have fit.
         let earlier = &conv[..conv.len() - 1];
-        let full = messages(prepare(earlier, &unlimited()));
+        let full = messages(prepare(earlier, &unlimited()).0);
         prop_assert!(full.ends_with(&kept));
+        // Whatever the caps left out is counted.
+        let expected = if cfg.enabled { full.len() - kept.len() } else { 0 };
+        prop_assert_eq!(turn.history_dropped, expected);
         if cfg.enabled && kept.len() < full.len() {
             let turns = split_turns(full.into_iter());
             let mut n = 0;
@@ -159,7 +167,7 @@ proptest! {
             let next = &turns[turns.len() - n - 1];
             let chars: usize = kept.iter().chain(next).map(message_chars).sum();
             let users = kept.iter().chain(next).filter(|m| m.role == Role::User).count();
-            prop_assert!(chars > cfg.max_chars || users > cfg.max_turns);
+            prop_assert!(chars > cfg.max_chars.unwrap() || users > cfg.max_turns);
         }
         // Every tool result follows a kept call that it answers.
         for (i, m) in kept.iter().enumerate().filter(|(_, m)| m.role == Role::Tool) {

@@ -19,6 +19,7 @@ mod history;
 pub use answer::Answer;
 pub use decoration::{Decoration, RouteInfo};
 pub use history::message_chars;
+pub(crate) use history::split_turns as split_history_turns;
 
 /// The earlier conversation that goes to the worker (never to the store or the classifier).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -105,6 +106,8 @@ pub struct Turn {
     /// System messages the client sent, passed on to the worker.
     pub system: Vec<String>,
     pub history: History,
+    /// Earlier messages `[history]` limits left out of `history` (recorded on the row).
+    pub history_dropped: usize,
     /// Messages after the prompt in this same turn (an assistant's tool calls and their
     /// results, or a partial answer to continue), in order; empty for a plain chat turn.
     pub continuation: Vec<ChatMessage>,
@@ -246,7 +249,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         max_tokens: input.params.max_tokens,
         has_tools: !input.tools.is_empty(),
     };
-    let history = history::prepare(&input.messages[..last_user], history);
+    let (history, history_dropped) = history::prepare(&input.messages[..last_user], history);
     let mut messages = input.messages;
     let continuation: Vec<ChatMessage> = messages
         .drain(last_user + 1..)
@@ -259,6 +262,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         images,
         system,
         history,
+        history_dropped,
         continuation,
         person: input.client.person.clone(),
         thread_id,

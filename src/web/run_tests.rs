@@ -294,6 +294,9 @@ pub(super) fn backend_at(url: &str) -> Backend {
         max_concurrency: 1,
         max_loaded: None,
         keep_alive: Default::default(),
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     };
     Backend::from_config(&cfg, &TimeoutsConfig::default()).unwrap()
 }

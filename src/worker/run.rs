@@ -6,7 +6,7 @@ use futures::StreamExt;
 use super::{MAX_ATTEMPTS, Worker};
 use crate::backend::perf::Sample;
 use crate::backend::registry::{InFlight, WorkerStatus};
-use crate::backend::{BackendError, ChunkStream};
+use crate::backend::{BackendError, BackendRequest, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
 use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
 use crate::events::TaskEvent;
@@ -35,6 +35,8 @@ pub(super) struct Collected {
     usage: Option<Usage>,
     /// Why the web lane answered from the local model alone, if it did.
     fallback: Option<String>,
+    /// The window sent to the backend (Ollama's `num_ctx`), when one was.
+    num_ctx: Option<u32>,
 }
 
 impl Collected {
@@ -69,6 +71,7 @@ impl Collected {
             total_ms: Some(ms_between(job.created_at, finished)),
             prompt_tokens: self.usage.as_ref().map(|u| i64::from(u.prompt_tokens)),
             completion_tokens: self.usage.as_ref().map(|u| i64::from(u.completion_tokens)),
+            num_ctx: self.num_ctx.map(i64::from),
         }
     }
 
@@ -127,12 +130,19 @@ impl Worker {
         }
         let started = Utc::now();
         got.started = Some(started);
+        // The window this machine gives the request (the web lane sizes its own).
+        let num_ctx = (job.lane != Lane::Web)
+            .then(|| self.handle.num_ctx_for(&job.request))
+            .flatten();
+        got.num_ctx = num_ctx;
         let tokens = job.request.estimated_prompt_tokens();
         let mut in_flight =
             self.handle
-                .start_request(&job.request.model, job.thread_id.as_ref(), tokens);
+                .start_request(&job.request.model, job.thread_id.as_ref(), tokens, num_ctx);
         let was_loaded = !in_flight.cold;
-        let opened = self.claim_and_open(delivery, started, !was_loaded).await?;
+        let opened = self
+            .claim_and_open(delivery, started, !was_loaded, num_ctx)
+            .await?;
         let result = match opened {
             Ok(opened) => {
                 got.fallback = opened.fallback;
@@ -206,6 +216,7 @@ impl Worker {
         delivery: &Delivery,
         started: DateTime<Utc>,
         loading: bool,
+        num_ctx: Option<u32>,
     ) -> Option<Result<Opened, BackendError>> {
         let job = &delivery.job;
         if delivery.deliveries > 1 || job.attempt > 0 {
@@ -213,9 +224,9 @@ impl Worker {
             if !self.may_run(job, claim).await {
                 return None;
             }
-            return Some(self.open(job).await);
+            return Some(self.open(job, num_ctx).await);
         }
-        let open = self.open(job);
+        let open = self.open(job, num_ctx);
         let claim = self.claim(delivery, started, loading);
         tokio::pin!(open, claim);
         let mut opened = None;
@@ -373,7 +384,9 @@ impl Worker {
 
     /// Calls the backend (through the web lane for web jobs) and returns its answer's
     /// chunks once the answer has started.
-    async fn open(&self, job: &Job) -> Result<Opened, BackendError> {
+    async fn open(&self, job: &Job, num_ctx: Option<u32>) -> Result<Opened, BackendError> {
+        let adjusted = self.as_sent_here(job, num_ctx);
+        let request = adjusted.as_ref().unwrap_or(&job.request);
         match (&self.web, job.lane == Lane::Web) {
             (Some(ctx), true) => {
                 let mut request = job.request.clone();
@@ -392,33 +405,37 @@ impl Worker {
                     fallback,
                 })
             }
-            _ => {
-                // The residency the config asks for this model, unless the request set one.
-                let configured = self
-                    .handle
-                    .keep_alive_for(&job.request.model)
-                    .filter(|_| job.request.params.keep_alive.is_none());
-                let with_keep_alive;
-                let request = match configured {
-                    Some(k) => {
-                        let mut r = job.request.clone();
-                        r.params.keep_alive = Some(k.clone());
-                        with_keep_alive = r;
-                        &with_keep_alive
-                    }
-                    None => &job.request,
-                };
-                let chunks = if job.response.is_streamed() {
-                    self.handle.backend.chat(request).await?
-                } else {
-                    self.handle.backend.complete(request).await?
-                };
-                Ok(Opened {
-                    chunks,
-                    fallback: None,
-                })
-            }
+            _ if job.response.is_streamed() => Ok(Opened {
+                chunks: self.handle.backend.chat(request).await?,
+                fallback: None,
+            }),
+            _ => Ok(Opened {
+                chunks: self.handle.backend.complete(request).await?,
+                fallback: None,
+            }),
         }
+    }
+
+    /// The job's request as this machine gets it, when that differs from the job's: the
+    /// window it gives it (Ollama's `num_ctx`) and the residency the config asks for the
+    /// model (`keep_alive`), each unless the request set its own.
+    fn as_sent_here(&self, job: &Job, num_ctx: Option<u32>) -> Option<BackendRequest> {
+        let num_ctx = num_ctx.filter(|n| job.request.params.num_ctx != Some(*n));
+        let keep_alive = self
+            .handle
+            .keep_alive_for(&job.request.model)
+            .filter(|_| job.request.params.keep_alive.is_none());
+        if num_ctx.is_none() && keep_alive.is_none() {
+            return None;
+        }
+        let mut request = match num_ctx {
+            Some(n) => job.request.with_num_ctx(n),
+            None => job.request.clone(),
+        };
+        if let Some(k) = keep_alive {
+            request.params.keep_alive = Some(k.clone());
+        }
+        Some(request)
     }
 
     /// Forwards an answer's chunks as events, all but the final `Done`, which it returns

@@ -33,6 +33,9 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
         max_concurrency: 1,
         max_loaded: None,
         keep_alive: Default::default(),
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     };
     let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
     let model = ModelName::parse("m").unwrap();

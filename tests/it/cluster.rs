@@ -62,6 +62,9 @@ fn backend(name: &str, fake: &FakeLlmServer) -> BackendConfig {
         max_concurrency: 4,
         max_loaded: None,
         keep_alive: Default::default(),
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     }
 }
 

@@ -350,6 +350,9 @@ async fn fails_over_to_another_machine_before_the_first_token() {
             max_concurrency: 1,
             max_loaded: None,
             keep_alive: Default::default(),
+            context_length: None,
+            model_context_length: Default::default(),
+            max_num_ctx: None,
         });
     })
     .await;

@@ -168,6 +168,9 @@ pub fn test_config(dir: &tempfile::TempDir, backend_url: &str) -> Config {
         max_concurrency: 4,
         max_loaded: None,
         keep_alive: Default::default(),
+        context_length: None,
+        model_context_length: Default::default(),
+        max_num_ctx: None,
     }];
     config
 }

@@ -152,12 +152,11 @@ async fn a_cancelled_task_stops_its_generation_on_the_machine() {
     app.stop().await;
 }
 
-/// Today's behaviour, which the scheduler issue turns around: Coordinator trims history
-/// to its own character budget, but a pasted log longer than the machine's default
-/// window goes out as it is, and the machine silently drops its start (with the question
-/// that came first in the message).
+/// A pasted log longer than the machine's default window (4096 tokens) is sent with a
+/// window that holds it, rounded to a stable size: the machine keeps all of it (the
+/// question at its start too), and the row says what was estimated and sent.
 #[tokio::test]
-async fn a_prompt_longer_than_the_default_window_comes_back_truncated() {
+async fn a_prompt_longer_than_the_default_window_is_sent_with_a_window_that_holds_it() {
     let app = app_on(one_model_machine((20, 40)).await).await;
     let paste = "2026-11-30 03:00:01 backup: copied 1204 files to nas:/photos (ok)\n".repeat(300);
     let messages = json!([
@@ -165,16 +164,35 @@ async fn a_prompt_longer_than_the_default_window_comes_back_truncated() {
         {"role": "assistant", "content": "Paste the log and I will look."},
         {"role": "user", "content": format!("Why did the last run fail? Here is the log:\n{paste}")},
     ]);
-    let answer = chat(&app, CHAT, messages).await;
+    let res = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": CHAT, "messages": messages}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let answer: Value = res.json().await.unwrap();
     let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap();
-    assert!(prompt_tokens <= 4096, "{answer}");
+    assert!(prompt_tokens > 4096, "{answer}");
     let g = app.fake.generations().pop().unwrap();
-    assert!(g.truncated, "{g:?}");
-    assert_eq!(app.fake.stats().truncated_prompts, 1);
+    assert!(!g.truncated, "{g:?}");
+    assert_eq!(app.fake.stats().truncated_prompts, 0);
     let sent = app.last_backend_body("/api/chat");
-    assert!(
-        sent.pointer("/options/num_ctx").is_none(),
-        "Coordinator does not size the window yet: {sent}"
+    assert_eq!(sent["options"]["num_ctx"], 8192, "{sent}");
+    let row = app.task(&id).await;
+    let context = &row["context"];
+    assert_eq!(context["num_ctx"], 8192, "{row}");
+    assert_eq!(context["history_dropped"], 0, "{row}");
+    assert_eq!(context["memory_dropped"], 0, "{row}");
+    // The estimate is the machine's own count here (same rule: a token per four characters).
+    assert_eq!(
+        context["estimated_prompt_tokens"].as_u64(),
+        Some(prompt_tokens),
+        "{row}"
     );
     app.stop().await;
 }

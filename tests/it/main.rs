@@ -7,6 +7,7 @@ mod browsers;
 mod cluster;
 mod cluster_stop;
 mod connections;
+mod context;
 mod error_shapes;
 mod foundation;
 mod front_door;

@@ -26,6 +26,9 @@ async fn a_worker_with_the_model_loaded_gets_the_task() {
             max_concurrency: 4,
             max_loaded: None,
             keep_alive: Default::default(),
+            context_length: None,
+            model_context_length: Default::default(),
+            max_num_ctx: None,
         });
         c.timeouts.discovery_interval_s = 1;
     })

@@ -78,6 +78,8 @@ pub struct Options {
     #[serde(default)]
     pub stop: Stop,
     pub seed: Option<i64>,
+    /// The context window the client asks for; capped by the model's window.
+    pub num_ctx: Option<i64>,
 }
 
 /// `format`: `"json"` for any JSON, a schema object for JSON matching it; empty or
@@ -140,6 +142,11 @@ impl ChatRequest {
             },
             // Ollama's API has no tool choice.
             tool_choice: None,
+            num_ctx: match options.num_ctx {
+                None => None,
+                Some(n) if n > 0 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                Some(_) => return Err(BodyError::new("options.num_ctx", "must be above 0")),
+            },
         };
         let messages = convert_messages(self.messages)?;
         let tools = convert_tools(self.tools.unwrap_or_default(), "tools")?;
@@ -279,6 +286,7 @@ mod tests {
         assert_eq!(i.params.max_tokens, Some(64));
         assert_eq!(i.params.stop, vec!["x".to_owned()]);
         assert_eq!(i.params.seed, Some(3));
+        assert_eq!(i.params.num_ctx, Some(4096));
         assert_eq!(i.params.keep_alive, Some(serde_json::json!("5m")));
         assert_eq!(i.params.think, Some(Think::On(true)));
         assert_eq!(i.tools.len(), 1);
@@ -340,5 +348,8 @@ mod tests {
         assert_eq!(e.path, "messages[0].images[0]");
         let e = parse(r#"{"messages":[],"options":{"temperature":"x"}}"#).unwrap_err();
         assert_eq!(e.path, "options.temperature");
+        let e = parse(r#"{"messages":[{"role":"user","content":"hi"}],"options":{"num_ctx":0}}"#)
+            .unwrap_err();
+        assert_eq!(e.path, "options.num_ctx");
     }
 }

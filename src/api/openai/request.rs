@@ -236,6 +236,7 @@ impl ChatCompletionRequest {
                 })?),
             },
             tool_choice,
+            num_ctx: None,
         };
         let body_chat_id = self
             .chat_id

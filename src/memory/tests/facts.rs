@@ -295,6 +295,9 @@ async fn a_model_extracts_facts_and_the_rules_step_in_when_it_fails() {
             max_concurrency: 1,
             max_loaded: None,
             keep_alive: Default::default(),
+            context_length: None,
+            model_context_length: Default::default(),
+            max_num_ctx: None,
         },
         &TimeoutsConfig::default(),
     )

@@ -49,6 +49,7 @@ pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
         completion_tokens: None,
         remember: true,
         priority: crate::domain::Priority::Interactive,
+        context: Default::default(),
     }
 }
 
@@ -75,6 +76,7 @@ fn new_task(r: &TaskRecord) -> NewTask {
         job: None,
         remember: r.remember,
         priority: r.priority,
+        context: r.context,
     }
 }
 

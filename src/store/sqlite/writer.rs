@@ -367,8 +367,9 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
             let created = ts(&t.created_at);
             conn.prepare_cached(
                 "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-                 worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, priority) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, \
+                 history_dropped, memory_dropped, estimated_prompt_tokens, priority) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?
             .execute(params![
                 t.task_id.to_string(),
@@ -389,6 +390,9 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                 t.job,
                 t.remember,
                 t.person.as_str(),
+                t.context.history_dropped,
+                t.context.memory_dropped,
+                t.context.estimated_prompt_tokens,
                 t.priority.as_str(),
             ])?;
             Ok(Done::Inserted)
@@ -428,7 +432,7 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                     "UPDATE tasks SET status = ?, updated_at = ?, worker_id = COALESCE(?, worker_id), \
                      response = ?, error = ?, fallback_used = ?, fallback_reason = ?, \
                      queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
-                     prompt_tokens = ?, completion_tokens = ?, job = NULL \
+                     prompt_tokens = ?, completion_tokens = ?, job = NULL, num_ctx = ? \
                      WHERE task_id = ? AND status IN ('queued', 'running')",
                 )?
                 .execute(params![
@@ -444,6 +448,7 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                     o.total_ms,
                     o.prompt_tokens,
                     o.completion_tokens,
+                    o.num_ctx,
                     id.to_string(),
                 ])?;
             Ok(Done::Finished(changed == 1))

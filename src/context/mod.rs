@@ -1,0 +1,156 @@
+//! Context windows: how many tokens a composed request holds, how large a window it gets
+//! on a machine, and what is trimmed when even the largest window allowed cannot hold it.
+//!
+//! The service sizes the request before it is recorded ([`budget::trim`], called from
+//! [`crate::service`]): history oldest first, then memory lowest score first, and the row
+//! says what went. The worker then picks the `num_ctx` it sends to Ollama with
+//! [`choose_num_ctx`], from what its registry knows of the machine
+//! ([`crate::backend::registry::WorkerStatus`]): stable sizes, the resident model's own
+//! window when that already fits, never above the model's window or the backend's
+//! `max_num_ctx`. Nothing is left for a backend to cut silently.
+
+pub mod budget;
+
+use serde::{Deserialize, Serialize};
+
+use crate::chat::ChatMessage;
+use crate::domain::ModelName;
+use crate::lang::Lang;
+
+/// Ollama's window when a request does not set `num_ctx` (older releases; the machines
+/// of the household benchmark).
+pub const OLLAMA_DEFAULT_NUM_CTX: u32 = 4096;
+
+/// `num_ctx` goes up in steps of this many tokens, so that a growing chat does not ask
+/// for a new size (a reload) at every turn.
+pub const NUM_CTX_STEP: u32 = 4096;
+
+/// The largest `num_ctx` sent to an Ollama backend without `max_num_ctx`: it bounds the
+/// key-value cache a model's window costs in (V)RAM.
+pub const DEFAULT_MAX_NUM_CTX: u32 = 16_384;
+
+/// Tokens kept free for the answer when the request does not say how long it may be.
+pub const DEFAULT_ANSWER_RESERVE: u32 = 1024;
+
+/// Template tokens a chat format adds around each message (role markers).
+const MESSAGE_OVERHEAD: u32 = 4;
+
+/// A token estimate of `text`: about four characters per token for alphabetic scripts,
+/// one per CJK character (kana, kanji, hangul, full-width forms).
+pub fn estimate_text_tokens(text: &str) -> u32 {
+    let (mut wide, mut narrow) = (0u32, 0u32);
+    for c in text.chars() {
+        if is_wide(c) {
+            wide = wide.saturating_add(1);
+        } else {
+            narrow = narrow.saturating_add(1);
+        }
+    }
+    wide.saturating_add(narrow.div_ceil(4))
+}
+
+fn is_wide(c: char) -> bool {
+    matches!(u32::from(c), 0x3000..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF)
+}
+
+/// One message's tokens: its text, its tool calls' names and arguments, and the template
+/// around it. Images are not counted.
+pub fn message_tokens(m: &ChatMessage) -> u32 {
+    let calls: u32 = m
+        .tool_calls
+        .iter()
+        .map(|c| estimate_text_tokens(&c.name) + estimate_text_tokens(&c.arguments))
+        .sum();
+    estimate_text_tokens(&m.content) + calls + MESSAGE_OVERHEAD
+}
+
+/// The prompt tokens of a whole request.
+pub fn request_tokens(messages: &[ChatMessage]) -> u32 {
+    messages.iter().map(message_tokens).sum()
+}
+
+/// Room kept for the answer: the request's own limit (`max_tokens`, `num_predict`), else
+/// [`DEFAULT_ANSWER_RESERVE`].
+pub fn answer_reserve(max_tokens: Option<u32>) -> u32 {
+    max_tokens.unwrap_or(DEFAULT_ANSWER_RESERVE)
+}
+
+/// What a machine can give one model: its own window (`/api/show`, or config) and the
+/// backend's cap. Either may be unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    /// The model's maximum window.
+    pub context_length: Option<u32>,
+    /// `[[backends]] max_num_ctx` (Ollama: [`DEFAULT_MAX_NUM_CTX`] when not set).
+    pub max_num_ctx: Option<u32>,
+}
+
+impl Window {
+    /// The most tokens a request may fill here, prompt and answer together; `None` when
+    /// nothing is known (an OpenAI-compatible server without config).
+    pub fn limit(self) -> Option<u32> {
+        match (self.context_length, self.max_num_ctx) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// `need` rounded up to the next stable window size (a multiple of [`NUM_CTX_STEP`]).
+pub fn round_up(need: u32) -> u32 {
+    need.max(1)
+        .div_ceil(NUM_CTX_STEP)
+        .saturating_mul(NUM_CTX_STEP)
+}
+
+/// The `num_ctx` to send to Ollama for a request that needs `need` tokens (prompt and
+/// answer): the client's own `num_ctx` when it set one (capped by `limit`); else the
+/// resident model's window when that already holds it (no reload); else `need` rounded
+/// up to a stable size, at least Ollama's default. Never above `limit`.
+pub fn choose_num_ctx(need: u32, user: Option<u32>, resident: Option<u32>, limit: u32) -> u32 {
+    if let Some(own) = user {
+        return own.min(limit);
+    }
+    match resident {
+        Some(r) if r >= need && r <= limit => r,
+        _ => round_up(need).max(OLLAMA_DEFAULT_NUM_CTX).min(limit),
+    }
+}
+
+/// The window of one model on one backend, as `GET /workers` shows it and heartbeats carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelWindow {
+    pub model: ModelName,
+    /// The model's maximum window: `[[backends]] model_context_length` or
+    /// `context_length`, else what `/api/show` reported.
+    pub context_length: Option<u32>,
+    /// The window the resident model was loaded with (`/api/ps` `context_length`, or the
+    /// last `num_ctx` sent), while it is resident.
+    pub loaded_num_ctx: Option<u32>,
+}
+
+/// A request whose prompt alone does not fit the largest window allowed. Refused before
+/// anything is recorded: sending it would have its start cut by the backend.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", too_long_message(*.tokens, *.room, *.lang))]
+pub struct PromptTooLong {
+    /// The estimated tokens of what cannot be trimmed (system messages, the prompt).
+    pub tokens: u32,
+    /// Tokens the window leaves for the prompt once the answer has its room.
+    pub room: u32,
+    pub lang: Lang,
+}
+
+fn too_long_message(tokens: u32, room: u32, lang: Lang) -> String {
+    match lang {
+        Lang::Ja => format!(
+            "メッセージが長すぎます（推定 {tokens} トークン。このモデルに送れるのは約 {room} トークンまでです）。短くするか、より大きなコンテキストのモデルを選んでください。"
+        ),
+        Lang::En => format!(
+            "the message is too long: about {tokens} tokens, and this model takes about {room}; shorten it or choose a model with a larger context window"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,114 @@
+use super::budget::{Trim, prompt_room, trim};
+use super::*;
+use crate::chat::{ChatMessage, Role};
+
+#[test]
+fn japanese_counts_a_token_per_character_and_english_four_characters() {
+    assert_eq!(estimate_text_tokens(""), 0);
+    assert_eq!(estimate_text_tokens("abcd"), 1);
+    assert_eq!(estimate_text_tokens("abcde"), 2);
+    assert_eq!(estimate_text_tokens("会議のメモ"), 5);
+    assert_eq!(estimate_text_tokens("会議 memo"), 2 + 2);
+    // The fake machine counts the same way, plus four tokens around each message.
+    let m = ChatMessage::new(Role::User, "会議のメモ");
+    assert_eq!(message_tokens(&m), 5 + 4);
+    assert_eq!(request_tokens(&[m.clone(), m]), 18);
+}
+
+#[test]
+fn windows_round_up_to_stable_sizes() {
+    assert_eq!(round_up(0), 4096);
+    assert_eq!(round_up(1), 4096);
+    assert_eq!(round_up(4096), 4096);
+    assert_eq!(round_up(4097), 8192);
+    assert_eq!(round_up(9000), 12_288);
+}
+
+#[test]
+fn num_ctx_is_rounded_capped_and_at_least_ollamas_default() {
+    assert_eq!(choose_num_ctx(100, None, None, 32_768), 4096);
+    assert_eq!(choose_num_ctx(5000, None, None, 32_768), 8192);
+    // Capped by the window, even below the default.
+    assert_eq!(choose_num_ctx(20_000, None, None, 16_384), 16_384);
+    assert_eq!(choose_num_ctx(100, None, None, 2048), 2048);
+}
+
+#[test]
+fn a_resident_window_that_holds_the_request_is_kept() {
+    // Loaded at 12288: a small request keeps it (no reload).
+    assert_eq!(choose_num_ctx(3000, None, Some(12_288), 16_384), 12_288);
+    // Too small for this one: it grows to a stable size.
+    assert_eq!(choose_num_ctx(9000, None, Some(8192), 16_384), 12_288);
+    // Loaded above what is allowed now (config changed): not reused.
+    assert_eq!(choose_num_ctx(3000, None, Some(32_768), 16_384), 4096);
+}
+
+#[test]
+fn the_clients_own_num_ctx_wins_within_the_window() {
+    assert_eq!(choose_num_ctx(9000, Some(2048), Some(8192), 16_384), 2048);
+    assert_eq!(choose_num_ctx(100, Some(65_536), None, 16_384), 16_384);
+}
+
+#[test]
+fn a_window_is_the_smaller_of_the_models_and_the_cap() {
+    let w = |context_length, max_num_ctx| Window {
+        context_length,
+        max_num_ctx,
+    };
+    assert_eq!(w(Some(32_768), Some(16_384)).limit(), Some(16_384));
+    assert_eq!(w(Some(8192), Some(16_384)).limit(), Some(8192));
+    assert_eq!(w(None, Some(16_384)).limit(), Some(16_384));
+    assert_eq!(w(Some(8192), None).limit(), Some(8192));
+    assert_eq!(w(None, None).limit(), None);
+}
+
+#[test]
+fn the_answer_keeps_its_room_but_never_more_than_half() {
+    assert_eq!(answer_reserve(None), 1024);
+    assert_eq!(answer_reserve(Some(200)), 200);
+    assert_eq!(prompt_room(4096, 1024), 3072);
+    assert_eq!(prompt_room(4096, 100_000), 2048);
+}
+
+/// A cost of `base` plus each kept turn's and item's tokens.
+fn cost<'a>(base: u32, turns: &'a [u32], items: &'a [u32]) -> impl Fn(usize, &[usize]) -> u32 + 'a {
+    move |first, kept| {
+        base + turns[first..].iter().sum::<u32>() + kept.iter().map(|i| items[*i]).sum::<u32>()
+    }
+}
+
+#[test]
+fn what_fits_is_not_trimmed() {
+    let got = trim(2, &[0.9, 0.5], 100, cost(10, &[20, 20], &[10, 10])).unwrap();
+    assert_eq!(
+        got,
+        Trim {
+            turns_dropped: 0,
+            memory_kept: vec![0, 1],
+            tokens: 70
+        }
+    );
+}
+
+#[test]
+fn history_goes_oldest_first_before_any_memory() {
+    let got = trim(3, &[0.9, 0.5], 45, cost(10, &[30, 20, 10], &[5, 5])).unwrap();
+    assert_eq!(got.turns_dropped, 2);
+    assert_eq!(got.memory_kept, vec![0, 1]);
+    assert_eq!(got.tokens, 30);
+}
+
+#[test]
+fn then_memory_goes_lowest_score_first() {
+    let got = trim(1, &[0.5, 0.9, 0.2], 30, cost(10, &[40], &[10, 10, 10])).unwrap();
+    assert_eq!(got.turns_dropped, 1);
+    assert_eq!(got.memory_kept, vec![0, 1]);
+    assert_eq!(got.tokens, 30);
+    let got = trim(1, &[0.5, 0.9, 0.2], 20, cost(10, &[40], &[10, 10, 10])).unwrap();
+    assert_eq!(got.memory_kept, vec![1]);
+}
+
+#[test]
+fn a_prompt_that_cannot_fit_alone_is_an_error_with_its_size() {
+    assert_eq!(trim(2, &[0.5], 50, cost(80, &[10, 10], &[10])), Err(80));
+}
