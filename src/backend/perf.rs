@@ -106,18 +106,18 @@ impl ModelPerf {
         }
     }
 
-    /// Learns from Ollama's durations. Its prompt rate counts only from a freshly loaded
-    /// model: otherwise part of the prompt may have come from the slot's cache, and the
-    /// count over the duration would flatter the machine.
+    /// Learns from Ollama's durations. Ollama's `prompt_eval_count` (the sample's
+    /// `prompt_tokens`) counts the tokens it evaluated, not those its slot's cache held, so
+    /// the count over `prompt_eval_duration` is the machine's rate, warm or cold.
     fn learn_reported(&mut self, s: &Sample, b: crate::chat::BackendTimings) {
         if !s.was_loaded {
             self.load_s = blend(self.load_s, b.load_s.max(0.001));
-            if s.prompt_tokens >= MIN_PROMPT_SAMPLE && b.prompt_eval_s > 0.0 {
-                self.prompt_tps = blend(
-                    self.prompt_tps,
-                    f64::from(s.prompt_tokens) / b.prompt_eval_s,
-                );
-            }
+        }
+        if s.prompt_tokens >= MIN_PROMPT_SAMPLE && b.prompt_eval_s > 0.0 {
+            self.prompt_tps = blend(
+                self.prompt_tps,
+                f64::from(s.prompt_tokens) / b.prompt_eval_s,
+            );
         }
         if s.completion_tokens >= MIN_ANSWER_SAMPLE && b.eval_s > 0.0 {
             self.eval_tps = blend(self.eval_tps, f64::from(s.completion_tokens) / b.eval_s);
@@ -282,16 +282,28 @@ mod tests {
             (p.load_s, p.prompt_tps, p.eval_tps),
             (Some(10.0), Some(150.0), Some(10.0))
         );
-        // A warm turn of the same chat, mostly from the cache: its prompt rate is not taken.
+        // A warm turn of the same chat, mostly from the cache: Ollama counts the 30 tokens
+        // it evaluated, too few to say anything of the rate.
         p.learn(Sample {
             was_loaded: true,
             ttft_s: 0.2,
             generation_s: 30.0,
-            prompt_tokens: 900,
+            prompt_tokens: 30,
             completion_tokens: 300,
-            backend: reported(0.01, 0.1, 30.0),
+            backend: reported(0.01, 0.2, 30.0),
         });
         assert_eq!((p.load_s, p.prompt_tps), (Some(10.0), Some(150.0)));
+        // A warm turn that evaluated enough (a new paste): its rate counts, its load not.
+        p.learn(Sample {
+            was_loaded: true,
+            ttft_s: 4.0,
+            generation_s: 30.0,
+            prompt_tokens: 600,
+            completion_tokens: 300,
+            backend: reported(0.01, 4.0, 30.0),
+        });
+        assert_eq!(p.load_s, Some(10.0));
+        assert!((p.prompt_tps.unwrap() - 150.0).abs() < 1e-9);
     }
 
     #[test]

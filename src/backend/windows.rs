@@ -123,8 +123,8 @@ mod tests {
         let s = moon(Some(8192));
         assert_eq!(s.num_ctx_for(&request(100)), Some(8192));
         assert!(!s.would_reload(&request(100)));
-        // One that outgrows it is sent a larger window: a reload.
-        assert_eq!(s.num_ctx_for(&request(9000)), Some(12_288));
+        // One that outgrows it is sent the whole window: one reload.
+        assert_eq!(s.num_ctx_for(&request(9000)), Some(16_384));
         assert!(s.would_reload(&request(9000)));
         // Capped by max_num_ctx.
         assert_eq!(s.num_ctx_for(&request(40_000)), Some(16_384));

@@ -21,10 +21,6 @@ use crate::lang::Lang;
 /// of the household benchmark).
 pub const OLLAMA_DEFAULT_NUM_CTX: u32 = 4096;
 
-/// `num_ctx` goes up in steps of this many tokens, so that a growing chat does not ask
-/// for a new size (a reload) at every turn.
-pub const NUM_CTX_STEP: u32 = 4096;
-
 /// The largest `num_ctx` sent to an Ollama backend without `max_num_ctx`: it bounds the
 /// key-value cache a model's window costs in (V)RAM.
 pub const DEFAULT_MAX_NUM_CTX: u32 = 16_384;
@@ -96,24 +92,21 @@ impl Window {
     }
 }
 
-/// `need` rounded up to the next stable window size (a multiple of [`NUM_CTX_STEP`]).
-pub fn round_up(need: u32) -> u32 {
-    need.max(1)
-        .div_ceil(NUM_CTX_STEP)
-        .saturating_mul(NUM_CTX_STEP)
-}
-
 /// The `num_ctx` to send to Ollama for a request that needs `need` tokens (prompt and
 /// answer): the client's own `num_ctx` when it set one (capped by `limit`); else the
-/// resident model's window when that already holds it (no reload); else `need` rounded
-/// up to a stable size, at least Ollama's default. Never above `limit`.
+/// resident model's window when that already holds it (no reload); else Ollama's default
+/// when that holds it, and beyond it the whole `limit` at once. Every other size reloads
+/// the model (seconds, and the prompt cache with it): a chat that grows past the default
+/// reloads once, not at every step, and `limit` (the model's window within
+/// `max_num_ctx`) is what bounds the memory it costs.
 pub fn choose_num_ctx(need: u32, user: Option<u32>, resident: Option<u32>, limit: u32) -> u32 {
     if let Some(own) = user {
         return own.min(limit);
     }
     match resident {
         Some(r) if r >= need && r <= limit => r,
-        _ => round_up(need).max(OLLAMA_DEFAULT_NUM_CTX).min(limit),
+        _ if need <= OLLAMA_DEFAULT_NUM_CTX => OLLAMA_DEFAULT_NUM_CTX.min(limit),
+        _ => limit,
     }
 }
 

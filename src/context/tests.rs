@@ -16,18 +16,10 @@ fn japanese_counts_a_token_per_character_and_english_four_characters() {
 }
 
 #[test]
-fn windows_round_up_to_stable_sizes() {
-    assert_eq!(round_up(0), 4096);
-    assert_eq!(round_up(1), 4096);
-    assert_eq!(round_up(4096), 4096);
-    assert_eq!(round_up(4097), 8192);
-    assert_eq!(round_up(9000), 12_288);
-}
-
-#[test]
 fn num_ctx_is_rounded_capped_and_at_least_ollamas_default() {
     assert_eq!(choose_num_ctx(100, None, None, 32_768), 4096);
-    assert_eq!(choose_num_ctx(5000, None, None, 32_768), 8192);
+    // Past the default, the whole window at once: a growing chat reloads once.
+    assert_eq!(choose_num_ctx(5000, None, None, 32_768), 32_768);
     // Capped by the window, even below the default.
     assert_eq!(choose_num_ctx(20_000, None, None, 16_384), 16_384);
     assert_eq!(choose_num_ctx(100, None, None, 2048), 2048);
@@ -37,8 +29,9 @@ fn num_ctx_is_rounded_capped_and_at_least_ollamas_default() {
 fn a_resident_window_that_holds_the_request_is_kept() {
     // Loaded at 12288: a small request keeps it (no reload).
     assert_eq!(choose_num_ctx(3000, None, Some(12_288), 16_384), 12_288);
-    // Too small for this one: it grows to a stable size.
-    assert_eq!(choose_num_ctx(9000, None, Some(8192), 16_384), 12_288);
+    // Too small for this one: it grows to the whole window.
+    assert_eq!(choose_num_ctx(9000, None, Some(8192), 16_384), 16_384);
+    assert_eq!(choose_num_ctx(5000, None, Some(4096), 16_384), 16_384);
     // Loaded above what is allowed now (config changed): not reused.
     assert_eq!(choose_num_ctx(3000, None, Some(32_768), 16_384), 4096);
 }

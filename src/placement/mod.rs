@@ -47,6 +47,9 @@ pub struct Ask<'a> {
     /// cache processes at least this, and more when the history it holds was cut since.
     pub fresh_tokens: u32,
     pub thread: Option<&'a ThreadId>,
+    /// The request itself, when placement may look at the window it needs (a resident
+    /// model whose window must change reloads).
+    pub request: Option<&'a BackendRequest>,
 }
 
 impl<'a> Ask<'a> {
@@ -66,6 +69,7 @@ impl<'a> Ask<'a> {
             prompt_tokens: request.estimated_prompt_tokens(),
             fresh_tokens,
             thread,
+            request: Some(request),
         }
     }
 
@@ -76,6 +80,7 @@ impl<'a> Ask<'a> {
             prompt_tokens,
             fresh_tokens: prompt_tokens,
             thread: None,
+            request: None,
         }
     }
 }
@@ -110,6 +115,7 @@ impl Estimate {
 /// in the figures does not move work around.
 pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
     let estimates = estimates(statuses, ask, Utc::now());
+    tracing::debug!(model = %ask.model, prompt_tokens = ask.prompt_tokens, estimates = ?estimates, "placement");
     let best = estimates.iter().map(Estimate::score).reduce(f64::min)?;
     let (factor, seconds) = SAME_WITHIN;
     let close: Vec<&Estimate> = estimates
@@ -147,7 +153,9 @@ pub fn estimate_on(
     now: DateTime<Utc>,
 ) -> Estimate {
     let rates = rates_on(s, ask.model, statuses);
-    let resident = s.loaded.contains(ask.model);
+    // Resident with a window the request must change counts as not resident: Ollama
+    // reloads it, and its prompt cache goes with the old one.
+    let resident = s.loaded.contains(ask.model) && !ask.request.is_some_and(|r| s.would_reload(r));
     let wait = slot_wait(s, statuses, now);
     let (load, evicts, eviction_s) = if resident {
         (0.0, None, 0.0)

@@ -254,6 +254,7 @@ fn a_conversation_goes_back_to_the_machine_whose_cache_holds_it() {
         prompt_tokens: 3000,
         fresh_tokens: 50,
         thread: Some(&t),
+        request: None,
     };
     let statuses = [moon.clone(), twin.clone()];
     assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "twin");

@@ -105,20 +105,21 @@ async fn history_beyond_the_window_is_trimmed_oldest_first_and_the_row_says_so()
     app.stop().await;
 }
 
-/// Once a long prompt has loaded the model with a larger window, a short one gets that
-/// same window: no reload (which would cost a load and the prompt cache).
+/// Once a long prompt has loaded the model with a larger window (the whole window at
+/// once), a short one gets that same window: no reload (which would cost a load and the
+/// prompt cache).
 #[tokio::test]
 async fn a_resident_model_with_a_larger_window_is_not_reloaded_for_a_smaller_prompt() {
     let app = app(None).await;
     let long = json!([{"role": "user", "content": paste("long", 5000)}]);
     let (_, row) = chat(&app, long).await;
-    assert_eq!(row["context"]["num_ctx"], 8192, "{row}");
+    assert_eq!(row["context"]["num_ctx"], 16_384, "{row}");
     let short = json!([{"role": "user", "content": "And in one sentence?"}]);
     let (_, row) = chat(&app, short).await;
-    assert_eq!(row["context"]["num_ctx"], 8192, "{row}");
+    assert_eq!(row["context"]["num_ctx"], 16_384, "{row}");
     assert_eq!(
         app.last_backend_body("/api/chat")["options"]["num_ctx"],
-        8192
+        16_384
     );
     let stats = app.fake.stats();
     assert_eq!((stats.loads, stats.reloads), (1, 0), "{stats:?}");
@@ -129,7 +130,7 @@ async fn a_resident_model_with_a_larger_window_is_not_reloaded_for_a_smaller_pro
     let window = &moon["windows"][0];
     assert_eq!(window["model"], CHAT, "{moon}");
     assert_eq!(window["context_length"], 32_768, "{moon}");
-    assert_eq!(window["loaded_num_ctx"], 8192, "{moon}");
+    assert_eq!(window["loaded_num_ctx"], 16_384, "{moon}");
     app.stop().await;
 }
 

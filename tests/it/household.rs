@@ -182,10 +182,10 @@ async fn a_prompt_longer_than_the_default_window_is_sent_with_a_window_that_hold
     assert!(!g.truncated, "{g:?}");
     assert_eq!(app.fake.stats().truncated_prompts, 0);
     let sent = app.last_backend_body("/api/chat");
-    assert_eq!(sent["options"]["num_ctx"], 8192, "{sent}");
+    assert_eq!(sent["options"]["num_ctx"], 16_384, "{sent}");
     let row = app.task(&id).await;
     let context = &row["context"];
-    assert_eq!(context["num_ctx"], 8192, "{row}");
+    assert_eq!(context["num_ctx"], 16_384, "{row}");
     assert_eq!(context["history_dropped"], 0, "{row}");
     assert_eq!(context["memory_dropped"], 0, "{row}");
     // The estimate is the machine's own count here (same rule: a token per four characters).
