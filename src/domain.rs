@@ -77,12 +77,14 @@ impl fmt::Display for TaskId {
     }
 }
 
+/// A validated string; shared, so a clone (and the request path clones names often) is a
+/// reference count, not an allocation.
 macro_rules! string_newtype {
     ($(#[$meta:meta])* $name:ident) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        pub struct $name(std::sync::Arc<str>);
 
         impl $name {
             pub fn as_str(&self) -> &str {
@@ -105,7 +107,7 @@ macro_rules! string_newtype {
 
         impl From<$name> for String {
             fn from(v: $name) -> String {
-                v.0
+                v.0.as_ref().to_owned()
             }
         }
 
@@ -145,7 +147,7 @@ impl ModelName {
                 format!("{s:?} contains whitespace or control characters"),
             ));
         }
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 }
 
@@ -172,7 +174,7 @@ impl WorkerName {
                 format!("{s:?} may only hold letters, digits, '-', '_' and '.'"),
             ));
         }
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 }
 
@@ -196,7 +198,7 @@ impl ThreadId {
                 "it contains control characters",
             ));
         }
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 }
 
@@ -227,12 +229,12 @@ impl Person {
                 format!("{s:?} contains whitespace or control characters"),
             ));
         }
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 
     /// The person of a household without keys.
     pub fn default_person() -> Self {
-        Self(Self::DEFAULT.to_owned())
+        Self(Self::DEFAULT.into())
     }
 }
 
@@ -272,7 +274,7 @@ impl WebOrigin {
                 format!("{s:?} has more than scheme, host and port (an origin has no path)"),
             ));
         }
-        Ok(Self(url.origin().ascii_serialization()))
+        Ok(Self(url.origin().ascii_serialization().into()))
     }
 }
 
@@ -300,11 +302,11 @@ impl Domain {
                 format!("{s:?} contains whitespace or control characters"),
             ));
         }
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 
     pub fn general() -> Self {
-        Self(Self::GENERAL.to_owned())
+        Self(Self::GENERAL.into())
     }
 }
 

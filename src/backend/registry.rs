@@ -368,7 +368,21 @@ impl BackendHandle {
     /// The window an Ollama backend gets for `request` here (see
     /// [`WorkerStatus::num_ctx_for`]).
     pub fn num_ctx_for(&self, request: &BackendRequest) -> Option<u32> {
-        self.status().num_ctx_for(request)
+        let model = &request.model;
+        let context_length = lock(&self.models)
+            .iter()
+            .find(|m| &m.name == model)
+            .and_then(|m| self.context_length(m));
+        let window = crate::context::Window {
+            context_length,
+            max_num_ctx: self.windows.cap,
+        };
+        let resident = lock(&self.loaded_num_ctx)
+            .iter()
+            .find(|(n, _)| n == model)
+            .map(|(_, c)| *c)
+            .filter(|_| self.has_loaded(model));
+        super::windows::num_ctx_given(self.backend.kind(), window, resident, request)
     }
 
     /// Reads the resident models again (Ollama's `/api/ps`), as after every task.

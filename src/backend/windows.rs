@@ -23,37 +23,56 @@ impl WorkerStatus {
     /// The `num_ctx` an Ollama backend gets for `request` here (see
     /// [`context::choose_num_ctx`]); `None` for other kinds, or when nothing bounds it.
     pub fn num_ctx_for(&self, request: &BackendRequest) -> Option<u32> {
-        if self.kind != crate::config::BackendKind::Ollama {
-            return None;
-        }
-        let limit = self.window(&request.model).limit()?;
-        let need =
-            request.estimated_prompt_tokens() + context::answer_reserve(request.params.max_tokens);
-        let resident = self
-            .model_window(&request.model)
+        num_ctx_given(
+            self.kind,
+            self.window(&request.model),
+            self.resident_num_ctx(&request.model),
+            request,
+        )
+    }
+
+    /// The window `model` is resident with here, if it is.
+    fn resident_num_ctx(&self, model: &ModelName) -> Option<u32> {
+        self.model_window(model)
             .and_then(|w| w.loaded_num_ctx)
-            .filter(|_| self.loaded.contains(&request.model));
-        Some(context::choose_num_ctx(
-            need,
-            request.params.num_ctx,
-            resident,
-            limit,
-        ))
+            .filter(|_| self.loaded.contains(model))
     }
 
     /// Whether running `request` here would reload its model: it is resident, but with a
     /// window other than the one the request gets (a load's time, and its prompt cache).
     /// For placement (`cluster::best_of`), which can add a load's time for it.
     pub fn would_reload(&self, request: &BackendRequest) -> bool {
-        let resident = self
-            .model_window(&request.model)
-            .and_then(|w| w.loaded_num_ctx)
-            .filter(|_| self.loaded.contains(&request.model));
-        match (resident, self.num_ctx_for(request)) {
+        match (
+            self.resident_num_ctx(&request.model),
+            self.num_ctx_for(request),
+        ) {
             (Some(now), Some(sent)) => now != sent,
             _ => false,
         }
     }
+}
+
+/// The `num_ctx` an Ollama backend of `kind` gets for `request` where the model's window is
+/// `window` and it is resident with `resident` (if at all); `None` for other kinds, or when
+/// nothing bounds it.
+pub fn num_ctx_given(
+    kind: crate::config::BackendKind,
+    window: Window,
+    resident: Option<u32>,
+    request: &BackendRequest,
+) -> Option<u32> {
+    if kind != crate::config::BackendKind::Ollama {
+        return None;
+    }
+    let limit = window.limit()?;
+    let need =
+        request.estimated_prompt_tokens() + context::answer_reserve(request.params.max_tokens);
+    Some(context::choose_num_ctx(
+        need,
+        request.params.num_ctx,
+        resident,
+        limit,
+    ))
 }
 
 /// The windows a backend's config gives.

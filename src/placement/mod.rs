@@ -156,15 +156,17 @@ pub fn estimate_on(
     // Resident with a window the request must change counts as not resident: Ollama
     // reloads it, and its prompt cache goes with the old one.
     let resident = s.loaded.contains(ask.model) && !ask.request.is_some_and(|r| s.would_reload(r));
-    let wait = slot_wait(s, statuses, now);
-    let (load, evicts, eviction_s) = if resident {
-        (0.0, None, 0.0)
+    let slot = slot_wait(s, statuses, now);
+    // A load that must wait for a busy resident model to finish waits for it once, in the
+    // same time the slot frees: the two waits overlap, they do not add up.
+    let (wait, load, evicts, eviction_s) = if resident {
+        (slot, 0.0, None, 0.0)
     } else {
         let (evicts, busy_wait) = eviction(s, ask.model, statuses, now);
         let cost = evicts
             .as_ref()
             .map_or(0.0, |v| eviction_cost(s, v, statuses, now));
-        (rates.load_s + busy_wait.max(0.0), evicts, cost)
+        (slot.max(busy_wait), rates.load_s, evicts, cost)
     };
     let held = if resident { cache_holds(s, ask) } else { None };
     let cached = held.is_some();

@@ -144,6 +144,31 @@ fn how_far_along_the_running_answers_are_decides_when_a_slot_frees() {
 }
 
 #[test]
+fn a_load_behind_a_busy_model_waits_for_it_once() {
+    // One slot, room for one model: `a` runs an answer about 30 tokens from its end
+    // (0.375 s at 80/s). A task for `small` waits for that answer once (the slot and the
+    // resident model free together), then loads (1.5 s).
+    let now = Utc::now();
+    let mut moon = status("moon", false, 1);
+    moon.models = vec![model("a"), model("small")];
+    moon.loaded = vec![model("a")];
+    moon.max_loaded = Some(1);
+    moon.perf = vec![
+        rates("a", 3.0, 1500.0, 80.0),
+        rates("small", 1.5, 3000.0, 150.0),
+    ];
+    moon.running = vec![running("a", 4, 280, true)];
+    let small = model("small");
+    let e = estimate_on(
+        &moon,
+        &Ask::fresh(&small, 0),
+        std::slice::from_ref(&moon),
+        now,
+    );
+    assert!((e.ttft_s - (0.375 + 1.5)).abs() < 1e-6, "{e:?}");
+}
+
+#[test]
 fn a_machine_slower_on_the_models_both_ran_is_assumed_slower_on_the_others() {
     // Both ran `small`; the laptop at a tenth of moon's rates. Neither ran `m` on the
     // laptop, moon ran it at 80 tokens/s: the laptop is assumed at 8.
