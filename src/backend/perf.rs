@@ -48,6 +48,11 @@ pub struct Rates {
 pub struct Sample {
     /// Whether the model was resident when the task started.
     pub was_loaded: bool,
+    /// Whether nothing else ran on the machine when the task started. A load that had to
+    /// wait behind other work reports the wait with it (Ollama's `load_duration` runs
+    /// from the request to a ready runner): it says how long the load took then, not how
+    /// long a load takes.
+    pub alone: bool,
     pub ttft_s: f64,
     /// From the first token to the end.
     pub generation_s: f64,
@@ -92,7 +97,7 @@ impl ModelPerf {
             if s.prompt_tokens >= MIN_PROMPT_SAMPLE {
                 self.prompt_tps = blend(self.prompt_tps, f64::from(s.prompt_tokens) / s.ttft_s);
             }
-        } else {
+        } else if self.takes_load(&s) {
             let prompt_s = self
                 .prompt_tps
                 .map_or(0.0, |tps| f64::from(s.prompt_tokens) / tps);
@@ -106,11 +111,17 @@ impl ModelPerf {
         }
     }
 
+    /// Whether a cold task's load counts: when it started on an idle machine, or while
+    /// nothing better is known.
+    fn takes_load(&self, s: &Sample) -> bool {
+        s.alone || self.load_s.is_none()
+    }
+
     /// Learns from Ollama's durations. Ollama's `prompt_eval_count` (the sample's
     /// `prompt_tokens`) counts the tokens it evaluated, not those its slot's cache held, so
     /// the count over `prompt_eval_duration` is the machine's rate, warm or cold.
     fn learn_reported(&mut self, s: &Sample, b: crate::chat::BackendTimings) {
-        if !s.was_loaded {
+        if !s.was_loaded && self.takes_load(s) {
             self.load_s = blend(self.load_s, b.load_s.max(0.001));
         }
         if s.prompt_tokens >= MIN_PROMPT_SAMPLE && b.prompt_eval_s > 0.0 {
@@ -199,22 +210,6 @@ pub fn fleet_best<'a>(known: impl Iterator<Item = &'a ModelPerf>) -> Rates {
     }
 }
 
-/// Seconds until the first token of a prompt of `prompt_tokens` on a machine with these
-/// rates: the work ahead of it when every slot is busy (`busy_ahead` answers to finish
-/// first, spread over `slots`), the load when the model is not resident, then the prompt.
-pub fn expected_ttft(
-    r: Rates,
-    loaded: bool,
-    busy_ahead: usize,
-    slots: usize,
-    prompt_tokens: u32,
-) -> f64 {
-    let per_answer = r.answer_tokens / r.eval_tps.max(0.1);
-    let queue = per_answer * busy_ahead as f64 / slots.max(1) as f64;
-    let load = if loaded { 0.0 } else { r.load_s };
-    queue + load + f64::from(prompt_tokens) / r.prompt_tps.max(1.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +223,7 @@ mod tests {
         let mut p = ModelPerf::new(model());
         p.learn(Sample {
             was_loaded: true,
+            alone: true,
             ttft_s: 1.0,
             generation_s: 5.0,
             prompt_tokens: 1000,
@@ -239,6 +235,7 @@ mod tests {
         assert_eq!(p.load_s, None);
         p.learn(Sample {
             was_loaded: false,
+            alone: true,
             ttft_s: 4.0,
             generation_s: 5.0,
             prompt_tokens: 1000,
@@ -249,6 +246,7 @@ mod tests {
         // A short prompt says nothing of the rate; the average moves by ALPHA per sample.
         p.learn(Sample {
             was_loaded: true,
+            alone: true,
             ttft_s: 0.5,
             generation_s: 10.0,
             prompt_tokens: 10,
@@ -272,6 +270,7 @@ mod tests {
         };
         p.learn(Sample {
             was_loaded: false,
+            alone: true,
             ttft_s: 13.0,
             generation_s: 30.0,
             prompt_tokens: 450,
@@ -286,6 +285,7 @@ mod tests {
         // it evaluated, too few to say anything of the rate.
         p.learn(Sample {
             was_loaded: true,
+            alone: true,
             ttft_s: 0.2,
             generation_s: 30.0,
             prompt_tokens: 30,
@@ -296,6 +296,7 @@ mod tests {
         // A warm turn that evaluated enough (a new paste): its rate counts, its load not.
         p.learn(Sample {
             was_loaded: true,
+            alone: true,
             ttft_s: 4.0,
             generation_s: 30.0,
             prompt_tokens: 600,
@@ -307,18 +308,41 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_or_cold_machine_is_expected_later() {
-        let r = Rates {
-            load_s: 3.0,
-            prompt_tps: 1000.0,
-            eval_tps: 50.0,
-            answer_tokens: 100.0,
+    fn a_load_that_waited_behind_other_work_teaches_nothing_once_a_load_is_known() {
+        let mut p = ModelPerf::new(model());
+        let cold = |alone, load_s| Sample {
+            was_loaded: false,
+            alone,
+            ttft_s: load_s + 1.0,
+            generation_s: 5.0,
+            prompt_tokens: 1000,
+            completion_tokens: 401,
+            backend: Some(crate::chat::BackendTimings {
+                load_s,
+                prompt_eval_s: 1.0,
+                eval_s: 5.0,
+            }),
         };
-        assert!((expected_ttft(r, true, 0, 1, 500) - 0.5).abs() < 1e-9);
-        assert!((expected_ttft(r, false, 0, 1, 500) - 3.5).abs() < 1e-9);
-        // One answer of 100 tokens at 50/s ahead: 2 s more.
-        assert!((expected_ttft(r, true, 1, 1, 500) - 2.5).abs() < 1e-9);
-        assert!((expected_ttft(r, true, 1, 2, 500) - 1.5).abs() < 1e-9);
+        // The first load is taken whatever it waited for: better than nothing.
+        p.learn(cold(false, 8.0));
+        assert_eq!(p.load_s, Some(8.0));
+        p.learn(cold(true, 3.0));
+        assert!((p.load_s.unwrap() - (8.0 + 0.3 * (3.0 - 8.0))).abs() < 1e-9);
+        let known = p.load_s;
+        // Behind another model's answer: the wait is in it; not taken.
+        p.learn(cold(false, 12.0));
+        assert_eq!(p.load_s, known);
+        // The same without Ollama's account: the time to first token says it.
+        let mut p = ModelPerf::new(model());
+        p.learn(Sample {
+            backend: None,
+            ..cold(true, 3.0)
+        });
+        p.learn(Sample {
+            backend: None,
+            ..cold(false, 12.0)
+        });
+        assert_eq!(p.load_s, Some(4.0));
     }
 
     #[test]

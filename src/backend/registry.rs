@@ -98,6 +98,8 @@ pub struct InFlight {
     sampled: bool,
     /// Whether the model had to be loaded for it.
     pub cold: bool,
+    /// Whether nothing else ran on the backend when it started.
+    pub alone: bool,
 }
 
 /// Tokens into an answer after which its pace so far stands for the machine's generation
@@ -288,7 +290,7 @@ impl BackendHandle {
         prompt_tokens: u32,
         num_ctx: Option<u32>,
     ) -> InFlight {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let alone = self.in_flight.fetch_add(1, Ordering::Relaxed) == 0;
         let cold = {
             let mut loaded = lock(&self.loaded);
             let mut cold = !loaded.contains(model);
@@ -320,6 +322,7 @@ impl BackendHandle {
             tokens: 0,
             sampled: false,
             cold,
+            alone,
         }
     }
 

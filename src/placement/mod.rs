@@ -13,6 +13,7 @@
 //! the models both ran, or taken with caution when nothing at all is known of it.
 
 pub mod learned;
+pub mod queued;
 #[cfg(test)]
 mod tests;
 
@@ -152,32 +153,62 @@ pub fn estimate_on(
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
 ) -> Estimate {
+    let start = start_on(s, ask, statuses, now);
+    let slot = slot_wait(s, statuses, now);
+    Estimate {
+        worker: s.name.clone(),
+        // A load that must wait for a busy resident model to finish waits for it once, in
+        // the same time the slot frees: the two waits overlap, they do not add up.
+        ttft_s: slot.max(start.busy_wait_s) + start.seconds,
+        eviction_s: start.eviction_s,
+        evicts: start.evicts,
+        resident: start.resident,
+        cached: start.cached,
+    }
+}
+
+/// What starting `ask` on `s` takes once a slot is free there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    /// The load (when not resident) and the prompt (only its new part when cached).
+    pub seconds: f64,
+    /// How long a load must wait for a busy resident model to finish first.
+    pub busy_wait_s: f64,
+    pub eviction_s: f64,
+    pub evicts: Option<ModelName>,
+    pub resident: bool,
+    pub cached: bool,
+}
+
+/// The start of `ask` on `s`: see [`Start`].
+pub fn start_on(
+    s: &WorkerStatus,
+    ask: &Ask<'_>,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> Start {
     let rates = rates_on(s, ask.model, statuses);
     // Resident with a window the request must change counts as not resident: Ollama
     // reloads it, and its prompt cache goes with the old one.
     let resident = s.loaded.contains(ask.model) && !ask.request.is_some_and(|r| s.would_reload(r));
-    let slot = slot_wait(s, statuses, now);
-    // A load that must wait for a busy resident model to finish waits for it once, in the
-    // same time the slot frees: the two waits overlap, they do not add up.
-    let (wait, load, evicts, eviction_s) = if resident {
-        (slot, 0.0, None, 0.0)
+    let (load, busy_wait_s, evicts, eviction_s) = if resident {
+        (0.0, 0.0, None, 0.0)
     } else {
         let (evicts, busy_wait) = eviction(s, ask.model, statuses, now);
         let cost = evicts
             .as_ref()
             .map_or(0.0, |v| eviction_cost(s, v, statuses, now));
-        (slot.max(busy_wait), rates.load_s, evicts, cost)
+        (rates.load_s, busy_wait.max(0.0), evicts, cost)
     };
     let held = if resident { cache_holds(s, ask) } else { None };
-    let cached = held.is_some();
     let tokens = held.unwrap_or(ask.prompt_tokens);
-    Estimate {
-        worker: s.name.clone(),
-        ttft_s: wait + load + f64::from(tokens) / rates.prompt_tps.max(1.0),
+    Start {
+        seconds: load + f64::from(tokens) / rates.prompt_tps.max(1.0),
+        busy_wait_s,
         eviction_s,
         evicts,
         resident,
-        cached,
+        cached: held.is_some(),
     }
 }
 
@@ -264,28 +295,41 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
 /// Seconds until `s` has a free slot: none when one is free, else until the soonest of
 /// its running answers that frees one ends.
 fn slot_wait(s: &WorkerStatus, statuses: &[WorkerStatus], now: DateTime<Utc>) -> f64 {
+    slot_free_times(s, statuses, now)[0]
+}
+
+/// When each of `s`'s slots is free, soonest first: now for a free slot, else when the
+/// running answer holding it ends (from how far along it is). Answers beyond the slots
+/// (queued inside the backend) hold on to them longest.
+pub fn slot_free_times(
+    s: &WorkerStatus,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> Vec<f64> {
     let slots = s.max_concurrency.max(1);
     let busy = s.in_flight.max(s.running.len());
-    if busy < slots {
-        return 0.0;
-    }
     let mut left: Vec<f64> = s
         .running
         .iter()
         .map(|r| remaining(s, r, statuses, now))
         .collect();
     // In flight, but not described (a heartbeat of an older version): a whole answer.
-    let rates = |m: &ModelName| rates_on(s, m, statuses);
-    let whole =
-        s.models
-            .first()
-            .map_or(perf::ASSUMED.answer_tokens / perf::ASSUMED.eval_tps, |m| {
-                let r = rates(m);
-                r.answer_tokens / r.eval_tps.max(0.1)
-            });
+    let whole = s
+        .models
+        .first()
+        .map_or(perf::ASSUMED.answer_tokens / perf::ASSUMED.eval_tps, |m| {
+            answer_s(&rates_on(s, m, statuses))
+        });
     left.resize(busy, whole);
     left.sort_by(f64::total_cmp);
-    left[busy - slots]
+    let mut times = vec![0.0; slots.saturating_sub(busy)];
+    times.extend_from_slice(&left[busy.saturating_sub(slots)..]);
+    times
+}
+
+/// Seconds a whole answer takes at `rates`.
+pub fn answer_s(rates: &Rates) -> f64 {
+    rates.answer_tokens / rates.eval_tps.max(0.1)
 }
 
 /// Seconds until a running answer ends, from how far along it is.

@@ -1,12 +1,13 @@
 //! How long a queued task is expected to wait for its first token, from its place in its
-//! lane ([`super::Queue::position`]) and what the workers serving the lane have shown of
-//! their speed (the learned figures of `src/backend/perf.rs`, read through the
-//! [`Directory`]). Shown to a waiting client (the keep-alive of a streamed chat) and by
-//! `GET /tasks/{id}`.
+//! lane ([`super::Queue::position`]) and what placement expects of the workers serving
+//! the lane (read through the [`Directory`]). Shown to a waiting client (the keep-alive of
+//! a streamed chat) and by `GET /tasks/{id}`.
 
-use crate::backend::perf::{self, Rates};
+use chrono::Utc;
+
 use crate::backend::registry::WorkerStatus;
 use crate::domain::{Lane, ModelName, TaskId, WorkerName};
+use crate::placement;
 use crate::worker::Directory;
 
 use super::{Queue, QueueError};
@@ -57,7 +58,7 @@ pub async fn queue_wait(
     Ok(Some(QueueWait {
         position,
         ahead: running + position.saturating_sub(1),
-        eta_s: expected_wait_s(&serving, model, position, prompt_tokens),
+        eta_s: expected_wait_s(&serving, &statuses, model, position, prompt_tokens),
     }))
 }
 
@@ -80,66 +81,24 @@ fn serving<'a>(
 }
 
 /// Expected seconds until the first token of a task at `position` in the lane of `model`,
-/// served by the workers `serving`:
-///
-/// - the work ahead: the answers running on those workers plus the `position − 1` jobs
-///   before it, of which all but one per free slot must finish first; each takes the
-///   expected answer time of its worker (answer length over generation rate), and the
-///   workers finish answers at the sum of their rates (slots over answer time). What the
-///   running answers have done already is not known (the workers do not report when they
-///   started), so each counts as a whole answer;
-/// - the load, when no serving worker has the model resident (the fastest one's);
-/// - the prompt, at the fastest prompt rate among them.
-///
-/// Every figure is the worker's learned one for `model`, else the best any worker has
-/// shown for it, else [`perf::ASSUMED`]. `None` when no worker serves the model.
+/// served by the workers `serving` (among `statuses`): placement's own estimate
+/// ([`placement::queued::first_token_in`]), with the `position − 1` jobs before it taking
+/// the soonest free slots first. `None` when no worker serves the model.
 pub fn expected_wait_s(
     serving: &[&WorkerStatus],
+    statuses: &[WorkerStatus],
     model: &ModelName,
     position: usize,
     prompt_tokens: u32,
 ) -> Option<f64> {
-    if serving.is_empty() {
-        return None;
-    }
-    let fleet = perf::fleet_best(
-        serving
-            .iter()
-            .flat_map(|s| s.perf.iter())
-            .filter(|p| &p.model == model),
-    );
-    let rates: Vec<(Rates, &WorkerStatus)> = serving
-        .iter()
-        .map(|s| {
-            let r = s
-                .perf
-                .iter()
-                .find(|p| &p.model == model)
-                .map_or(fleet, |p| p.rates(fleet));
-            (r, *s)
-        })
-        .collect();
-    let slots: usize = serving.iter().map(|s| s.max_concurrency.max(1)).sum();
-    let running: usize = serving.iter().map(|s| s.in_flight).sum();
-    // Answers per second the serving workers finish with every slot busy.
-    let throughput: f64 = rates
-        .iter()
-        .map(|(r, s)| s.max_concurrency.max(1) as f64 * r.eval_tps.max(0.1) / r.answer_tokens)
-        .sum();
-    let ahead = running + position.saturating_sub(1);
-    let to_finish = (ahead + 1).saturating_sub(slots);
-    let queue_s = to_finish as f64 / throughput.max(f64::MIN_POSITIVE);
-    let resident = serving.iter().any(|s| s.loaded.contains(model));
-    let load_s = if resident {
-        0.0
-    } else {
-        rates
-            .iter()
-            .map(|(r, _)| r.load_s)
-            .fold(f64::INFINITY, f64::min)
-    };
-    let prompt_tps = rates.iter().map(|(r, _)| r.prompt_tps).fold(1.0, f64::max);
-    Some(queue_s + load_s + f64::from(prompt_tokens) / prompt_tps)
+    let ask = placement::Ask::fresh(model, prompt_tokens);
+    placement::queued::first_token_in(
+        serving,
+        statuses,
+        &ask,
+        position.saturating_sub(1),
+        Utc::now(),
+    )
 }
 
 #[cfg(test)]
@@ -184,51 +143,75 @@ mod tests {
         assert!((got - want).abs() < 1e-9, "{got} != {want}");
     }
 
-    #[test]
-    fn the_wait_is_the_answers_ahead_over_the_slots_then_the_prompt() {
-        // One slot, one answer running (100 tokens at 10/s: 10 s each), 500 prompt tokens.
-        let moon = worker("moon", 1, 1, 10.0);
-        close(expected_wait_s(&[&moon], &model(), 1, 500), 10.5);
-        // Second in line: the running answer and the one before it.
-        close(expected_wait_s(&[&moon], &model(), 2, 500), 20.5);
-        // Two slots, both busy: answers finish twice as fast.
-        let two = worker("moon", 2, 2, 10.0);
-        close(expected_wait_s(&[&two], &model(), 2, 500), 10.5);
-        // A free slot: nothing to wait for but the prompt.
-        let idle = worker("moon", 2, 0, 10.0);
-        close(expected_wait_s(&[&idle], &model(), 1, 500), 0.5);
+    /// The expected wait with `serving` being every worker there is.
+    fn wait(serving: &[&WorkerStatus], position: usize, prompt_tokens: u32) -> Option<f64> {
+        let statuses: Vec<WorkerStatus> = serving.iter().map(|s| (*s).clone()).collect();
+        expected_wait_s(serving, &statuses, &model(), position, prompt_tokens)
     }
 
     #[test]
-    fn workers_of_a_lane_share_its_work_at_their_own_speed() {
-        // 10 s and 5 s per answer: 0.3 answers a second together; one must finish first.
+    fn the_wait_is_the_answers_ahead_in_the_slots_then_the_prompt() {
+        // One slot, one answer running (100 tokens at 10/s: 10 s each), 500 prompt tokens.
+        let moon = worker("moon", 1, 1, 10.0);
+        close(wait(&[&moon], 1, 500), 10.5);
+        // Second in line: the running answer and the one before it.
+        close(wait(&[&moon], 2, 500), 20.5);
+        // Two slots, both busy: the one before it takes the first slot that frees, it the
+        // second.
+        let two = worker("moon", 2, 2, 10.0);
+        close(wait(&[&two], 2, 500), 10.5);
+        // A free slot: nothing to wait for but the prompt.
+        let idle = worker("moon", 2, 0, 10.0);
+        close(wait(&[&idle], 1, 500), 0.5);
+    }
+
+    #[test]
+    fn an_answer_far_along_frees_its_slot_soon() {
+        // 90 of 100 tokens done at 10/s: about a second left, not a whole answer.
+        let mut moon = worker("moon", 1, 1, 10.0);
+        moon.running = vec![crate::backend::activity::Running {
+            model: model(),
+            started_at: Utc::now() - chrono::Duration::seconds(10),
+            first_token_at: Some(Utc::now() - chrono::Duration::seconds(9)),
+            tokens: 90,
+            prompt_tokens: 100,
+            cold: false,
+        }];
+        close(wait(&[&moon], 1, 500), 1.5);
+    }
+
+    #[test]
+    fn the_task_goes_where_a_slot_frees_soonest_for_it() {
+        // 10 s and 5 s per answer, both busy: the faster frees first.
         let slow = worker("moon", 1, 1, 10.0);
         let fast = worker("sun", 1, 1, 20.0);
-        close(expected_wait_s(&[&slow, &fast], &model(), 1, 0), 1.0 / 0.3);
-        assert_eq!(
-            expected_wait_s(&[], &model(), 1, 0),
-            None,
-            "nobody serves it"
-        );
+        close(wait(&[&slow, &fast], 1, 0), 5.0);
+        // Second in line: the first takes sun's slot at 5 s (until 10 s); moon's frees at
+        // 10 s too.
+        close(wait(&[&slow, &fast], 2, 0), 10.0);
+        assert_eq!(wait(&[], 1, 0), None, "nobody serves it");
     }
 
     #[test]
     fn a_model_resident_nowhere_adds_its_load() {
         let mut cold = worker("moon", 1, 1, 10.0);
         cold.loaded.clear();
-        close(expected_wait_s(&[&cold], &model(), 1, 500), 16.5);
-        // Resident on one of the serving workers: no load.
+        close(wait(&[&cold], 1, 500), 16.5);
+        // A job ahead loads it: the task finds it resident.
+        close(wait(&[&cold], 2, 500), 10.0 + 6.0 + 10.0 + 0.5);
+        // Resident on one of the serving workers: no load there.
         let warm = worker("sun", 1, 1, 10.0);
-        close(expected_wait_s(&[&cold, &warm], &model(), 1, 500), 5.5);
+        close(wait(&[&cold, &warm], 1, 500), 10.5);
     }
 
     #[test]
-    fn a_worker_that_has_not_run_the_model_is_taken_as_the_best_that_has() {
+    fn a_worker_that_has_not_run_the_model_is_taken_with_caution() {
         let known = worker("moon", 1, 1, 10.0);
-        let mut unknown = worker("sun", 1, 1, 10.0);
+        let mut unknown = worker("sun", 1, 0, 10.0);
         unknown.perf.clear();
-        // Both 10 s per answer: 0.2 answers a second; one of the two running must finish.
-        close(expected_wait_s(&[&known, &unknown], &model(), 1, 0), 5.0);
+        // Free, but nothing known of it: the best known figures, a half slower (1.5 x 0.5 s
+        // of prompt) is still sooner than moon's 10 s.
+        close(wait(&[&known, &unknown], 1, 500), 0.75);
     }
 
     #[test]

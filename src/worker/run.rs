@@ -140,6 +140,7 @@ impl Worker {
             self.handle
                 .start_request(&job.request.model, job.thread_id.as_ref(), tokens, num_ctx);
         let was_loaded = !in_flight.cold;
+        let alone = in_flight.alone;
         let opened = self
             .claim_and_open(delivery, started, !was_loaded, num_ctx)
             .await?;
@@ -152,7 +153,7 @@ impl Worker {
         };
         drop(in_flight);
         if result.is_ok() {
-            self.learn(job, was_loaded, started, got);
+            self.learn(job, (was_loaded, alone), started, got);
         }
         let (outcome, terminal) = self.conclude(job, started, got, result).await?;
         self.record(job, &outcome, terminal)
@@ -472,15 +473,23 @@ impl Worker {
         })
     }
 
-    /// What the task showed of this machine's speed, for placement; then a fresh look at
-    /// its resident models (the task may have loaded one and evicted another).
-    fn learn(&self, job: &Job, was_loaded: bool, started: DateTime<Utc>, got: &Collected) {
+    /// What the task showed of this machine's speed, for placement (`was_loaded`: its
+    /// model was resident; `alone`: nothing else ran here when it started); then a fresh
+    /// look at its resident models (the task may have loaded one and evicted another).
+    fn learn(
+        &self,
+        job: &Job,
+        (was_loaded, alone): (bool, bool),
+        started: DateTime<Utc>,
+        got: &Collected,
+    ) {
         let (Some(first), Some(usage)) = (got.first_token_at, got.usage.as_ref()) else {
             return;
         };
         let seconds = |a: DateTime<Utc>, b: DateTime<Utc>| (b - a).as_seconds_f64().max(0.0);
         let sample = Sample {
             was_loaded,
+            alone,
             ttft_s: seconds(started, first),
             generation_s: seconds(first, Utc::now()),
             prompt_tokens: usage.prompt_tokens,
