@@ -81,7 +81,7 @@ struct Args {
     /// Generation rate, tokens per second.
     #[arg(long, default_value_t = 80.0, requires = "realistic")]
     eval_tps: f64,
-    /// How much faster than life the machine runs (reported durations stay in life time).
+    /// How much faster than life the machine runs (it reports the durations it took).
     #[arg(long, default_value_t = 1.0, requires = "realistic")]
     time_scale: f64,
     /// Shortest and longest ordinary answer, in tokens.

@@ -202,6 +202,7 @@ pub fn start_on(
     };
     let held = if resident { cache_holds(s, ask) } else { None };
     let tokens = held.unwrap_or(ask.prompt_tokens);
+    tracing::trace!(worker = %s.name, model = %ask.model, ?rates, resident, tokens, busy_wait_s, "placement rates");
     Start {
         seconds: load + f64::from(tokens) / rates.prompt_tps.max(1.0),
         busy_wait_s,

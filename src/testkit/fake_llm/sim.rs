@@ -15,9 +15,10 @@
 //!   model's own [`ModelSpec::context_length`](super::ModelSpec). A longer prompt loses its
 //!   oldest messages (system messages stay), then the start of what is left, and
 //!   `prompt_eval_count` says what was evaluated.
-//! - Every wait is divided by [`Realism::time_scale`]; reported durations are in simulated
-//!   ("life") time, so `time_scale = 10.0` runs ten times faster than life and reports the
-//!   same numbers.
+//! - Every wait is divided by [`Realism::time_scale`]: `time_scale = 10.0` is a machine ten
+//!   times faster than life. Ollama's reported durations are what the machine took (wall
+//!   time), so they agree with the clock of a client measuring them, as a real machine's
+//!   do; [`SimStats`] and [`Generation`] tell the run in simulated ("life") time.
 //! - A client that goes away (the response body is dropped) stops its generation.
 //!
 //! [`SimStats`] and [`Generation`] tell afterwards what the machine did.
@@ -808,10 +809,9 @@ impl Run {
     }
 
     /// Ollama's final-line durations for `tokens` generated tokens, in nanoseconds of
-    /// life time, as planned (the waits follow the plan).
+    /// wall time, as planned (the waits follow the plan).
     pub fn timings(&self, tokens: u32) -> Timings {
-        let sim = &self.lease.sim;
-        let nanos = |d: Duration| u64::try_from(sim.life(d).as_nanos()).unwrap_or(u64::MAX);
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let eval = self.plan.per_token * tokens;
         Timings {
             total: nanos(self.lease.started - self.lease.arrived + self.plan.prompt + eval),

@@ -76,8 +76,10 @@ async fn ollama_stream(server: &FakeLlmServer, body: Value) -> (String, Value) {
     (content, lines.last().cloned().unwrap())
 }
 
+/// A duration Ollama reported (wall time), in the life time of [`realism`]'s scale.
 fn nanos(v: &Value, key: &str) -> Duration {
-    Duration::from_nanos(v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}")))
+    let wall = v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"));
+    Duration::from_nanos(wall * realism().time_scale as u64)
 }
 
 /// Waits (bounded) until `check` holds for the machine's stats.
