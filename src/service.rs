@@ -355,6 +355,7 @@ fn compose_with(
     }
 }
 
+pub mod embed;
 mod window;
 
 #[cfg(test)]
