@@ -2,12 +2,25 @@
 //! `/v1/embeddings`): the inputs as a string or a list of strings, and how a failed
 //! embedding is told in the API's error shape. The work is [`AppState::embed`].
 
+use axum::http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 
 use super::error::ApiError;
 use super::http::BodyError;
 use crate::lang::Lang;
-use crate::service::embed::EmbedError;
+use crate::service::embed::{EmbedError, Embeddings};
+
+/// `x-coordinator-task-id`, `-model` and `-worker` of an embedding's answer.
+pub fn headers(done: &Embeddings) -> Vec<(HeaderName, HeaderValue)> {
+    [
+        ("x-coordinator-task-id", done.task_id.to_string()),
+        ("x-coordinator-model", done.model.to_string()),
+        ("x-coordinator-worker", done.worker.to_string()),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((HeaderName::from_static(k), HeaderValue::from_str(&v).ok()?)))
+    .collect()
+}
 
 /// `input`: one string or a list of them.
 #[derive(Debug, Clone, Deserialize)]

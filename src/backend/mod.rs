@@ -12,6 +12,8 @@ pub mod openai;
 pub mod perf;
 mod public;
 pub mod registry;
+#[cfg(test)]
+mod text_tests;
 mod windows;
 mod wire;
 #[cfg(test)]

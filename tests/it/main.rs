@@ -6,8 +6,10 @@
 mod browsers;
 mod cluster;
 mod cluster_stop;
+mod completions;
 mod connections;
 mod context;
+mod embeddings;
 mod error_shapes;
 mod foundation;
 mod front_door;
@@ -17,6 +19,7 @@ mod leaks;
 mod limits;
 mod memory;
 mod memory_facts;
+mod ollama_api;
 mod open_port;
 mod people;
 mod placement;

@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::handlers::json_response;
-use crate::api::embeddings::{Input, dimensions, texts};
+use crate::api::embeddings::{Input, dimensions, headers, texts};
 use crate::api::error::{ApiError, OllamaError};
 use crate::api::http::{BodyError, JsonBody, parse_body, write_json};
 use crate::people::Caller;
@@ -59,10 +59,12 @@ impl<'a> EmbedResponse<'a> {
     }
 }
 
-fn ok(value: &impl Serialize) -> Response {
+fn ok(done: &Embeddings, value: &impl Serialize) -> Response {
     let mut out = Vec::with_capacity(4096);
     write_json(&mut out, value);
-    json_response(StatusCode::OK, out)
+    let mut res = json_response(StatusCode::OK, out);
+    res.headers_mut().extend(headers(done));
+    res
 }
 
 /// `POST /api/embed`.
@@ -80,7 +82,7 @@ pub async fn embed(
         person: caller.person,
     };
     let done = state.embed(ask).await.map_err(ApiError::from)?;
-    Ok(ok(&EmbedResponse::of(&done)))
+    Ok(ok(&done, &EmbedResponse::of(&done)))
 }
 
 /// `POST /api/embeddings`: one `prompt`, one `embedding`.
@@ -107,5 +109,29 @@ pub async fn embeddings(
     };
     let done = state.embed(ask).await.map_err(ApiError::from)?;
     let embedding = done.vectors.first().map_or(&[][..], Vec::as_slice);
-    Ok(ok(&Legacy { embedding }))
+    Ok(ok(&done, &Legacy { embedding }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ModelName, TaskId, WorkerName};
+
+    #[test]
+    fn embed_body_is_pinned() {
+        let done = Embeddings {
+            task_id: TaskId::new(),
+            model: ModelName::parse("nomic-embed-text").unwrap(),
+            worker: WorkerName::parse("moon").unwrap(),
+            vectors: vec![vec![0.5, -0.25], vec![1.0, 0.0]],
+            prompt_tokens: 4,
+            total_ms: 12,
+        };
+        let mut out = Vec::new();
+        write_json(&mut out, &EmbedResponse::of(&done));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"model":"nomic-embed-text","embeddings":[[0.5,-0.25],[1.0,0.0]],"total_duration":12000000,"load_duration":0,"prompt_eval_count":4}"#
+        );
+    }
 }

@@ -159,3 +159,7 @@ impl ChatWire for OpenAiCompletions {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     }
 }
+
+#[cfg(test)]
+#[path = "completions_tests.rs"]
+mod tests;

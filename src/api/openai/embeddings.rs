@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
 use super::{BodyError, parse_body, write_json};
-use crate::api::embeddings::{Input, dimensions, texts};
+use crate::api::embeddings::{Input, dimensions, headers, texts};
 use crate::api::error::ApiError;
 use crate::api::http::JsonBody;
 use crate::people::Caller;
@@ -65,12 +65,14 @@ pub async fn embeddings(
     let done = state.embed(ask).await?;
     let mut out = Vec::with_capacity(4096);
     encode_embeddings(&mut out, &done, encoding);
-    Ok((
+    let mut res = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
         out,
     )
-        .into_response())
+        .into_response();
+    res.headers_mut().extend(headers(&done));
+    Ok(res)
 }
 
 /// Appends the `list` body for `done` to `out`.
@@ -158,4 +160,54 @@ pub fn base64_f32(v: &[f32]) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{ModelName, TaskId, WorkerName};
+
+    fn done(vectors: Vec<Vec<f32>>) -> Embeddings {
+        Embeddings {
+            task_id: TaskId::new(),
+            model: ModelName::parse("nomic-embed-text").unwrap(),
+            worker: WorkerName::parse("moon").unwrap(),
+            vectors,
+            prompt_tokens: 3,
+            total_ms: 5,
+        }
+    }
+
+    #[test]
+    fn base64_is_the_little_endian_f32_bytes() {
+        assert_eq!(base64_f32(&[]), "");
+        // 1.0 = 00 00 80 3f; -2.0 = 00 00 00 c0.
+        assert_eq!(base64_f32(&[1.0]), "AACAPw==");
+        assert_eq!(base64_f32(&[1.0, -2.0]), "AACAPwAAAMA=");
+        assert_eq!(base64_f32(&[0.5, 0.25, 1.0]), "AAAAPwAAgD4AAIA/");
+    }
+
+    #[test]
+    fn list_bodies_are_pinned_in_floats_and_base64() {
+        let d = done(vec![vec![0.5, -0.25], vec![1.0, 0.0]]);
+        let mut out = Vec::new();
+        encode_embeddings(&mut out, &d, Encoding::Float);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,-0.25]},{"object":"embedding","index":1,"embedding":[1.0,0.0]}],"model":"nomic-embed-text","usage":{"prompt_tokens":3,"total_tokens":3}}"#
+        );
+        let mut out = Vec::new();
+        encode_embeddings(&mut out, &d, Encoding::Base64);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":"AAAAPwAAgL4="},{"object":"embedding","index":1,"embedding":"AACAPwAAAAA="}],"model":"nomic-embed-text","usage":{"prompt_tokens":3,"total_tokens":3}}"#
+        );
+    }
+
+    #[test]
+    fn encoding_format_is_float_or_base64() {
+        assert_eq!(Encoding::parse(None).unwrap(), Encoding::Float);
+        assert_eq!(Encoding::parse(Some("base64")).unwrap(), Encoding::Base64);
+        assert_eq!(Encoding::parse(Some("hex")).unwrap_err().path, "encoding_format");
+    }
 }
