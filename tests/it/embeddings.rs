@@ -176,7 +176,11 @@ async fn an_embedding_fails_over_to_another_machine_and_unknown_models_are_404()
         assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
         assert_eq!(header(&res, "x-coordinator-worker"), "sun");
     }
-    assert!(!good.requests_to("/api/embed").is_empty());
+    assert_eq!(good.requests_to("/api/embed").len(), 3);
+    assert!(
+        !app.fake.requests_to("/api/embed").is_empty(),
+        "the failing machine was asked first"
+    );
     for (path, body) in [
         ("/api/embed", json!({"model": "nope", "input": "x"})),
         ("/api/embeddings", json!({"model": "nope", "prompt": "x"})),

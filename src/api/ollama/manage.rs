@@ -4,6 +4,7 @@
 //! refuses in Ollama's error shape: models are managed on the machines themselves.
 
 use axum::Extension;
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -115,7 +116,9 @@ fn ok(value: &Value) -> Response {
 }
 
 /// `pull`, `push`, `create`, `copy`, `delete`: refused, saying where models are managed.
-pub async fn managed_on_the_machines() -> OllamaError {
+/// The body is read first (and not looked at), so the connection can carry the client's
+/// next request.
+pub async fn managed_on_the_machines(_body: Bytes) -> OllamaError {
     OllamaError(ApiError::Forbidden(
         "models are managed on the machines, not through Coordinator: run ollama pull, push, \
          create, cp or rm on the machine that serves the model, and Coordinator picks the \
