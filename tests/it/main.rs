@@ -21,6 +21,7 @@ mod memory;
 mod memory_facts;
 mod ollama_api;
 mod open_port;
+mod openwebui_ollama;
 mod people;
 mod placement;
 mod priorities;
