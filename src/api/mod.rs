@@ -71,7 +71,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/push", post(ollama::manage::managed_on_the_machines))
         .route("/api/create", post(ollama::manage::managed_on_the_machines))
         .route("/api/copy", post(ollama::manage::managed_on_the_machines))
-        .route("/api/delete", delete(ollama::manage::managed_on_the_machines))
+        .route(
+            "/api/delete",
+            delete(ollama::manage::managed_on_the_machines),
+        )
         .route(
             "/v1/completions",
             post(chat::chat::<openai::completions::OpenAiCompletions>),

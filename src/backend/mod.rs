@@ -180,8 +180,15 @@ impl Backend {
     /// A client for a worker known by its status (its heartbeat, in cluster mode): this
     /// process's `[[backends]]` entry of that name when there is one (its API key too),
     /// else the kind and URL the worker reported, without a key.
-    pub fn for_worker(status: &WorkerStatus, config: &crate::config::Config) -> anyhow::Result<Self> {
-        match config.backends.iter().find(|b| b.name == status.name.as_str()) {
+    pub fn for_worker(
+        status: &WorkerStatus,
+        config: &crate::config::Config,
+    ) -> anyhow::Result<Self> {
+        match config
+            .backends
+            .iter()
+            .find(|b| b.name == status.name.as_str())
+        {
             Some(cfg) => Self::from_config(cfg, &config.timeouts),
             None => Self::build(
                 status.name.clone(),

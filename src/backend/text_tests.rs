@@ -73,7 +73,10 @@ async fn ollama_asks_api_generate_streamed_and_whole() {
     assert_eq!(body["stream"], true);
     assert_eq!(body["options"]["num_predict"], 40);
     assert_eq!(body["options"]["stop"][0], "\n\n");
-    assert!(body.get("messages").is_none() && body.get("raw").is_none(), "{body}");
+    assert!(
+        body.get("messages").is_none() && body.get("raw").is_none(),
+        "{body}"
+    );
 
     let raw = TextForm {
         suffix: None,
@@ -118,11 +121,20 @@ async fn openai_asks_legacy_completions_for_a_suffix_or_raw_and_a_chat_otherwise
     assert!(body.get("stream_options").is_none() && body.get("suffix").is_none());
 
     let templated = TextForm::default();
-    let chunks = collect(openai.complete(&request(templated, Some("Py."))).await.unwrap()).await;
+    let chunks = collect(
+        openai
+            .complete(&request(templated, Some("Py.")))
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(text_of(&chunks), format!("Echo from {MODEL}: def f():"));
     let sent = server.requests_to("/v1/chat/completions");
     assert_eq!(sent.len(), 1, "a templated prompt is a chat");
-    assert_eq!(sent[0].body.as_ref().unwrap()["messages"][0]["content"], "Py.");
+    assert_eq!(
+        sent[0].body.as_ref().unwrap()["messages"][0]["content"],
+        "Py."
+    );
 }
 
 #[tokio::test]
@@ -138,6 +150,15 @@ async fn embeddings_pass_dimensions_on_both_apis() {
         let full = backend.embed(&model, &["a cat".to_owned()]).await.unwrap();
         assert_eq!(full[0].len(), 64);
     }
-    assert_eq!(server.requests_to("/api/embed")[0].body.as_ref().unwrap()["dimensions"], 8);
-    assert_eq!(server.requests_to("/v1/embeddings")[0].body.as_ref().unwrap()["dimensions"], 8);
+    assert_eq!(
+        server.requests_to("/api/embed")[0].body.as_ref().unwrap()["dimensions"],
+        8
+    );
+    assert_eq!(
+        server.requests_to("/v1/embeddings")[0]
+            .body
+            .as_ref()
+            .unwrap()["dimensions"],
+        8
+    );
 }

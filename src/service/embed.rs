@@ -12,8 +12,7 @@ use chrono::Utc;
 use super::AppState;
 use crate::backend::{Backend, BackendError, WorkerStatus};
 use crate::domain::{
-    Domain, Lane, ModelName, ParseError, Person, Priority, TaskId, TaskStatus, ThreadId,
-    WorkerName,
+    Domain, Lane, ModelName, ParseError, Person, Priority, TaskId, TaskStatus, ThreadId, WorkerName,
 };
 use crate::limits::Refusal;
 use crate::store::{NewTask, StoreError, TaskOutcome};
@@ -203,7 +202,10 @@ fn embedding_row(
     worker: &WorkerName,
 ) -> Result<NewTask, EmbedError> {
     let count = ask.inputs.len();
-    let prompt = format!("[embedding of {count} input{}]", if count == 1 { "" } else { "s" });
+    let prompt = format!(
+        "[embedding of {count} input{}]",
+        if count == 1 { "" } else { "s" }
+    );
     Ok(NewTask {
         task_id,
         created_at: Utc::now(),

@@ -73,7 +73,10 @@ async fn generate_streams_ndjson_and_an_ollama_backend_gets_api_generate() {
     assert!(sent.get("raw").is_none(), "{sent}");
     assert!(app.fake.requests_to("/api/chat").is_empty());
     let row = app.finished_task(&id).await;
-    assert_eq!(row["prompt"], "def add(a, b):", "the stored prompt is as typed");
+    assert_eq!(
+        row["prompt"], "def add(a, b):",
+        "the stored prompt is as typed"
+    );
     assert_eq!(row["status"], "done");
 
     let res = app
@@ -199,7 +202,10 @@ async fn legacy_completions_continue_the_prompt_on_both_backend_kinds() {
             app.last_backend_body("/v1/completions")
         };
         assert_eq!(sent["suffix"], ";");
-        assert!(sent.get("raw").is_none(), "a suffix needs the template: {sent}");
+        assert!(
+            sent.get("raw").is_none(),
+            "a suffix needs the template: {sent}"
+        );
     }
 }
 
@@ -247,8 +253,14 @@ async fn a_completion_whose_client_goes_away_is_cancelled() {
     fake.update_knobs(|k| k.token_delay = Duration::from_millis(20));
     let app = spawn_app_with(fake, |_| {}).await;
     for (path, body) in [
-        ("/api/generate", json!({"model": MODEL, "prompt": "one two three four five six"})),
-        ("/v1/completions", json!({"model": MODEL, "stream": true, "prompt": "one two three four five six"})),
+        (
+            "/api/generate",
+            json!({"model": MODEL, "prompt": "one two three four five six"}),
+        ),
+        (
+            "/v1/completions",
+            json!({"model": MODEL, "stream": true, "prompt": "one two three four five six"}),
+        ),
     ] {
         let res = app.post(path, body).await;
         assert_eq!(res.status(), 200);

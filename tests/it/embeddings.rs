@@ -78,18 +78,30 @@ async fn ollama_embed_answers_one_vector_per_input_and_records_no_text() {
     assert_eq!(row["prompt"], "[embedding of 2 inputs]");
     assert_eq!(row["remember"], false);
     let text = row.to_string();
-    assert!(!text.contains("ミケ") && !text.contains("cat sat"), "{text}");
+    assert!(
+        !text.contains("ミケ") && !text.contains("cat sat"),
+        "{text}"
+    );
 
     let res = app
-        .post("/api/embeddings", json!({"model": EMBEDDER, "prompt": "the cat sat"}))
+        .post(
+            "/api/embeddings",
+            json!({"model": EMBEDDER, "prompt": "the cat sat"}),
+        )
         .await;
     assert_eq!(res.status(), 200);
     let legacy: Value = res.json().await.unwrap();
     assert_eq!(legacy["embedding"], vectors[1]);
 
     let metrics = app.get("/metrics").await.text().await.unwrap();
-    assert!(metrics.contains("coordinator_embeddings_total 2\n"), "{metrics}");
-    assert!(metrics.contains("coordinator_embedded_inputs_total 3\n"), "{metrics}");
+    assert!(
+        metrics.contains("coordinator_embeddings_total 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("coordinator_embedded_inputs_total 3\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -102,7 +114,10 @@ async fn openai_embeddings_in_floats_or_base64_with_dimensions_on_an_openai_back
     })
     .await;
     let res = app
-        .post("/v1/embeddings", json!({"model": EMBEDDER, "input": "hello"}))
+        .post(
+            "/v1/embeddings",
+            json!({"model": EMBEDDER, "input": "hello"}),
+        )
         .await;
     assert_eq!(res.status(), 200);
     let body: Value = res.json().await.unwrap();
@@ -130,7 +145,10 @@ async fn openai_embeddings_in_floats_or_base64_with_dimensions_on_an_openai_back
     let first = decode_base64_f32(body["data"][0]["embedding"].as_str().unwrap());
     assert_eq!(first.len(), 16);
     let norm: f32 = first.iter().map(|x| x * x).sum();
-    assert!((norm - 1.0).abs() < 1e-4, "shortened and normalised: {norm}");
+    assert!(
+        (norm - 1.0).abs() < 1e-4,
+        "shortened and normalised: {norm}"
+    );
 }
 
 /// Standard base64 of little-endian `f32`s, decoded the long way (no crate).
@@ -201,31 +219,87 @@ async fn an_embedding_fails_over_to_another_machine_and_unknown_models_are_404()
 async fn a_bad_body_on_each_new_route_names_the_field_in_the_apis_shape_and_writes_no_row() {
     let app = app_with_embedder().await;
     let cases = [
-        ("/api/generate", json!({"model": MODEL, "prompt": 5}), "prompt"),
-        ("/api/generate", json!({"model": MODEL, "prompt": "x", "raw": true, "system": "s"}), "raw"),
-        ("/api/generate", json!({"model": MODEL, "prompt": "x", "options": {"num_ctx": 0}}), "options.num_ctx"),
-        ("/api/generate", json!({"model": MODEL, "prompt": "x", "format": 3}), "format"),
-        ("/api/generate", json!({"model": MODEL, "prompt": "x", "images": [7]}), "images[0]"),
+        (
+            "/api/generate",
+            json!({"model": MODEL, "prompt": 5}),
+            "prompt",
+        ),
+        (
+            "/api/generate",
+            json!({"model": MODEL, "prompt": "x", "raw": true, "system": "s"}),
+            "raw",
+        ),
+        (
+            "/api/generate",
+            json!({"model": MODEL, "prompt": "x", "options": {"num_ctx": 0}}),
+            "options.num_ctx",
+        ),
+        (
+            "/api/generate",
+            json!({"model": MODEL, "prompt": "x", "format": 3}),
+            "format",
+        ),
+        (
+            "/api/generate",
+            json!({"model": MODEL, "prompt": "x", "images": [7]}),
+            "images[0]",
+        ),
         ("/api/embed", json!({"model": EMBEDDER}), "input"),
-        ("/api/embed", json!({"model": EMBEDDER, "input": ["a", ""]}), "input[1]"),
+        (
+            "/api/embed",
+            json!({"model": EMBEDDER, "input": ["a", ""]}),
+            "input[1]",
+        ),
         ("/api/embed", json!({"input": "a"}), "model"),
-        ("/api/embed", json!({"model": EMBEDDER, "input": "a", "dimensions": 0}), "dimensions"),
+        (
+            "/api/embed",
+            json!({"model": EMBEDDER, "input": "a", "dimensions": 0}),
+            "dimensions",
+        ),
         ("/api/embeddings", json!({"model": EMBEDDER}), "prompt"),
         ("/api/show", json!({}), "model"),
         ("/v1/completions", json!({"model": MODEL}), "prompt"),
-        ("/v1/completions", json!({"model": MODEL, "prompt": [1, 2]}), "prompt"),
-        ("/v1/completions", json!({"model": MODEL, "prompt": "x", "n": 2}), "n"),
-        ("/v1/completions", json!({"model": MODEL, "prompt": "x", "max_tokens": "many"}), "max_tokens"),
-        ("/v1/embeddings", json!({"model": EMBEDDER, "input": "a", "encoding_format": "hex"}), "encoding_format"),
-        ("/v1/embeddings", json!({"model": EMBEDDER, "input": 5}), "input"),
-        ("/v1/embeddings", json!({"model": "auto", "input": "a"}), "model"),
+        (
+            "/v1/completions",
+            json!({"model": MODEL, "prompt": [1, 2]}),
+            "prompt",
+        ),
+        (
+            "/v1/completions",
+            json!({"model": MODEL, "prompt": "x", "n": 2}),
+            "n",
+        ),
+        (
+            "/v1/completions",
+            json!({"model": MODEL, "prompt": "x", "max_tokens": "many"}),
+            "max_tokens",
+        ),
+        (
+            "/v1/embeddings",
+            json!({"model": EMBEDDER, "input": "a", "encoding_format": "hex"}),
+            "encoding_format",
+        ),
+        (
+            "/v1/embeddings",
+            json!({"model": EMBEDDER, "input": 5}),
+            "input",
+        ),
+        (
+            "/v1/embeddings",
+            json!({"model": "auto", "input": "a"}),
+            "model",
+        ),
     ];
     for (path, body, field) in cases {
         let res = app.post(path, body.clone()).await;
         assert_eq!(res.status(), 400, "{path} {body}");
         let answer: Value = res.json().await.unwrap();
         let message = if path.starts_with("/api/") {
-            assert_eq!(answer.as_object().unwrap().len(), 1, "Ollama's shape: {answer}");
+            assert_eq!(
+                answer.as_object().unwrap().len(),
+                1,
+                "Ollama's shape: {answer}"
+            );
             answer["error"].as_str().unwrap().to_owned()
         } else {
             assert_eq!(answer["error"]["type"], "invalid_request_error", "{answer}");

@@ -26,7 +26,9 @@ async fn show_is_answered_by_the_machine_or_from_what_coordinator_knows() {
     assert_eq!(body["capabilities"], json!(["completion"]));
     assert_eq!(body["model_info"]["qwen.context_length"], 32768, "{body}");
     assert_eq!(app.last_backend_body("/api/show")["model"], MODEL);
-    let res = app.post("/api/show", json!({"name": format!("{MODEL}@moon")})).await;
+    let res = app
+        .post("/api/show", json!({"name": format!("{MODEL}@moon")}))
+        .await;
     assert_eq!(res.status(), 200);
     let res = app.post("/api/show", json!({"model": "nope"})).await;
     assert_eq!(res.status(), 404);
@@ -56,7 +58,10 @@ async fn model_management_is_refused_saying_where_models_are_managed() {
         assert_eq!(res.status(), 403, "{path}");
         let body: Value = res.json().await.unwrap();
         let message = body["error"].as_str().unwrap();
-        assert!(message.contains("managed on the machines"), "{path}: {message}");
+        assert!(
+            message.contains("managed on the machines"),
+            "{path}: {message}"
+        );
     }
     let res = app
         .http

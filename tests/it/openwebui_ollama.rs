@@ -47,14 +47,20 @@ async fn open_webui_as_an_ollama_connection_chats_runs_its_tasks_and_embeds_docu
         .iter()
         .map(|m| m["model"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&MODEL) && names.contains(&EMBEDDER), "{names:?}");
+    assert!(
+        names.contains(&MODEL) && names.contains(&EMBEDDER),
+        "{names:?}"
+    );
     assert_eq!(app.get("/api/ps").await.status(), 200);
 
     // A user's turn, streamed.
     let mut chat = vec![ChatMessage::user("パンの焼き方を教えて")];
     let res = send(&app, "/api/chat", &chat_body(MODEL, &chat, true), None).await;
     assert_eq!(res.status(), 200);
-    let turn_id = res.headers()["x-coordinator-task-id"].to_str().unwrap().to_owned();
+    let turn_id = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     let answer: String = res
         .text()
         .await
@@ -71,9 +77,18 @@ async fn open_webui_as_an_ollama_connection_chats_runs_its_tasks_and_embeds_docu
 
     // The background tasks after the first answer: each recognised, none a user turn.
     for task in Task::after_answer(true) {
-        let res = send(&app, "/api/chat", &task_body(MODEL, *task, &chat), Some(*task)).await;
+        let res = send(
+            &app,
+            "/api/chat",
+            &task_body(MODEL, *task, &chat),
+            Some(*task),
+        )
+        .await;
         assert_eq!(res.status(), 200, "{task:?}");
-        let id = res.headers()["x-coordinator-task-id"].to_str().unwrap().to_owned();
+        let id = res.headers()["x-coordinator-task-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
         let body: Value = res.json().await.unwrap();
         assert_eq!(body["done"], true, "{body}");
         let row = app.finished_task(&id).await;
@@ -81,7 +96,11 @@ async fn open_webui_as_an_ollama_connection_chats_runs_its_tasks_and_embeds_docu
     }
 
     // A document's chunks embedded for retrieval, as Open WebUI asks.
-    let chunks = ["強力粉 300g を用意する。", "一次発酵は 60 分。", "220℃ で 20 分焼く。"];
+    let chunks = [
+        "強力粉 300g を用意する。",
+        "一次発酵は 60 分。",
+        "220℃ で 20 分焼く。",
+    ];
     let res = send(
         &app,
         "/api/embed",

@@ -54,7 +54,10 @@ impl GenerateRequest {
     pub fn into_turn_input(self, client: ClientContext) -> Result<TurnInput, BodyError> {
         let system = self.system.filter(|s| !s.trim().is_empty());
         if self.raw && system.is_some() {
-            return Err(BodyError::new("raw", "raw mode does not take a system prompt"));
+            return Err(BodyError::new(
+                "raw",
+                "raw mode does not take a system prompt",
+            ));
         }
         let response = ResponseMode::from_stream(self.stream.unwrap_or(true));
         let mut params = sampling_params(
@@ -150,7 +153,9 @@ impl ChatWire for OllamaGenerate {
     fn encode_piece(encoder: &mut GenerateWire, piece: Piece, out: &mut Vec<u8>) {
         let now = timestamp(Utc::now());
         match piece {
-            Piece::Chunk(c @ (Chunk::Content { .. } | Chunk::Reasoning { .. } | Chunk::Done { .. })) => {
+            Piece::Chunk(
+                c @ (Chunk::Content { .. } | Chunk::Reasoning { .. } | Chunk::Done { .. }),
+            ) => {
                 encoder.stream.push(&c, &now, out);
             }
             Piece::Chunk(Chunk::ToolCalls { .. }) => {}

@@ -18,7 +18,13 @@ fn generate_stream_bytes_are_pinned() {
         enc.push(&c, AT, &mut out);
     }
     assert!(enc.is_finished());
-    enc.push(&Chunk::Content { text: "late".into() }, AT, &mut out);
+    enc.push(
+        &Chunk::Content {
+            text: "late".into(),
+        },
+        AT,
+        &mut out,
+    );
     let expected = concat!(
         r#"{"model":"qwen2.5:7b","created_at":"2024-05-01T12:00:00.000000000Z","response":"","done":false}"#,
         "\n",
@@ -88,7 +94,11 @@ fn a_generate_body_becomes_a_system_and_user_turn_with_its_text_form() {
 
     let i = parse(r#"{"prompt":"p","raw":true,"suffix":""}"#).unwrap();
     assert_eq!(i.messages.len(), 1);
-    assert_eq!(i.response, ResponseMode::Streamed, "stream defaults to true");
+    assert_eq!(
+        i.response,
+        ResponseMode::Streamed,
+        "stream defaults to true"
+    );
     assert_eq!(
         i.params.text,
         Some(TextForm {

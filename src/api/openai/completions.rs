@@ -60,13 +60,22 @@ impl CompletionRequest {
     }
 
     /// Converts into the shared turn input; `include_usage` rides along for the encoder.
-    pub fn into_turn_input(self, mut client: ClientContext) -> Result<(TurnInput, bool), BodyError> {
+    pub fn into_turn_input(
+        self,
+        mut client: ClientContext,
+    ) -> Result<(TurnInput, bool), BodyError> {
         let prompt = self.prompt()?;
         if self.n.is_some_and(|n| n != 1) {
-            return Err(BodyError::new("n", "only one completion per request is supported"));
+            return Err(BodyError::new(
+                "n",
+                "only one completion per request is supported",
+            ));
         }
         if self.echo == Some(true) {
-            return Err(BodyError::new("echo", "echoing the prompt is not supported"));
+            return Err(BodyError::new(
+                "echo",
+                "echoing the prompt is not supported",
+            ));
         }
         let response = ResponseMode::from_stream(self.stream.unwrap_or(false));
         let include_usage = response.is_streamed()

@@ -45,7 +45,12 @@ fn finish_reason(reason: FinishReason) -> &'static str {
     }
 }
 
-fn write_body(out: &mut Vec<u8>, meta: &CompletionMeta, choices: &[Choice<'_>], usage: Option<UsageBody>) {
+fn write_body(
+    out: &mut Vec<u8>,
+    meta: &CompletionMeta,
+    choices: &[Choice<'_>],
+    usage: Option<UsageBody>,
+) {
     write_json(
         out,
         &Body {

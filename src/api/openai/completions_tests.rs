@@ -30,7 +30,12 @@ fn text_completion_stream_bytes_are_pinned() {
         enc.push(&c, &mut out);
     }
     assert!(enc.is_finished());
-    enc.push(&Chunk::Content { text: "late".into() }, &mut out);
+    enc.push(
+        &Chunk::Content {
+            text: "late".into(),
+        },
+        &mut out,
+    );
     let expected = concat!(
         ": queued position=2 eta_s=14\n\n",
         r#"data: {"id":"cmpl-1","object":"text_completion","created":1714564800,"model":"qwen2.5-coder:7b","choices":[{"text":"Hi","index":0,"logprobs":null,"finish_reason":null}]}"#,

@@ -208,6 +208,9 @@ mod tests {
     fn encoding_format_is_float_or_base64() {
         assert_eq!(Encoding::parse(None).unwrap(), Encoding::Float);
         assert_eq!(Encoding::parse(Some("base64")).unwrap(), Encoding::Base64);
-        assert_eq!(Encoding::parse(Some("hex")).unwrap_err().path, "encoding_format");
+        assert_eq!(
+            Encoding::parse(Some("hex")).unwrap_err().path,
+            "encoding_format"
+        );
     }
 }

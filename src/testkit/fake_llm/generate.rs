@@ -299,7 +299,10 @@ async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
         if let Some(resp) = api.whole_answer_fault(&shared, &call).await {
             return resp;
         }
-        let whole = body(vec![choice(&reply.content, Some(finish))], Some(usage(&reply)));
+        let whole = body(
+            vec![choice(&reply.content, Some(finish))],
+            Some(usage(&reply)),
+        );
         return with_type(Body::from(to_vec(&whole)), "application/json");
     }
     let tokens = reply::tokens(&reply.content)
