@@ -132,7 +132,7 @@ impl AppState {
             .directory
             .statuses()
             .into_iter()
-            .filter(|s| s.healthy && s.models.contains(model))
+            .filter(|s| s.healthy && s.models.iter().any(|m| m.names_same_model(model)))
             .filter(|s| pinned.is_none_or(|p| &s.name == p))
             .collect();
         let tokens = inputs
@@ -177,8 +177,14 @@ impl AppState {
                     continue;
                 }
             };
+            // The name as this machine lists it (`x` or `x:latest`).
+            let listed = status
+                .models
+                .iter()
+                .find(|m| m.names_same_model(model))
+                .unwrap_or(model);
             match backend
-                .embed_sized(model, &ask.inputs, ask.dimensions)
+                .embed_sized(listed, &ask.inputs, ask.dimensions)
                 .await
             {
                 Ok(v) => return (Ok(v), status.name.clone()),

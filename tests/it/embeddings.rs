@@ -5,8 +5,6 @@
 //! error shape naming the field, and no row.
 
 use coordinator::config::{BackendConfig, BackendKind};
-use coordinator::store::sqlite::SqliteStore;
-use coordinator::store::{TaskFilter, TaskStore};
 use coordinator::testkit::fake_llm::{Failure, FakeLlm};
 use serde_json::{Value, json};
 
@@ -26,14 +24,7 @@ async fn app_with_embedder() -> TestApp {
 
 /// No task row was written.
 pub async fn assert_no_rows(app: &TestApp) {
-    let store = SqliteStore::open(&app.db_path).await.unwrap();
-    let rows = store
-        .list(&TaskFilter {
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let rows = app.rows().await;
     assert!(rows.is_empty(), "{rows:?}");
 }
 
@@ -93,13 +84,23 @@ async fn ollama_embed_answers_one_vector_per_input_and_records_no_text() {
     let legacy: Value = res.json().await.unwrap();
     assert_eq!(legacy["embedding"], vectors[1]);
 
+    // Ollama's `x:latest` is `x`; the machine is asked by the name it lists.
+    let res = app
+        .post(
+            "/api/embed",
+            json!({"model": format!("{EMBEDDER}:latest"), "input": "x"}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(app.last_backend_body("/api/embed")["model"], EMBEDDER);
+
     let metrics = app.get("/metrics").await.text().await.unwrap();
     assert!(
-        metrics.contains("coordinator_embeddings_total 2\n"),
+        metrics.contains("coordinator_embeddings_total 3\n"),
         "{metrics}"
     );
     assert!(
-        metrics.contains("coordinator_embedded_inputs_total 3\n"),
+        metrics.contains("coordinator_embedded_inputs_total 4\n"),
         "{metrics}"
     );
 }

@@ -60,7 +60,8 @@ pub async fn show(
         .directory
         .statuses()
         .into_iter()
-        .filter(|s| s.models.contains(&model) && pinned.as_ref().is_none_or(|p| &s.name == p))
+        .filter(|s| s.models.iter().any(|m| m.names_same_model(&model)))
+        .filter(|s| pinned.as_ref().is_none_or(|p| &s.name == p))
         .collect();
     if statuses.is_empty() {
         return Err(ApiError::UnknownModel(format!("model '{asked}' not found")).into());
@@ -69,7 +70,8 @@ pub async fn show(
     for status in statuses.iter().filter(|s| s.healthy) {
         let backend = Backend::for_worker(status, &state.config)
             .map_err(|e| ApiError::Internal(e.to_string()))?;
-        match backend.show(&model).await {
+        let listed = status.models.iter().find(|m| m.names_same_model(&model));
+        match backend.show(listed.unwrap_or(&model)).await {
             Ok(Some(answer)) => return Ok(ok(&answer)),
             Ok(None) => {}
             Err(e) => last_error = Some(e),

@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::gate::{Api, STREAM_ERROR};
-use super::ollama::CREATED_AT;
+use super::ollama::{CREATED_AT, Metrics, done_reason, metrics};
 use super::openai::CREATED;
-use super::reply::{self, Finish, Last, Prompt, Reply, Timings};
+use super::reply::{self, Last, Prompt, Reply, Timings};
 use super::stream::{self, Frames, Pace, to_vec};
 use super::{Call, Model, Shared};
 
@@ -92,36 +92,6 @@ struct Record<'a> {
     metrics: Option<Metrics>,
 }
 
-#[derive(Serialize)]
-struct Metrics {
-    done_reason: &'static str,
-    total_duration: u64,
-    load_duration: u64,
-    prompt_eval_count: u32,
-    prompt_eval_duration: u64,
-    eval_count: u32,
-    eval_duration: u64,
-}
-
-fn metrics(reply: &Reply, done_reason: &'static str, t: &Timings) -> Metrics {
-    Metrics {
-        done_reason,
-        total_duration: t.total,
-        load_duration: t.load,
-        prompt_eval_count: reply.prompt_tokens,
-        prompt_eval_duration: t.prompt_eval,
-        eval_count: reply.completion_tokens(),
-        eval_duration: t.eval,
-    }
-}
-
-fn done_reason(reply: &Reply) -> &'static str {
-    match reply.finish {
-        Finish::Length => "length",
-        Finish::Stop | Finish::ToolCalls => "stop",
-    }
-}
-
 fn record<'a>(model: &'a str, response: &'a str, thinking: Option<&'a str>) -> Record<'a> {
     Record {
         model,
@@ -163,7 +133,7 @@ async fn generate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     if req.prompt.is_empty() {
         let mut load = record(name, "", None);
         load.done = true;
-        load.metrics = Some(metrics(&Reply::empty(), "load", &Timings::default()));
+        load.metrics = Some(metrics(&Reply::empty(), "load", Timings::default()));
         return with_type(Body::from(to_vec(&load)), content_type);
     }
     let max = req.options.as_ref().and_then(|o| o.num_predict);
@@ -176,7 +146,7 @@ async fn generate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         }
         let mut whole = record(name, &reply.content, thinking);
         whole.done = true;
-        whole.metrics = Some(metrics(&reply, done_reason(&reply), &timings));
+        whole.metrics = Some(metrics(&reply, done_reason(&reply), timings));
         return with_type(Body::from(to_vec(&whole)), content_type);
     }
     let tokens = reply::tokens(&reply.reasoning)
@@ -185,7 +155,7 @@ async fn generate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         .collect();
     let mut done = record(name, "", None);
     done.done = true;
-    done.metrics = Some(metrics(&reply, done_reason(&reply), &timings));
+    done.metrics = Some(metrics(&reply, done_reason(&reply), timings));
     let frames = Frames {
         head: Vec::new(),
         tokens,
