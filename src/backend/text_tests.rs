@@ -31,7 +31,9 @@ fn both(server: &FakeLlmServer) -> [Backend; 2] {
 
 fn request(form: TextForm, system: Option<&str>) -> BackendRequest {
     let mut messages: Vec<ChatMessage> = system.map(ChatMessage::system).into_iter().collect();
-    messages.push(ChatMessage::user("def f():"));
+    let mut user = ChatMessage::user("def f():");
+    user.images = vec!["iVBORw0KGgo=".into()];
+    messages.push(user);
     BackendRequest {
         model: ModelName::parse(MODEL).unwrap(),
         messages,
@@ -70,6 +72,7 @@ async fn ollama_asks_api_generate_streamed_and_whole() {
     assert_eq!(body["prompt"], "def f():");
     assert_eq!(body["suffix"], "return 1");
     assert_eq!(body["system"], "You write Python.");
+    assert_eq!(body["images"][0], "iVBORw0KGgo=");
     assert_eq!(body["stream"], true);
     assert_eq!(body["options"]["num_predict"], 40);
     assert_eq!(body["options"]["stop"][0], "\n\n");
