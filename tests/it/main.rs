@@ -6,6 +6,7 @@
 mod browsers;
 mod cluster;
 mod cluster_stop;
+mod cluster_text;
 mod completions;
 mod connections;
 mod context;
