@@ -71,9 +71,9 @@ impl From<EmbedError> for ApiError {
                 param: Some("model".to_owned()),
             },
             e @ EmbedError::NotServed(_) => Self::UnknownModel(e.to_string()),
-            EmbedError::Backend(e) => Self::Upstream {
-                message: e.to_string(),
-                task_id: None,
+            EmbedError::Backend { task_id, error } => Self::Upstream {
+                message: error.to_string(),
+                task_id: Some(task_id),
             },
             e @ EmbedError::Client { .. } => Self::Internal(e.to_string()),
             EmbedError::Store(s) => {

@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use chrono::Utc;
+use tracing::Instrument;
 
 use super::AppState;
 use crate::backend::{Backend, BackendError, WorkerStatus};
@@ -52,8 +53,12 @@ pub enum EmbedError {
     NoModel,
     #[error("model {0} is not served by any machine")]
     NotServed(String),
-    #[error(transparent)]
-    Backend(BackendError),
+    /// The machines failed; the task's row says so too.
+    #[error("{error}")]
+    Backend {
+        task_id: TaskId,
+        error: BackendError,
+    },
     #[error("backend {worker}: {detail}")]
     Client { worker: WorkerName, detail: String },
     #[error(transparent)]
@@ -79,45 +84,41 @@ impl AppState {
             .admit(&ask.person)
             .map_err(EmbedError::Limited)?;
         self.store.writable()?;
-        let candidates = self.embedders(&model, pinned.as_ref(), &ask.inputs);
-        if candidates.is_empty() {
-            return Err(EmbedError::NotServed(model.to_string()));
-        }
         let prompt_tokens: u32 = ask
             .inputs
             .iter()
             .map(|t| crate::context::estimate_text_tokens(t))
             .sum();
+        let candidates = self.embedders(&model, pinned.as_ref(), prompt_tokens);
+        let Some(first) = candidates.first().map(|s| s.name.clone()) else {
+            return Err(EmbedError::NotServed(model.to_string()));
+        };
         let task_id = TaskId::new();
-        let first = candidates[0].name.clone();
         let row = embedding_row(task_id, &ask, &model, &first)?;
-        self.store.insert(row).await?.await?;
-        self.metrics.embedded(ask.inputs.len());
-        let started = Instant::now();
-        let (result, worker) = self.embed_on(&candidates, first, &model, &ask).await;
-        let total_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let mut outcome = TaskOutcome::failed(Utc::now(), String::new());
-        outcome.worker_id = Some(worker.clone());
-        outcome.total_ms = i64::try_from(total_ms).ok();
-        outcome.prompt_tokens = Some(i64::from(prompt_tokens));
-        match &result {
-            Ok(_) => {
-                outcome.status = TaskStatus::Done;
-                outcome.error = None;
-            }
-            Err(e) => outcome.error = Some(e.to_string()),
+        let span = crate::telemetry::task_span(task_id, Some(&row.thread_id), &row.queue);
+        async {
+            self.store.insert(row).await?.await?;
+            self.metrics.embedded(ask.inputs.len());
+            let started = Instant::now();
+            let (result, worker) = self
+                .embed_on(task_id, &candidates, first, &model, &ask)
+                .await;
+            let total_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let outcome = outcome(&result, &worker, total_ms, prompt_tokens);
+            self.store.finish(task_id, &outcome).await?.await?;
+            let vectors = result?;
+            tracing::info!(model = %model, worker = %worker, inputs = ask.inputs.len(), total_ms, "embedded");
+            Ok(Embeddings {
+                task_id,
+                model,
+                worker,
+                vectors,
+                prompt_tokens,
+                total_ms,
+            })
         }
-        self.store.finish(task_id, &outcome).await?.await?;
-        let vectors = result?;
-        tracing::info!(task_id = %task_id, model = %model, worker = %worker, inputs = ask.inputs.len(), total_ms, "embedded");
-        Ok(Embeddings {
-            task_id,
-            model,
-            worker,
-            vectors,
-            prompt_tokens,
-            total_ms,
-        })
+        .instrument(span)
+        .await
     }
 
     /// The healthy workers serving `model` (only `pinned`, when named), placement's
@@ -126,7 +127,7 @@ impl AppState {
         &self,
         model: &ModelName,
         pinned: Option<&WorkerName>,
-        inputs: &[String],
+        tokens: u32,
     ) -> Vec<WorkerStatus> {
         let mut candidates: Vec<WorkerStatus> = self
             .directory
@@ -135,10 +136,6 @@ impl AppState {
             .filter(|s| s.healthy && s.models.iter().any(|m| m.names_same_model(model)))
             .filter(|s| pinned.is_none_or(|p| &s.name == p))
             .collect();
-        let tokens = inputs
-            .iter()
-            .map(|t| crate::context::estimate_text_tokens(t))
-            .sum();
         let ask = crate::placement::Ask {
             model,
             prompt_tokens: tokens,
@@ -158,6 +155,7 @@ impl AppState {
     /// worker asked.
     async fn embed_on(
         &self,
+        task_id: TaskId,
         candidates: &[WorkerStatus],
         first: WorkerName,
         model: &ModelName,
@@ -190,13 +188,37 @@ impl AppState {
                 Ok(v) => return (Ok(v), status.name.clone()),
                 Err(e) if e.is_retryable() => {
                     tracing::warn!(worker = %status.name, model = %model, error = %e, "embedding failed; trying another machine");
-                    last = Err(EmbedError::Backend(e));
+                    last = Err(EmbedError::Backend { task_id, error: e });
                 }
-                Err(e) => return (Err(EmbedError::Backend(e)), status.name.clone()),
+                Err(e) => {
+                    let failed = EmbedError::Backend { task_id, error: e };
+                    return (Err(failed), status.name.clone());
+                }
             }
         }
         (last, asked)
     }
+}
+
+/// How an embedding ended, for its row.
+fn outcome(
+    result: &Result<Vec<Vec<f32>>, EmbedError>,
+    worker: &WorkerName,
+    total_ms: u64,
+    prompt_tokens: u32,
+) -> TaskOutcome {
+    let mut outcome = TaskOutcome::failed(Utc::now(), String::new());
+    outcome.worker_id = Some(worker.clone());
+    outcome.total_ms = i64::try_from(total_ms).ok();
+    outcome.prompt_tokens = Some(i64::from(prompt_tokens));
+    match result {
+        Ok(_) => {
+            outcome.status = TaskStatus::Done;
+            outcome.error = None;
+        }
+        Err(e) => outcome.error = Some(e.to_string()),
+    }
+    outcome
 }
 
 /// The row an embedding is recorded as: its prompt counts the inputs and keeps none of

@@ -196,6 +196,20 @@ async fn an_embedding_fails_over_to_another_machine_and_unknown_models_are_404()
         assert_eq!(header(&res, "x-coordinator-worker"), "sun");
     }
     assert_eq!(good.requests_to("/api/embed").len(), 3);
+    // Pinned to the failing machine: a 502 naming the task, whose row says why.
+    let res = app
+        .post(
+            "/v1/embeddings",
+            json!({"model": format!("{EMBEDDER}@moon"), "input": "x"}),
+        )
+        .await;
+    assert_eq!(res.status(), 502);
+    let body: Value = res.json().await.unwrap();
+    let id = body["error"]["task_id"].as_str().unwrap();
+    let row = app.task(id).await;
+    assert_eq!(row["status"], "failed", "{row}");
+    assert_eq!(row["worker_id"], "moon");
+    assert!(row["error"].as_str().unwrap().contains("500"), "{row}");
     assert!(
         !app.fake.requests_to("/api/embed").is_empty(),
         "the failing machine was asked first"
