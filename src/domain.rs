@@ -153,7 +153,7 @@ impl ModelName {
     /// Whether two names are the same model as Ollama names it: `x` is `x:latest`.
     pub fn names_same_model(&self, other: &ModelName) -> bool {
         fn base(m: &ModelName) -> &str {
-            m.0.strip_suffix(":latest").unwrap_or(&m.0)
+            m.as_str().strip_suffix(":latest").unwrap_or(m.as_str())
         }
         base(self) == base(other)
     }
