@@ -1,6 +1,6 @@
 //! The body of the legacy `POST completions`, for a turn asked as a text completion that a
-//! chat cannot say (`SamplingParams::text` with a suffix or a raw prompt): `prompt`,
-//! `suffix` for fill-in-the-middle, and the sampling a chat has. Its `text_completion`
+//! chat cannot say (`SamplingParams::text` with a suffix or a raw prompt): `prompt` as
+//! written (no system text), `suffix` for fill-in-the-middle, and the sampling a chat has. Its `text_completion`
 //! answers carry `choices[].text`, which [`super::SseDecoder`] reads too.
 
 use serde::Serialize;
@@ -12,7 +12,7 @@ use crate::chat::TextForm;
 #[derive(Serialize)]
 pub(super) struct CompletionRequest<'a> {
     model: &'a str,
-    prompt: String,
+    prompt: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     suffix: Option<&'a str>,
     pub(super) stream: bool,
@@ -31,18 +31,17 @@ pub(super) struct CompletionRequest<'a> {
 }
 
 impl<'a> CompletionRequest<'a> {
-    /// The prompt as written; a system text (not raw) goes before it, as the completion
-    /// endpoint has no place of its own for one.
+    /// The prompt exactly as written: the endpoint has no place for system text, and
+    /// putting it before the prompt would change what is continued (or filled in).
     pub(super) fn from_request(req: &'a BackendRequest, form: &'a TextForm) -> Self {
         let p = &req.params;
         let parts = req.text_parts();
-        let prompt = match parts.system {
-            Some(system) if !form.raw => format!("{system}\n\n{}", parts.prompt),
-            _ => parts.prompt.to_owned(),
-        };
+        if parts.system.is_some() {
+            tracing::debug!(model = %req.model, "system text left out of a legacy completion");
+        }
         Self {
             model: req.model.as_str(),
-            prompt,
+            prompt: parts.prompt,
             suffix: form.suffix.as_deref(),
             stream: true,
             stream_options: None,

@@ -101,13 +101,16 @@ async fn openai_asks_legacy_completions_for_a_suffix_or_raw_and_a_chat_otherwise
     let chunks = collect(openai.chat(&request(fim(), Some("Py."))).await.unwrap()).await;
     assert_eq!(
         text_of(&chunks),
-        format!("Echo from {MODEL}: Py.\n\ndef f(): [suffix: return 1]")
+        format!("Echo from {MODEL}: def f(): [suffix: return 1]")
     );
     let (_, _, completion_tokens) = done_of(&chunks).unwrap();
     assert!(completion_tokens > 0, "usage from the stream");
     let sent = server.requests_to("/v1/completions");
     let body = sent[0].body.as_ref().unwrap();
-    assert_eq!(body["prompt"], "Py.\n\ndef f():");
+    assert_eq!(
+        body["prompt"], "def f():",
+        "no system text in a completion's prompt"
+    );
     assert_eq!(body["suffix"], "return 1");
     assert_eq!(body["max_tokens"], 40);
     assert_eq!(body["stream_options"]["include_usage"], true);

@@ -128,11 +128,11 @@ async fn generate_on_an_openai_backend_is_a_chat_unless_a_suffix_or_raw_needs_co
         .collect();
     assert_eq!(
         text,
-        format!("Echo from {MODEL}: Rust.\n\nfn main() {{ [suffix: }}]")
+        format!("Echo from {MODEL}: fn main() {{ [suffix: }}]")
     );
     assert_eq!(lines.last().unwrap()["done"], true);
     let sent = app.last_backend_body("/v1/completions");
-    assert_eq!(sent["prompt"], "Rust.\n\nfn main() {");
+    assert_eq!(sent["prompt"], "fn main() {", "the prompt as written");
     assert_eq!(sent["suffix"], "}");
     assert_eq!(sent["stream"], true);
     assert_eq!(sent["stream_options"]["include_usage"], true);
@@ -271,4 +271,85 @@ async fn a_completion_whose_client_goes_away_is_cancelled() {
         let task = app.finished_task(&id).await;
         assert_eq!(task["status"], "cancelled", "{path}: {task}");
     }
+}
+
+/// Memory a completion recalls goes beside its prompt as system text, never into it: the
+/// prompt is continued (or filled in) exactly as written, and a raw one gets none.
+#[tokio::test]
+async fn recalled_memory_never_changes_a_completions_prompt() {
+    use chrono::Utc;
+    use coordinator::memory::embed::HashEmbedder;
+    use coordinator::memory::{MemoryItem, store};
+
+    let fake = spawn_fake().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::helpers::test_config(&dir, &fake.base_url());
+    let text = "私の猫の名前はミケです\nかわいい名前ですね。";
+    let cat = MemoryItem {
+        id: uuid::Uuid::now_v7(),
+        person: coordinator::domain::Person::default(),
+        thread_id: "A".to_owned(),
+        task_id: coordinator::domain::TaskId::new(),
+        seq: 0,
+        kind: store::ItemKind::Exchange,
+        subject: None,
+        superseded_by: None,
+        text: text.to_owned(),
+        embedder: HashEmbedder::ID.to_owned(),
+        vector: HashEmbedder.embed(text),
+        created_at: Utc::now(),
+    };
+    store::open(&config.store)
+        .await
+        .unwrap()
+        .insert(&[cat])
+        .await
+        .unwrap();
+    let app = crate::helpers::start(config, dir, fake).await;
+    let question = "私の猫の名前は何でしたっけ？";
+
+    let res = post_in_a(
+        &app,
+        "/api/generate",
+        json!({"model": MODEL, "prompt": question, "stream": false}),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    let sent = app.last_backend_body("/api/generate");
+    assert_eq!(sent["prompt"], question);
+    assert!(
+        sent["system"].as_str().is_some_and(|s| s.contains("ミケ")),
+        "{sent}"
+    );
+
+    let res = post_in_a(
+        &app,
+        "/api/generate",
+        json!({"model": MODEL, "prompt": question, "raw": true, "stream": false}),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    let sent = app.last_backend_body("/api/generate");
+    assert_eq!(sent["prompt"], question);
+    assert!(sent.get("system").is_none(), "{sent}");
+
+    // A chat turn still carries it in its prompt, as before.
+    let res = post_in_a(
+            &app,
+            "/api/chat", json!({"model": MODEL, "stream": false, "messages": [{"role": "user", "content": question}]}))
+        .await;
+    assert_eq!(res.status(), 200);
+    let sent = app.last_backend_body("/api/chat");
+    assert!(sent["messages"].to_string().contains("ミケ"), "{sent}");
+}
+
+/// `POST` in thread `A` (the thread a test's memory is in).
+async fn post_in_a(app: &TestApp, path: &str, body: Value) -> reqwest::Response {
+    app.http
+        .post(app.url(path))
+        .header("X-OpenWebUI-Chat-Id", "A")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
 }
