@@ -39,7 +39,7 @@ wait_for() {
     return 1
 }
 
-./target/debug/fake-llm --listen 127.0.0.1:0 --model "$MODEL" >"$work/fake.log" 2>&1 &
+./target/debug/fake-llm --listen 127.0.0.1:0 --model "$MODEL" --model nomic-embed-text >"$work/fake.log" 2>&1 &
 pids+=($!)
 fake=$(wait_for "$work/fake.log" "listening on" "listening on ")
 

@@ -148,6 +148,31 @@ pub struct SamplingParams {
     /// set one; a worker fills it in for Ollama backends (see [`crate::context`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_ctx: Option<u32>,
+    /// Set when the client asked for a text completion rather than a chat answer
+    /// (Ollama's `POST /api/generate`, OpenAI's legacy `POST /v1/completions`): the
+    /// backend gets its own completion endpoint where the form needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextForm>,
+}
+
+/// How a text completion is asked for: the prompt is the turn's prompt, the system
+/// messages its `system`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextForm {
+    /// Text after the cursor: the model fills in between the prompt and it
+    /// (fill-in-the-middle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suffix: Option<String>,
+    /// The prompt goes to the model exactly as written, with no chat template.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub raw: bool,
+}
+
+impl TextForm {
+    /// Whether a chat cannot say it: a suffix or a raw prompt needs a completion endpoint.
+    pub fn needs_completion_endpoint(&self) -> bool {
+        self.raw || self.suffix.is_some()
+    }
 }
 
 /// OpenAI's `tool_choice` beyond `none`.

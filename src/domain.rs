@@ -149,6 +149,14 @@ impl ModelName {
         }
         Ok(Self(s.into()))
     }
+
+    /// Whether two names are the same model as Ollama names it: `x` is `x:latest`.
+    pub fn names_same_model(&self, other: &ModelName) -> bool {
+        fn base(m: &ModelName) -> &str {
+            m.as_str().strip_suffix(":latest").unwrap_or(m.as_str())
+        }
+        base(self) == base(other)
+    }
 }
 
 string_newtype!(
@@ -553,6 +561,16 @@ impl fmt::Display for InternalTask {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_without_a_tag_is_the_latest_one() {
+        let m = |s: &str| ModelName::parse(s).unwrap();
+        assert!(m("nomic-embed-text").names_same_model(&m("nomic-embed-text:latest")));
+        assert!(m("x:latest").names_same_model(&m("x")));
+        assert!(m("x").names_same_model(&m("x")));
+        assert!(!m("x:7b").names_same_model(&m("x")));
+        assert!(!m("x").names_same_model(&m("xy")));
+    }
 
     #[test]
     fn task_ids_are_v7_and_round_trip() {

@@ -19,6 +19,8 @@ pub struct Metrics {
     named: AtomicU64,
     templates_in_user_lanes: AtomicU64,
     cancelled: AtomicU64,
+    embeddings: AtomicU64,
+    embedded_inputs: AtomicU64,
     unauthorized: AtomicU64,
     /// The count of refusals when one was last logged (see [`Metrics::refused`]).
     unauthorized_logged: AtomicU64,
@@ -50,6 +52,13 @@ impl Metrics {
         if decision.internal_task.is_none() && prompt.trim_start().starts_with("### Task:") {
             self.templates_in_user_lanes.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts one embedding request of `inputs` texts.
+    pub fn embedded(&self, inputs: usize) {
+        self.embeddings.fetch_add(1, Ordering::Relaxed);
+        self.embedded_inputs
+            .fetch_add(inputs as u64, Ordering::Relaxed);
     }
 
     /// Counts a task this process cancelled (its client went away, or asked).
@@ -132,6 +141,18 @@ impl Metrics {
             "coordinator_tasks_cancelled_total",
             "Tasks cancelled: their client went away or asked (POST /tasks/{id}/cancel).",
             self.cancelled.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "coordinator_embeddings_total",
+            "Embedding requests sent to a machine (/api/embed, /api/embeddings, /v1/embeddings).",
+            self.embeddings.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "coordinator_embedded_inputs_total",
+            "Texts embedded, over all embedding requests.",
+            self.embedded_inputs.load(Ordering::Relaxed),
         );
         counter(
             &mut out,

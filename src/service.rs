@@ -325,9 +325,15 @@ fn compose_with(
     memory: Option<&str>,
 ) -> BackendRequest {
     let mut messages: Vec<ChatMessage> = turn.system.iter().map(ChatMessage::system).collect();
-    let mut prompt = match memory {
-        Some(context) => format!("{context}\n\n{}", turn.prompt),
-        None => turn.prompt.clone(),
+    // A text completion's prompt is continued as written: its memory goes beside it as
+    // system text, and a raw prompt gets none.
+    let mut prompt = match (memory, turn.params.text.as_ref()) {
+        (Some(context), None) => format!("{context}\n\n{}", turn.prompt),
+        (Some(context), Some(form)) if !form.raw => {
+            messages.push(ChatMessage::system(context));
+            turn.prompt.clone()
+        }
+        _ => turn.prompt.clone(),
     };
     match history {
         History::None => {}
@@ -355,6 +361,7 @@ fn compose_with(
     }
 }
 
+pub mod embed;
 mod window;
 
 #[cfg(test)]

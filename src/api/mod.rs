@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod chat;
+pub mod embeddings;
 pub mod error;
 mod health;
 pub mod http;
@@ -35,7 +36,8 @@ pub fn router(state: AppState) -> Router {
     let open = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics));
+        .route("/metrics", get(health::metrics))
+        .route("/", get(ollama::manage::root));
     let guarded = Router::new()
         .route("/workers", get(health::workers))
         .route("/route", post(route::route))
@@ -58,6 +60,26 @@ pub fn router(state: AppState) -> Router {
             "/api/chat",
             post(chat::chat::<ollama::handlers::OllamaChat>),
         )
+        .route(
+            "/api/generate",
+            post(chat::chat::<ollama::generate::OllamaGenerate>),
+        )
+        .route("/api/embed", post(ollama::embed::embed))
+        .route("/api/embeddings", post(ollama::embed::embeddings))
+        .route("/api/show", post(ollama::manage::show))
+        .route("/api/pull", post(ollama::manage::managed_on_the_machines))
+        .route("/api/push", post(ollama::manage::managed_on_the_machines))
+        .route("/api/create", post(ollama::manage::managed_on_the_machines))
+        .route("/api/copy", post(ollama::manage::managed_on_the_machines))
+        .route(
+            "/api/delete",
+            delete(ollama::manage::managed_on_the_machines),
+        )
+        .route(
+            "/v1/completions",
+            post(chat::chat::<openai::completions::OpenAiCompletions>),
+        )
+        .route("/v1/embeddings", post(openai::embeddings::embeddings))
         .route("/memory", get(memory::list).delete(memory::forget_thread))
         .route("/memory/{id}", delete(memory::forget_one))
         .route_layer(middleware::from_fn_with_state(

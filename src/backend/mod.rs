@@ -12,6 +12,8 @@ pub mod openai;
 pub mod perf;
 mod public;
 pub mod registry;
+#[cfg(test)]
+mod text_tests;
 mod windows;
 mod wire;
 #[cfg(test)]
@@ -22,9 +24,9 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use serde::Serialize;
 
-pub use registry::{BackendHandle, Registry};
+pub use registry::{BackendHandle, Registry, WorkerStatus};
 
-use crate::chat::{ChatMessage, Chunk, SamplingParams, ToolSpec};
+use crate::chat::{ChatMessage, Chunk, Role, SamplingParams, ToolSpec};
 use crate::config::{BackendConfig, BackendKind, TimeoutsConfig};
 use crate::domain::{ModelName, WorkerName};
 
@@ -46,12 +48,37 @@ impl BackendRequest {
         crate::context::request_tokens(&self.messages)
     }
 
+    /// The request as a text completion's parts: the last user message is the prompt
+    /// (with its images), the system messages joined are the system text.
+    pub(crate) fn text_parts(&self) -> TextParts<'_> {
+        let user = self.messages.iter().rev().find(|m| m.role == Role::User);
+        let system: Vec<&str> = self
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System && !m.content.is_empty())
+            .map(|m| m.content.as_str())
+            .collect();
+        TextParts {
+            prompt: user.map_or("", |m| m.content.as_str()),
+            system: (!system.is_empty()).then(|| system.join("\n\n")),
+            images: user.map_or(&[], |m| m.images.as_slice()),
+        }
+    }
+
     /// The same request with the window `num_ctx` (Ollama's `options.num_ctx`).
     pub fn with_num_ctx(&self, num_ctx: u32) -> Self {
         let mut sized = self.clone();
         sized.params.num_ctx = Some(num_ctx);
         sized
     }
+}
+
+/// A text completion's parts (see [`BackendRequest::text_parts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TextParts<'a> {
+    pub prompt: &'a str,
+    pub system: Option<String>,
+    pub images: &'a [String],
 }
 
 /// A model a backend reports.
@@ -141,17 +168,50 @@ pub struct ClientSettings {
 impl Backend {
     pub fn from_config(cfg: &BackendConfig, timeouts: &TimeoutsConfig) -> anyhow::Result<Self> {
         let name = WorkerName::parse(&cfg.name)?;
-        let mut base_url = reqwest::Url::parse(&cfg.url)?;
-        if !base_url.path().ends_with('/') {
-            let path = format!("{}/", base_url.path());
-            base_url.set_path(&path);
-        }
         let api_key = match &cfg.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| {
                 anyhow::anyhow!("backend {name}: environment variable {var} is not set")
             })?),
             None => None,
         };
+        Self::build(name, cfg.kind, &cfg.url, api_key, timeouts)
+    }
+
+    /// A client for a worker known by its status (its heartbeat, in cluster mode): this
+    /// process's `[[backends]]` entry of that name when there is one (its API key too),
+    /// else the kind and URL the worker reported, without a key.
+    pub fn for_worker(
+        status: &WorkerStatus,
+        config: &crate::config::Config,
+    ) -> anyhow::Result<Self> {
+        match config
+            .backends
+            .iter()
+            .find(|b| b.name == status.name.as_str())
+        {
+            Some(cfg) => Self::from_config(cfg, &config.timeouts),
+            None => Self::build(
+                status.name.clone(),
+                status.kind,
+                &status.url,
+                None,
+                &config.timeouts,
+            ),
+        }
+    }
+
+    fn build(
+        name: WorkerName,
+        kind: BackendKind,
+        url: &str,
+        api_key: Option<String>,
+        timeouts: &TimeoutsConfig,
+    ) -> anyhow::Result<Self> {
+        let mut base_url = reqwest::Url::parse(url)?;
+        if !base_url.path().ends_with('/') {
+            let path = format!("{}/", base_url.path());
+            base_url.set_path(&path);
+        }
         let settings = ClientSettings {
             name,
             base_url,
@@ -160,7 +220,7 @@ impl Backend {
             answer_timeout: Duration::from_secs(timeouts.answer_s),
             api_key,
         };
-        Ok(match cfg.kind {
+        Ok(match kind {
             BackendKind::Ollama => Self::Ollama(ollama::OllamaClient::new(settings)?),
             BackendKind::Openai => Self::OpenAi(openai::OpenAiClient::new(settings)?),
         })
@@ -207,9 +267,29 @@ impl Backend {
         model: &ModelName,
         inputs: &[String],
     ) -> Result<Vec<Vec<f32>>, BackendError> {
+        self.embed_sized(model, inputs, None).await
+    }
+
+    /// [`embed`](Self::embed) with the vectors' size asked for (`dimensions`, which both
+    /// APIs take; a model that cannot shorten its vectors refuses or ignores it).
+    pub async fn embed_sized(
+        &self,
+        model: &ModelName,
+        inputs: &[String],
+        dimensions: Option<u32>,
+    ) -> Result<Vec<Vec<f32>>, BackendError> {
         match self {
-            Self::Ollama(c) => c.embed(model, inputs).await,
-            Self::OpenAi(c) => c.embed(model, inputs).await,
+            Self::Ollama(c) => c.embed(model, inputs, dimensions).await,
+            Self::OpenAi(c) => c.embed(model, inputs, dimensions).await,
+        }
+    }
+
+    /// What the backend tells of a model (Ollama's `POST /api/show`, as it answers);
+    /// `None` for a kind whose API has no such call.
+    pub async fn show(&self, model: &ModelName) -> Result<Option<serde_json::Value>, BackendError> {
+        match self {
+            Self::Ollama(c) => c.show_json(model).await.map(Some),
+            Self::OpenAi(_) => Ok(None),
         }
     }
 

@@ -1,5 +1,6 @@
-//! The Ollama client: model discovery (`/api/tags`, `/api/show`, `/api/ps`) and streamed
-//! chat over `/api/chat` (NDJSON), mapped to and from the internal chat model.
+//! The Ollama client: model discovery (`/api/tags`, `/api/show`, `/api/ps`), streamed
+//! chat over `/api/chat` (NDJSON) and text completions over `/api/generate`, mapped to and
+//! from the internal chat model.
 //!
 //! Workers reach it through [`super::Backend`]; transport and error mapping live in
 //! [`super::wire`].
@@ -14,8 +15,8 @@ use serde_json::Value;
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, Loaded, ModelInfo};
 use crate::chat::{
-    AnswerFormat, BackendTimings, ChatMessage, Chunk, FinishReason, Role, Think, ToolCall,
-    ToolChoice, ToolSpec, Usage,
+    AnswerFormat, BackendTimings, ChatMessage, Chunk, FinishReason, Role, SamplingParams, Think,
+    ToolCall, ToolChoice, ToolSpec, Usage,
 };
 use crate::domain::ModelName;
 
@@ -35,6 +36,7 @@ struct Urls {
     show: Url,
     ps: Url,
     chat: Url,
+    generate: Url,
     embed: Url,
 }
 
@@ -46,6 +48,7 @@ impl OllamaClient {
             show: wire::endpoint(&settings, "api/show")?,
             ps: wire::endpoint(&settings, "api/ps")?,
             chat: wire::endpoint(&settings, "api/chat")?,
+            generate: wire::endpoint(&settings, "api/generate")?,
             embed: wire::endpoint(&settings, "api/embed")?,
         };
         Ok(Self {
@@ -98,24 +101,39 @@ impl OllamaClient {
             .collect())
     }
 
-    /// `POST /api/chat` with `stream: false`, for a client that wants the whole answer:
+    /// `POST /api/chat` (or `/api/generate`) with `stream: false`, for a client that wants the whole answer:
     /// one record holding all of it instead of a line per token. Waits up to the answer
     /// timeout for it.
     pub async fn complete(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
-        let url = &self.urls.chat;
-        let mut body = ChatRequest::from_request(req);
-        body.stream = false;
-        let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
+        let (url, builder) = self.post_turn(req, false);
         let resp = wire::send_whole(&self.settings, url, builder).await?;
         // The whole answer is the stream's final record alone.
         wire::decode_stream(&self.settings, resp, NdjsonDecoder::default()).await
     }
 
-    /// `POST /api/chat` with `stream: true`; resolves once the first chunk has arrived.
+    /// The request for one turn: `POST /api/chat`, or `POST /api/generate` for a text
+    /// completion (see [`generate`]).
+    fn post_turn(&self, req: &BackendRequest, stream: bool) -> (&Url, reqwest::RequestBuilder) {
+        let (url, post) = match &req.params.text {
+            Some(form) => {
+                let url = &self.urls.generate;
+                let body = generate::GenerateRequest::from_request(req, form, stream);
+                (url, self.http.post(url.clone()).json(&body))
+            }
+            None => {
+                let url = &self.urls.chat;
+                let mut body = ChatRequest::from_request(req);
+                body.stream = stream;
+                (url, self.http.post(url.clone()).json(&body))
+            }
+        };
+        (url, wire::authorize(&self.settings, post))
+    }
+
+    /// `POST /api/chat` (or `/api/generate`) with `stream: true`; resolves once the first
+    /// chunk has arrived.
     pub async fn chat(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
-        let url = &self.urls.chat;
-        let body = ChatRequest::from_request(req);
-        let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
+        let (url, builder) = self.post_turn(req, true);
         let resp = wire::send(&self.settings, url, builder).await?;
         wire::decode_stream(&self.settings, resp, NdjsonDecoder::default()).await
     }
@@ -125,13 +143,17 @@ impl OllamaClient {
         &self,
         model: &ModelName,
         inputs: &[String],
+        dimensions: Option<u32>,
     ) -> Result<Vec<Vec<f32>>, BackendError> {
         #[derive(Deserialize)]
         struct EmbedResponse {
             embeddings: Vec<Vec<f32>>,
         }
         let url = &self.urls.embed;
-        let body = serde_json::json!({ "model": model.as_str(), "input": inputs });
+        let mut body = serde_json::json!({ "model": model.as_str(), "input": inputs });
+        if let Some(n) = dimensions {
+            body["dimensions"] = n.into();
+        }
         let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
         let resp: EmbedResponse = wire::fetch_json(&self.settings, url, builder).await?;
         wire::check_embedding_count(&self.settings, inputs.len(), resp.embeddings)
@@ -139,6 +161,14 @@ impl OllamaClient {
 
     fn get(&self, url: &Url) -> reqwest::RequestBuilder {
         wire::authorize(&self.settings, self.http.get(url.clone()))
+    }
+
+    /// `POST /api/show` as the machine answers it, for a client that asked Coordinator.
+    pub async fn show_json(&self, model: &ModelName) -> Result<Value, BackendError> {
+        let url = &self.urls.show;
+        let builder = wire::authorize(&self.settings, self.http.post(url.clone()))
+            .json(&serde_json::json!({ "model": model.as_str() }));
+        wire::fetch_json(&self.settings, url, builder).await
     }
 
     /// `POST /api/show`: whether the model takes tools, and its window.
@@ -280,7 +310,18 @@ struct Options<'a> {
     num_ctx: Option<u32>,
 }
 
-impl Options<'_> {
+impl<'a> Options<'a> {
+    fn from_params(p: &'a SamplingParams) -> Self {
+        Self {
+            temperature: p.temperature,
+            top_p: p.top_p,
+            num_predict: p.max_tokens,
+            stop: &p.stop,
+            seed: p.seed,
+            num_ctx: p.num_ctx,
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.temperature.is_none()
             && self.top_p.is_none()
@@ -316,22 +357,20 @@ impl<'a> ChatRequest<'a> {
                     function: t,
                 })
                 .collect(),
-            options: Options {
-                temperature: p.temperature,
-                top_p: p.top_p,
-                num_predict: p.max_tokens,
-                stop: &p.stop,
-                seed: p.seed,
-                num_ctx: p.num_ctx,
-            },
-            format: p.format.as_ref().map(|f| match f {
-                AnswerFormat::Json => Value::from("json"),
-                AnswerFormat::JsonSchema { schema, .. } => schema.clone(),
-            }),
+            options: Options::from_params(p),
+            format: format(p),
             keep_alive: p.keep_alive.as_ref(),
             think: p.think.as_ref(),
         }
     }
+}
+
+/// `format`: `"json"` or the schema itself.
+fn format(p: &SamplingParams) -> Option<Value> {
+    p.format.as_ref().map(|f| match f {
+        AnswerFormat::Json => Value::from("json"),
+        AnswerFormat::JsonSchema { schema, .. } => schema.clone(),
+    })
 }
 
 impl<'a> Message<'a> {
@@ -386,10 +425,14 @@ fn arguments_object(text: &str) -> Value {
 
 // ---- response decoding -----------------------------------------------------------------
 
-/// One NDJSON line of an `/api/chat` stream.
+/// One NDJSON line of an `/api/chat` (or `/api/generate`) stream.
 #[derive(Deserialize)]
 struct Record {
     message: Option<RecordMessage>,
+    /// `/api/generate`: the text, in place of `message.content`.
+    response: Option<String>,
+    /// `/api/generate`: the reasoning, in place of `message.thinking`.
+    thinking: Option<String>,
     #[serde(default)]
     done: bool,
     done_reason: Option<String>,
@@ -441,6 +484,14 @@ impl Decoder for NdjsonDecoder {
         }
         if let Some(message) = record.message {
             self.message(message, out);
+        }
+        if record.response.is_some() || record.thinking.is_some() {
+            let generated = RecordMessage {
+                content: record.response,
+                thinking: record.thinking,
+                tool_calls: None,
+            };
+            self.message(generated, out);
         }
         if record.done {
             self.done = true;
@@ -521,6 +572,9 @@ impl NdjsonDecoder {
         }
     }
 }
+
+#[path = "ollama_generate.rs"]
+mod generate;
 
 #[cfg(test)]
 #[path = "ollama_tests.rs"]

@@ -201,6 +201,7 @@ async fn options_and_images_are_mapped() {
         think: Some(Think::Level("high".into())),
         tool_choice: None,
         num_ctx: Some(8192),
+        text: None,
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");

@@ -1,6 +1,6 @@
 //! The OpenAI-compatible client (llama.cpp, vLLM, LM Studio, Ollama's `/v1`, …): model
-//! discovery over `GET models` and streamed chat over `POST chat/completions` (SSE),
-//! mapped to and from the internal chat model.
+//! discovery over `GET models`, streamed chat over `POST chat/completions` (SSE) and text
+//! completions over the legacy `POST completions`, mapped to and from the internal chat model.
 //!
 //! Workers reach it through [`super::Backend`]; transport and error mapping live in
 //! [`super::wire`]. SSE is parsed by a small line parser here: the maintained crates for it
@@ -26,6 +26,7 @@ pub struct OpenAiClient {
     http: reqwest::Client,
     models_url: Url,
     chat_url: Url,
+    completions_url: Url,
     embeddings_url: Url,
 }
 
@@ -35,6 +36,7 @@ impl OpenAiClient {
         Ok(Self {
             models_url: wire::endpoint(&settings, "models")?,
             chat_url: wire::endpoint(&settings, "chat/completions")?,
+            completions_url: wire::endpoint(&settings, "completions")?,
             embeddings_url: wire::endpoint(&settings, "embeddings")?,
             settings,
             http,
@@ -66,22 +68,42 @@ impl OpenAiClient {
     /// answer: one body instead of an event per token. Waits up to the answer timeout for
     /// it; its chunks are the answer in one piece.
     pub async fn complete(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
-        let url = &self.chat_url;
-        let mut body = ChatRequest::from_request(req);
-        body.stream = false;
-        body.stream_options = None;
-        let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
+        let (url, builder) = self.post_turn(req, false);
         let resp = wire::send_whole(&self.settings, url, builder).await?;
         wire::decode_stream(&self.settings, resp, CompletionDecoder::default()).await
     }
 
     /// `POST chat/completions` with `stream: true`; resolves once the first chunk has arrived.
     pub async fn chat(&self, req: &BackendRequest) -> Result<ChunkStream, BackendError> {
-        let url = &self.chat_url;
-        let body = ChatRequest::from_request(req);
-        let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
+        let (url, builder) = self.post_turn(req, true);
         let resp = wire::send(&self.settings, url, builder).await?;
         wire::decode_stream(&self.settings, resp, SseDecoder::default()).await
+    }
+
+    /// The request for one turn: `POST chat/completions`, or the legacy `POST completions`
+    /// for a text completion a chat cannot say (a suffix or a raw prompt; see
+    /// [`completions`]). A whole answer is asked without `stream_options`.
+    fn post_turn(&self, req: &BackendRequest, stream: bool) -> (&Url, reqwest::RequestBuilder) {
+        let include_usage = stream.then_some(StreamOptions {
+            include_usage: true,
+        });
+        let (url, post) = match &req.params.text {
+            Some(form) if form.needs_completion_endpoint() => {
+                let url = &self.completions_url;
+                let mut body = completions::CompletionRequest::from_request(req, form);
+                body.stream = stream;
+                body.stream_options = include_usage;
+                (url, self.http.post(url.clone()).json(&body))
+            }
+            _ => {
+                let url = &self.chat_url;
+                let mut body = ChatRequest::from_request(req);
+                body.stream = stream;
+                body.stream_options = include_usage;
+                (url, self.http.post(url.clone()).json(&body))
+            }
+        };
+        (url, wire::authorize(&self.settings, post))
     }
 }
 
@@ -91,6 +113,7 @@ impl OpenAiClient {
         &self,
         model: &ModelName,
         inputs: &[String],
+        dimensions: Option<u32>,
     ) -> Result<Vec<Vec<f32>>, BackendError> {
         #[derive(Deserialize)]
         struct EmbeddingList {
@@ -103,7 +126,10 @@ impl OpenAiClient {
             embedding: Vec<f32>,
         }
         let url = &self.embeddings_url;
-        let body = serde_json::json!({ "model": model.as_str(), "input": inputs });
+        let mut body = serde_json::json!({ "model": model.as_str(), "input": inputs });
+        if let Some(n) = dimensions {
+            body["dimensions"] = n.into();
+        }
         let builder = wire::authorize(&self.settings, self.http.post(url.clone())).json(&body);
         let mut list: EmbeddingList = wire::fetch_json(&self.settings, url, builder).await?;
         list.data.sort_by_key(|e| e.index);
@@ -340,6 +366,8 @@ struct StreamEvent {
 #[derive(Deserialize)]
 struct Choice {
     delta: Option<Delta>,
+    /// A `text_completion`'s text, in place of the delta.
+    text: Option<String>,
     finish_reason: Option<String>,
 }
 
@@ -385,6 +413,8 @@ struct Completion {
 #[derive(Deserialize)]
 struct WholeChoice {
     message: Option<Delta>,
+    /// A whole `text_completion`'s text.
+    text: Option<String>,
     finish_reason: Option<String>,
 }
 
@@ -410,6 +440,7 @@ impl Decoder for CompletionDecoder {
             c.into_iter()
                 .map(|w| Choice {
                     delta: w.message,
+                    text: w.text,
                     finish_reason: w.finish_reason,
                 })
                 .collect()
@@ -542,6 +573,9 @@ impl SseDecoder {
         if let Some(delta) = choice.delta {
             self.delta(delta, out);
         }
+        if let Some(text) = choice.text.filter(|t| !t.is_empty()) {
+            out.push_back(Chunk::Content { text });
+        }
         if let Some(reason) = choice.finish_reason {
             self.finish = Some(reason);
             self.flush_calls(out);
@@ -645,6 +679,9 @@ impl SseDecoder {
 fn error_text(value: &serde_json::Value) -> String {
     wire::json_error_message(value).unwrap_or_else(|| value.to_string())
 }
+
+#[path = "openai_completions.rs"]
+mod completions;
 
 #[cfg(test)]
 #[path = "openai_tests.rs"]

@@ -187,6 +187,7 @@ async fn params_and_images_are_mapped() {
         tool_choice: None,
         // No window to set on OpenAI-compatible servers either.
         num_ctx: Some(8192),
+        text: None,
     };
     let chunks = collect(client.chat(&req).await.unwrap()).await;
     assert_eq!(text_of(&chunks), "Echo from");

@@ -17,7 +17,7 @@ use crate::helpers::spawn_fake;
 
 pub(crate) struct Env {
     db: String,
-    redis: String,
+    pub(crate) redis: String,
     pub(crate) schema: String,
     prefix: String,
 }
@@ -36,7 +36,7 @@ pub(crate) fn env() -> Option<Env> {
     })
 }
 
-fn cluster_config(env: &Env, redis_url: &str) -> Config {
+pub(crate) fn cluster_config(env: &Env, redis_url: &str) -> Config {
     let mut c = Config::default();
     c.server.listen = "127.0.0.1:0".into();
     c.server.shutdown_grace_s = 2;
@@ -52,7 +52,7 @@ fn cluster_config(env: &Env, redis_url: &str) -> Config {
     c
 }
 
-fn backend(name: &str, fake: &FakeLlmServer) -> BackendConfig {
+pub(crate) fn backend(name: &str, fake: &FakeLlmServer) -> BackendConfig {
     BackendConfig {
         name: name.into(),
         kind: BackendKind::Ollama,
@@ -69,7 +69,7 @@ fn backend(name: &str, fake: &FakeLlmServer) -> BackendConfig {
 }
 
 /// `serve` in this process: its base URL, the sender that stops it, and its task.
-async fn serve_in_process(
+pub(crate) async fn serve_in_process(
     config: Config,
 ) -> (
     String,

@@ -105,6 +105,21 @@ impl TestApp {
             .unwrap()
     }
 
+    /// The first rows of the SQLite task store, read directly (what was recorded at all).
+    pub async fn rows(&self) -> Vec<coordinator::store::TaskRecord> {
+        use coordinator::store::{TaskFilter, TaskStore};
+        let store = coordinator::store::sqlite::SqliteStore::open(&self.db_path)
+            .await
+            .unwrap();
+        store
+            .list(&TaskFilter {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    }
+
     /// Tells the server to stop (as SIGTERM would) without waiting; `stop` then waits.
     pub fn begin_stop(&mut self) {
         if let Some(tx) = self.stop.take() {

@@ -3,8 +3,6 @@
 //! `X-Coordinator-Priority` / `/route`'s `priority` set the class (a bad value is a 400
 //! that writes nothing).
 
-use coordinator::store::sqlite::SqliteStore;
-use coordinator::store::{TaskFilter, TaskStore};
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, spawn_app_with};
@@ -194,14 +192,7 @@ async fn a_bad_priority_is_refused_by_name_and_records_nothing() {
     assert_eq!(res.status(), 400);
     let text = res.text().await.unwrap();
     assert!(text.contains("priority"), "{text}");
-    let store = SqliteStore::open(&app.db_path).await.unwrap();
-    let rows = store
-        .list(&TaskFilter {
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let rows = app.rows().await;
     assert!(rows.is_empty(), "{rows:?}");
     assert!(app.fake.generations().is_empty());
     // A good one is taken, on a chat front door too.

@@ -19,7 +19,7 @@ use crate::chat::Chunk;
 use crate::service::AppState;
 use crate::turn::{Answer, ClientContext, TurnInput};
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+pub(super) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 

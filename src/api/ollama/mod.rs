@@ -1,10 +1,16 @@
-//! The Ollama-compatible wire format: `POST /api/chat` (NDJSON stream or one object),
-//! `GET /api/tags`, `GET /api/ps`, `GET /api/version`, and the `{"error":"..."}` body.
+//! The Ollama-compatible wire format: `POST /api/chat` and `POST /api/generate` (NDJSON
+//! stream or one object), `POST /api/embed` and `/api/embeddings`, `POST /api/show`,
+//! `GET /api/tags`, `GET /api/ps`, `GET /api/version`, `GET /`, and the `{"error":"..."}`
+//! body.
 //!
 //! Pure types and encoders, no HTTP. Open WebUI's Ollama connection needs every `/api/tags`
 //! entry to carry both `model` and `name`. Durations are in nanoseconds throughout.
 
+pub mod embed;
+pub mod generate;
+pub mod generate_stream;
 pub mod handlers;
+pub mod manage;
 pub mod request;
 pub mod stream;
 

@@ -110,44 +110,12 @@ impl ChatRequest {
     /// Converts into the shared turn input; the client's headers come from the handler.
     pub fn into_turn_input(self, client: ClientContext) -> Result<TurnInput, BodyError> {
         let response = self.response_mode();
-        let options = self.options.unwrap_or_default();
-        let params = SamplingParams {
-            temperature: options.temperature,
-            top_p: options.top_p,
-            max_tokens: options
-                .num_predict
-                .filter(|n| *n > 0)
-                .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-            stop: options.stop.0,
-            seed: options.seed,
-            format: answer_format(self.format.as_ref())?,
-            keep_alive: match self.keep_alive {
-                None | Some(Value::Null) => None,
-                Some(v @ (Value::String(_) | Value::Number(_))) => Some(v),
-                Some(_) => {
-                    return Err(BodyError::new(
-                        "keep_alive",
-                        "must be a duration (\"5m\") or a number of seconds",
-                    ));
-                }
-            },
-            think: match &self.think {
-                None | Some(Value::Null) => None,
-                Some(v) => Some(Think::parse(v).ok_or_else(|| {
-                    BodyError::new(
-                        "think",
-                        "must be true, false, \"low\", \"medium\", \"high\" or \"max\"",
-                    )
-                })?),
-            },
-            // Ollama's API has no tool choice.
-            tool_choice: None,
-            num_ctx: match options.num_ctx {
-                None => None,
-                Some(n) if n > 0 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
-                Some(_) => return Err(BodyError::new("options.num_ctx", "must be above 0")),
-            },
-        };
+        let params = sampling_params(
+            self.options,
+            self.format.as_ref(),
+            self.keep_alive,
+            self.think.as_ref(),
+        )?;
         let messages = convert_messages(self.messages)?;
         let tools = convert_tools(self.tools.unwrap_or_default(), "tools")?;
         Ok(TurnInput {
@@ -161,6 +129,55 @@ impl ChatRequest {
             ..Default::default()
         })
     }
+}
+
+/// The sampling parameters of an Ollama request (`/api/chat`, `/api/generate`): its
+/// `options`, `format`, `keep_alive` and `think`.
+pub(crate) fn sampling_params(
+    options: Option<Options>,
+    format: Option<&Value>,
+    keep_alive: Option<Value>,
+    think: Option<&Value>,
+) -> Result<SamplingParams, BodyError> {
+    let options = options.unwrap_or_default();
+    Ok(SamplingParams {
+        temperature: options.temperature,
+        top_p: options.top_p,
+        max_tokens: options
+            .num_predict
+            .filter(|n| *n > 0)
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+        stop: options.stop.0,
+        seed: options.seed,
+        format: answer_format(format)?,
+        keep_alive: match keep_alive {
+            None | Some(Value::Null) => None,
+            Some(v @ (Value::String(_) | Value::Number(_))) => Some(v),
+            Some(_) => {
+                return Err(BodyError::new(
+                    "keep_alive",
+                    "must be a duration (\"5m\") or a number of seconds",
+                ));
+            }
+        },
+        think: match think {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(Think::parse(v).ok_or_else(|| {
+                BodyError::new(
+                    "think",
+                    "must be true, false, \"low\", \"medium\", \"high\" or \"max\"",
+                )
+            })?),
+        },
+        // Ollama's API has no tool choice.
+        tool_choice: None,
+        num_ctx: match options.num_ctx {
+            None => None,
+            Some(n) if n > 0 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+            Some(_) => return Err(BodyError::new("options.num_ctx", "must be above 0")),
+        },
+        text: None,
+    })
 }
 
 /// A tool call still waiting for its result, for giving id-less results an id.

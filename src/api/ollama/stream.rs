@@ -108,6 +108,13 @@ struct FinalRecord<'a> {
     created_at: &'a str,
     message: MessageOut<'a>,
     done: bool,
+    #[serde(flatten)]
+    metrics: Metrics,
+}
+
+/// What a final record (of `/api/chat` and `/api/generate`) adds after `done`.
+#[derive(Serialize)]
+pub(super) struct Metrics {
     done_reason: &'static str,
     total_duration: u64,
     load_duration: u64,
@@ -115,6 +122,20 @@ struct FinalRecord<'a> {
     prompt_eval_duration: u64,
     eval_count: u32,
     eval_duration: u64,
+}
+
+impl Metrics {
+    pub(super) fn new(reason: FinishReason, usage: &Usage, t: Timings) -> Self {
+        Self {
+            done_reason: done_reason(reason),
+            total_duration: t.total_ns,
+            load_duration: t.load_ns,
+            prompt_eval_count: usage.prompt_tokens,
+            prompt_eval_duration: t.prompt_eval_ns,
+            eval_count: usage.completion_tokens,
+            eval_duration: t.eval_ns,
+        }
+    }
 }
 
 fn done_reason(reason: FinishReason) -> &'static str {
@@ -137,13 +158,7 @@ fn final_record<'a>(
         created_at,
         message,
         done: true,
-        done_reason: done_reason(reason),
-        total_duration: t.total_ns,
-        load_duration: t.load_ns,
-        prompt_eval_count: usage.prompt_tokens,
-        prompt_eval_duration: t.prompt_eval_ns,
-        eval_count: usage.completion_tokens,
-        eval_duration: t.eval_ns,
+        metrics: Metrics::new(reason, usage, t),
     }
 }
 

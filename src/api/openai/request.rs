@@ -237,6 +237,7 @@ impl ChatCompletionRequest {
             },
             tool_choice,
             num_ctx: None,
+            text: None,
         };
         let body_chat_id = self
             .chat_id

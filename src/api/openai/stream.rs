@@ -17,6 +17,23 @@ use crate::chat::{Chunk, FinishReason, Usage};
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
 
+/// The keep-alive comment of an SSE stream whose answer has not started (see
+/// [`SseEncoder::push_waiting`]).
+pub(super) fn write_waiting(waiting: Waiting, out: &mut Vec<u8>) {
+    match waiting {
+        Waiting::Queued { position, eta_s } => {
+            out.extend_from_slice(b": queued position=");
+            out.extend_from_slice(position.to_string().as_bytes());
+            if let Some(eta) = eta_s {
+                out.extend_from_slice(b" eta_s=");
+                out.extend_from_slice(eta.to_string().as_bytes());
+            }
+        }
+        Waiting::NotQueued => out.extend_from_slice(b": waiting"),
+    }
+    out.extend_from_slice(b"\n\n");
+}
+
 #[derive(Serialize)]
 struct Frame<'a> {
     id: &'a str,
@@ -136,18 +153,7 @@ impl SseEncoder {
         if self.finished {
             return;
         }
-        match waiting {
-            Waiting::Queued { position, eta_s } => {
-                out.extend_from_slice(b": queued position=");
-                out.extend_from_slice(position.to_string().as_bytes());
-                if let Some(eta) = eta_s {
-                    out.extend_from_slice(b" eta_s=");
-                    out.extend_from_slice(eta.to_string().as_bytes());
-                }
-            }
-            Waiting::NotQueued => out.extend_from_slice(b": waiting"),
-        }
-        out.extend_from_slice(b"\n\n");
+        write_waiting(waiting, out);
     }
 
     /// Appends an error event and `[DONE]`, for a failure after the stream started:

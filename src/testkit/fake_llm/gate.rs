@@ -203,7 +203,10 @@ impl Api {
         let req: EmbedBody = self.parse(body)?;
         let (_, model) = self.admit(shared, &req.model, false).await?;
         let inputs = reply::inputs(&req.input);
-        let vectors = inputs.iter().map(|t| reply::embed(t)).collect();
+        let vectors = inputs
+            .iter()
+            .map(|t| reply::shortened(reply::embed(t), req.dimensions))
+            .collect();
         Ok((model, vectors, reply::count_words(inputs.iter().copied())))
     }
 }
@@ -230,6 +233,8 @@ pub(crate) async fn generate_whole(run: &mut Run, tokens: u32, shared: &Shared) 
 #[derive(Deserialize)]
 struct EmbedBody {
     model: String,
+    /// Both APIs: the vectors cut to this size (and normalised again).
+    dimensions: Option<usize>,
     #[serde(default)]
     input: Value,
 }

@@ -2,8 +2,8 @@
 //! benchmarks (where it is the "direct" baseline, so the hot path stays cheap).
 //!
 //! Routes: Ollama `GET /api/tags`, `GET /api/ps`, `POST /api/show`, `GET /api/version`,
-//! `POST /api/chat`, `POST /api/embed`; OpenAI `GET /v1/models`,
-//! `POST /v1/chat/completions`, `POST /v1/embeddings`.
+//! `POST /api/chat`, `POST /api/generate`, `POST /api/embed`; OpenAI `GET /v1/models`,
+//! `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/embeddings`.
 //!
 //! Replies are deterministic (see [`reply`](self) rules below) so tests can predict them:
 //! - default: `"Echo from <model>: <last user message>"`, streamed word by word (each word
@@ -41,6 +41,7 @@
 //! ```
 
 mod gate;
+mod generate;
 mod ollama;
 mod openai;
 mod reply;
@@ -350,6 +351,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/fake/stats", axum::routing::get(stats))
         .merge(ollama::routes())
         .merge(openai::routes())
+        .merge(generate::routes())
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
         .with_state(shared)
 }

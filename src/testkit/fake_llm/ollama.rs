@@ -421,8 +421,9 @@ struct OutFunction<'a> {
     arguments: &'a Value,
 }
 
+/// What a final record (of `/api/chat` and `/api/generate`) adds.
 #[derive(Serialize)]
-struct Metrics {
+pub(super) struct Metrics {
     done_reason: &'static str,
     total_duration: u64,
     load_duration: u64,
@@ -432,7 +433,7 @@ struct Metrics {
     eval_duration: u64,
 }
 
-fn metrics(reply: &Reply, done_reason: &'static str, t: Timings) -> Metrics {
+pub(super) fn metrics(reply: &Reply, done_reason: &'static str, t: Timings) -> Metrics {
     Metrics {
         done_reason,
         total_duration: t.total,
@@ -444,7 +445,7 @@ fn metrics(reply: &Reply, done_reason: &'static str, t: Timings) -> Metrics {
     }
 }
 
-fn done_reason(reply: &Reply) -> &'static str {
+pub(super) fn done_reason(reply: &Reply) -> &'static str {
     match reply.finish {
         Finish::Length => "length",
         Finish::Stop | Finish::ToolCalls => "stop",

@@ -464,6 +464,20 @@ pub(crate) fn embed(text: &str) -> Vec<f32> {
     v
 }
 
+/// A vector cut to `dimensions` and normalised again, as models that can shorten their
+/// vectors do; unchanged when not asked or not shorter.
+pub(crate) fn shortened(mut v: Vec<f32>, dimensions: Option<usize>) -> Vec<f32> {
+    let Some(n) = dimensions.filter(|n| *n > 0 && *n < v.len()) else {
+        return v;
+    };
+    v.truncate(n);
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
 /// Embedding inputs: a string or a list of strings.
 pub(crate) fn inputs(input: &Value) -> Vec<&str> {
     match input {
