@@ -339,7 +339,10 @@ pub(crate) fn data_uri_payload(url: &str) -> Option<String> {
 /// Reads `tool_choice` against the request's `tools`: `none` (the tools are dropped
 /// instead), `auto`, `required`, or `{"type": "function", "function": {"name": …}}`
 /// naming one of the tools. `auto` without tools says nothing; the others need tools.
-fn tool_choice(choice: &Value, tools: &[ToolSpec]) -> Result<Option<ToolChoice>, BodyError> {
+pub(crate) fn tool_choice(
+    choice: &Value,
+    tools: &[ToolSpec],
+) -> Result<Option<ToolChoice>, BodyError> {
     let refuse = |detail: String| Err(BodyError::new("tool_choice", detail));
     let parsed = match choice {
         Value::String(s) if s == "none" => return Ok(None),

@@ -17,6 +17,23 @@ use crate::chat::{Chunk, FinishReason, Usage};
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
 
+/// A keep-alive SSE comment saying how the wait stands (`: queued position=2 eta_s=14`),
+/// which SSE readers skip.
+pub(crate) fn waiting_comment(waiting: Waiting, out: &mut Vec<u8>) {
+    match waiting {
+        Waiting::Queued { position, eta_s } => {
+            out.extend_from_slice(b": queued position=");
+            out.extend_from_slice(position.to_string().as_bytes());
+            if let Some(eta) = eta_s {
+                out.extend_from_slice(b" eta_s=");
+                out.extend_from_slice(eta.to_string().as_bytes());
+            }
+        }
+        Waiting::NotQueued => out.extend_from_slice(b": waiting"),
+    }
+    out.extend_from_slice(b"\n\n");
+}
+
 #[derive(Serialize)]
 struct Frame<'a> {
     id: &'a str,
@@ -136,18 +153,7 @@ impl SseEncoder {
         if self.finished {
             return;
         }
-        match waiting {
-            Waiting::Queued { position, eta_s } => {
-                out.extend_from_slice(b": queued position=");
-                out.extend_from_slice(position.to_string().as_bytes());
-                if let Some(eta) = eta_s {
-                    out.extend_from_slice(b" eta_s=");
-                    out.extend_from_slice(eta.to_string().as_bytes());
-                }
-            }
-            Waiting::NotQueued => out.extend_from_slice(b": waiting"),
-        }
-        out.extend_from_slice(b"\n\n");
+        waiting_comment(waiting, out);
     }
 
     /// Appends an error event and `[DONE]`, for a failure after the stream started:
