@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod anthropic;
 mod browsers;
 mod cluster;
 mod cluster_stop;
@@ -21,6 +22,7 @@ mod open_port;
 mod people;
 mod placement;
 mod priorities;
+mod responses;
 mod routing;
 mod waiting;
 mod web;

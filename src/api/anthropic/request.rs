@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::api::http::BodyError;
 use crate::api::text_or::TextOr;
-use crate::chat::{ChatMessage, ResponseMode, Role, SamplingParams, Think, ToolCall, ToolChoice, ToolSpec};
+use crate::chat::{
+    ChatMessage, ResponseMode, Role, SamplingParams, Think, ToolCall, ToolChoice, ToolSpec,
+};
 use crate::turn::{ClientContext, TurnInput};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -271,7 +273,10 @@ fn image_data(source: ImageSource, at: &str) -> Result<String, BodyError> {
     }
 }
 
-fn tool_result_text(content: Option<TextOr<ToolResultBlock>>, at: &str) -> Result<String, BodyError> {
+fn tool_result_text(
+    content: Option<TextOr<ToolResultBlock>>,
+    at: &str,
+) -> Result<String, BodyError> {
     match content {
         None => Ok(String::new()),
         Some(TextOr::Text(t)) => Ok(t),
@@ -325,12 +330,16 @@ fn tools_and_choice(
         ("none", _) => return Ok((Vec::new(), None)),
         ("auto", _) if tools.is_empty() => return Ok((tools, None)),
         ("auto", _) => ToolChoice::Auto,
-        ("any", _) if tools.is_empty() => return refuse("\"any\" needs at least one tool in tools"),
+        ("any", _) if tools.is_empty() => {
+            return refuse("\"any\" needs at least one tool in tools");
+        }
         ("any", _) => ToolChoice::Required,
         ("tool", Some(name)) if tools.iter().any(|t| t.name == name) => {
             ToolChoice::Function { name }
         }
-        ("tool", Some(name)) => return refuse(&format!("names {name:?}, which is not one of tools")),
+        ("tool", Some(name)) => {
+            return refuse(&format!("names {name:?}, which is not one of tools"));
+        }
         ("tool", None) => return refuse("a \"tool\" choice needs name"),
         _ => return refuse("type must be \"auto\", \"any\", \"tool\" or \"none\""),
     };

@@ -139,14 +139,22 @@ impl MessagesSseEncoder {
             "stop_sequence": null,
             "usage": {"input_tokens": 0, "output_tokens": 0},
         });
-        event(out, "message_start", &json!({"type": "message_start", "message": message}));
+        event(
+            out,
+            "message_start",
+            &json!({"type": "message_start", "message": message}),
+        );
         event(out, "ping", &json!({"type": "ping"}));
     }
 
     fn close(&mut self, out: &mut Vec<u8>) {
         if self.open.take().is_some() {
             let index = self.next_index - 1;
-            event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
+            event(
+                out,
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            );
         }
     }
 
@@ -193,7 +201,11 @@ impl MessagesSseEncoder {
             Chunk::Reasoning { text } if text.is_empty() => {}
             Chunk::Reasoning { text } => {
                 let index = self.open(Open::Thinking, out);
-                Self::delta(out, index, json!({"type": "thinking_delta", "thinking": text}));
+                Self::delta(
+                    out,
+                    index,
+                    json!({"type": "thinking_delta", "thinking": text}),
+                );
             }
             Chunk::ToolCalls { calls } => {
                 self.close(out);
@@ -208,8 +220,16 @@ impl MessagesSseEncoder {
                         &json!({"type": "content_block_start", "index": index, "content_block": block}),
                     );
                     let partial = tool_input(call).to_string();
-                    Self::delta(out, index, json!({"type": "input_json_delta", "partial_json": partial}));
-                    event(out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
+                    Self::delta(
+                        out,
+                        index,
+                        json!({"type": "input_json_delta", "partial_json": partial}),
+                    );
+                    event(
+                        out,
+                        "content_block_stop",
+                        &json!({"type": "content_block_stop", "index": index}),
+                    );
                 }
             }
             Chunk::Done {

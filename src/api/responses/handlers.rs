@@ -46,7 +46,11 @@ impl ChatWire for OpenAiResponses {
         state: &AppState,
         caller: &Caller,
     ) -> Result<ResponsesRequest, ApiError> {
-        if let Some(id) = req.previous_response_id.as_deref().filter(|id| !id.is_empty()) {
+        if let Some(id) = req
+            .previous_response_id
+            .as_deref()
+            .filter(|id| !id.is_empty())
+        {
             req.previous = Some(previous(state, caller, id).await?);
         }
         Ok(req)
@@ -71,7 +75,10 @@ impl ChatWire for OpenAiResponses {
             tool_choice: req.tool_choice.clone().unwrap_or_else(|| json!("auto")),
         };
         let keep = req.stores();
-        Ok((req.into_turn_input(client)?, ResponsesOptions { echo, keep }))
+        Ok((
+            req.into_turn_input(client)?,
+            ResponsesOptions { echo, keep },
+        ))
     }
 
     /// `created_at` is the moment the first chunk is in (or the head of a queued stream goes out).
@@ -137,10 +144,16 @@ async fn previous(state: &AppState, caller: &Caller, id: &str) -> Result<Previou
         (TaskStatus::Queued | TaskStatus::Running, _) => {
             return Err(refuse(format!("response {shown} has not finished yet")));
         }
-        _ => return Err(refuse(format!("response {shown} has no answer to continue from"))),
+        _ => {
+            return Err(refuse(format!(
+                "response {shown} has no answer to continue from"
+            )));
+        }
     };
     let mut messages: Vec<ChatMessage> = serde_json::from_str(conversation).map_err(|e| {
-        ApiError::Internal(format!("task {task_id}: the kept conversation cannot be read: {e}"))
+        ApiError::Internal(format!(
+            "task {task_id}: the kept conversation cannot be read: {e}"
+        ))
     })?;
     let (content, tool_calls) = recorded_answer(response);
     let mut answer = ChatMessage::new(Role::Assistant, content);

@@ -118,12 +118,12 @@ impl ResponsesRequest {
             Some(TextOr::Text(t)) => messages.push(ChatMessage::user(t)),
             Some(TextOr::Items(items)) => convert_items(items, &mut messages)?,
         }
+        if !messages.iter().any(|m| m.role == Role::User) {
+            return Err(BodyError::new("input", "there is no user message"));
+        }
         let tools = match self.tool_choice.as_ref().and_then(Value::as_str) {
             Some("none") => Vec::new(),
-            _ => convert_tools(
-                function_tools(self.tools.unwrap_or_default())?,
-                "tools",
-            )?,
+            _ => convert_tools(function_tools(self.tools.unwrap_or_default())?, "tools")?,
         };
         let tool_choice = match &self.tool_choice {
             None | Some(Value::Null) => None,
@@ -213,7 +213,8 @@ fn convert_items(items: Vec<InputItem>, out: &mut Vec<ChatMessage>) -> Result<()
                 let id = item
                     .call_id
                     .ok_or_else(|| BodyError::new(format!("{at}.call_id"), "missing"))?;
-                let (text, _) = parts_text(item.output.unwrap_or_default(), &format!("{at}.output"))?;
+                let (text, _) =
+                    parts_text(item.output.unwrap_or_default(), &format!("{at}.output"))?;
                 let mut m = ChatMessage::new(Role::Tool, text);
                 m.name = names.get(&id).cloned();
                 m.tool_call_id = Some(id);
@@ -242,7 +243,9 @@ fn message(item: InputItem, at: &str) -> Result<ChatMessage, BodyError> {
         Some(other) => {
             return Err(BodyError::new(
                 format!("{at}.role"),
-                format!("must be \"user\", \"assistant\", \"system\" or \"developer\", not {other:?}"),
+                format!(
+                    "must be \"user\", \"assistant\", \"system\" or \"developer\", not {other:?}"
+                ),
             ));
         }
         None => return Err(BodyError::new(format!("{at}.role"), "missing")),

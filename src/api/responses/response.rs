@@ -167,7 +167,10 @@ pub fn encode_response(out: &mut Vec<u8>, meta: &ResponseMeta, answer: &Answer) 
         output.push(call_item(&id, call, &call.arguments, "completed"));
     }
     let status = status_of(answer.finish_reason_or_stop());
-    write_json(out, &meta.object(status, &output, Some(&answer.usage), Value::Null));
+    write_json(
+        out,
+        &meta.object(status, &output, Some(&answer.usage), Value::Null),
+    );
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +198,10 @@ impl TextKind {
     fn events(self) -> (&'static str, &'static str) {
         match self {
             Self::Message => ("response.output_text.delta", "response.output_text.done"),
-            Self::Reasoning => ("response.reasoning_text.delta", "response.reasoning_text.done"),
+            Self::Reasoning => (
+                "response.reasoning_text.delta",
+                "response.reasoning_text.done",
+            ),
         }
     }
 }
@@ -255,7 +261,11 @@ impl ResponsesSseEncoder {
         }
         self.started = true;
         let response = self.meta.object("in_progress", &[], None, Value::Null);
-        self.event(out, "response.created", json!({"response": response.clone()}));
+        self.event(
+            out,
+            "response.created",
+            json!({"response": response.clone()}),
+        );
         self.event(out, "response.in_progress", json!({"response": response}));
     }
 
@@ -267,7 +277,11 @@ impl ResponsesSseEncoder {
         let index = self.output.len();
         let id = self.meta.item_id(kind.prefix(), index);
         let item = text_item(kind, &id, None, "in_progress");
-        self.event(out, "response.output_item.added", json!({"output_index": index, "item": item}));
+        self.event(
+            out,
+            "response.output_item.added",
+            json!({"output_index": index, "item": item}),
+        );
         let part = kind.part("");
         self.event(
             out,
@@ -298,7 +312,12 @@ impl ResponsesSseEncoder {
         self.event(out, kind.events().0, data);
     }
 
+    /// Ends the open text item: `completed`, or `incomplete` when the answer failed.
     fn close(&mut self, out: &mut Vec<u8>) {
+        self.close_as("completed", out);
+    }
+
+    fn close_as(&mut self, status: &str, out: &mut Vec<u8>) {
         let Some(open) = self.open.take() else {
             return;
         };
@@ -308,7 +327,8 @@ impl ResponsesSseEncoder {
             index,
             text,
         } = open;
-        let mut done = json!({"item_id": id, "output_index": index, "content_index": 0, "text": text});
+        let mut done =
+            json!({"item_id": id, "output_index": index, "content_index": 0, "text": text});
         if kind == TextKind::Message {
             done["logprobs"] = json!([]);
         }
@@ -319,8 +339,12 @@ impl ResponsesSseEncoder {
             "response.content_part.done",
             json!({"item_id": id, "output_index": index, "content_index": 0, "part": part.clone()}),
         );
-        let item = text_item(kind, &id, Some(part), "completed");
-        self.event(out, "response.output_item.done", json!({"output_index": index, "item": item.clone()}));
+        let item = text_item(kind, &id, Some(part), status);
+        self.event(
+            out,
+            "response.output_item.done",
+            json!({"output_index": index, "item": item.clone()}),
+        );
         self.output.push(item);
     }
 
@@ -328,7 +352,11 @@ impl ResponsesSseEncoder {
         let index = self.output.len();
         let id = self.meta.item_id("fc", index);
         let added = call_item(&id, call, "", "in_progress");
-        self.event(out, "response.output_item.added", json!({"output_index": index, "item": added}));
+        self.event(
+            out,
+            "response.output_item.added",
+            json!({"output_index": index, "item": added}),
+        );
         self.event(
             out,
             "response.function_call_arguments.delta",
@@ -340,7 +368,11 @@ impl ResponsesSseEncoder {
             json!({"item_id": id, "output_index": index, "name": call.name, "arguments": call.arguments}),
         );
         let item = call_item(&id, call, &call.arguments, "completed");
-        self.event(out, "response.output_item.done", json!({"output_index": index, "item": item.clone()}));
+        self.event(
+            out,
+            "response.output_item.done",
+            json!({"output_index": index, "item": item.clone()}),
+        );
         self.output.push(item);
     }
 
@@ -365,7 +397,9 @@ impl ResponsesSseEncoder {
             } => {
                 self.close(out);
                 let status = status_of(*finish_reason);
-                let response = self.meta.object(status, &self.output, Some(usage), Value::Null);
+                let response = self
+                    .meta
+                    .object(status, &self.output, Some(usage), Value::Null);
                 let kind = match status {
                     "incomplete" => "response.incomplete",
                     _ => "response.completed",
@@ -391,7 +425,7 @@ impl ResponsesSseEncoder {
             return;
         }
         self.start(out);
-        self.close(out);
+        self.close_as("incomplete", out);
         let error = json!({"code": code, "message": message});
         let response = self.meta.object("failed", &self.output, None, error);
         self.event(out, "response.failed", json!({"response": response}));
