@@ -1,4 +1,5 @@
-"""Drives a running Coordinator with the official `openai` and `ollama` Python clients.
+"""Drives a running Coordinator with the official `openai`, `ollama` and `anthropic` Python
+clients.
 
 Usage: python check_clients.py http://127.0.0.1:PORT MODEL
 Exits non-zero (with the failed check named) when any answer is not what the fake LLM
@@ -9,6 +10,8 @@ import sys
 
 import ollama
 import openai
+
+from check_responses_messages import check_messages, check_responses
 
 
 def check(cond, what):
@@ -72,6 +75,8 @@ def main():
         )
     )
     check(text == expected, "ollama: streamed answer")
+    check_responses(check, base, model)
+    check_messages(check, base, model)
     print("python clients: all checks passed")
 
 
