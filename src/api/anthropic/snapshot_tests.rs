@@ -97,9 +97,7 @@ const STREAM_BODY: &str = concat!(
     "\n\n",
 );
 /// The same answer, whole.
-const WHOLE_BODY: &str = concat!(
-    r#"{"content":[{"signature":"","thinking":"Think.","type":"thinking"},{"text":"Hi \"柏市\"\n","type":"text"},{"id":"call_1","input":{"city":"Kashiwa"},"name":"get_weather","type":"tool_use"}],"id":"msg_0190f5b2-7c1e-7a3b-8c4d-5e6f7a8b9c0d","model":"qwen2.5:7b","role":"assistant","stop_reason":"tool_use","stop_sequence":null,"type":"message","usage":{"input_tokens":12,"output_tokens":7}}"#,
-);
+const WHOLE_BODY: &str = r#"{"content":[{"signature":"","thinking":"Think.","type":"thinking"},{"text":"Hi \"柏市\"\n","type":"text"},{"id":"call_1","input":{"city":"Kashiwa"},"name":"get_weather","type":"tool_use"}],"id":"msg_0190f5b2-7c1e-7a3b-8c4d-5e6f7a8b9c0d","model":"qwen2.5:7b","role":"assistant","stop_reason":"tool_use","stop_sequence":null,"type":"message","usage":{"input_tokens":12,"output_tokens":7}}"#;
 /// Two keep-alives (the first with the opening), a token, a failure; nothing after it.
 const WAIT_THEN_ERROR: &str = concat!(
     "event: message_start\n",

@@ -121,6 +121,14 @@ fn status_of(reason: FinishReason) -> &'static str {
     }
 }
 
+/// An output item's status in a response of `status`: a text cut short is incomplete.
+fn item_status(status: &str) -> &'static str {
+    match status {
+        "incomplete" => "incomplete",
+        _ => "completed",
+    }
+}
+
 fn text_part(text: &str) -> Value {
     json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
 }
@@ -157,10 +165,12 @@ pub fn encode_response(out: &mut Vec<u8>, meta: &ResponseMeta, answer: &Answer) 
         let part = reasoning_part(&answer.reasoning);
         output.push(text_item(TextKind::Reasoning, &id, Some(part), "completed"));
     }
+    let status = status_of(answer.finish_reason_or_stop());
     if !answer.content.is_empty() || answer.tool_calls.is_empty() {
         let id = meta.item_id("msg", output.len());
         let part = text_part(&answer.content);
-        output.push(text_item(TextKind::Message, &id, Some(part), "completed"));
+        let done = item_status(status);
+        output.push(text_item(TextKind::Message, &id, Some(part), done));
     }
     for call in &answer.tool_calls {
         let id = meta.item_id("fc", output.len());
@@ -395,8 +405,8 @@ impl ResponsesSseEncoder {
                 finish_reason,
                 usage,
             } => {
-                self.close(out);
                 let status = status_of(*finish_reason);
+                self.close_as(item_status(status), out);
                 let response = self
                     .meta
                     .object(status, &self.output, Some(usage), Value::Null);
