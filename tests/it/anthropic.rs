@@ -3,40 +3,12 @@
 //! results, `x-api-key`, Open WebUI's background tasks recognised, and errors in
 //! Anthropic's shape without a row.
 
-use coordinator::config::{BackendKind, Config};
-use coordinator::testkit::fake_llm::FakeLlm;
+use coordinator::config::BackendKind;
 use serde_json::{Value, json};
 
-use crate::helpers::{MODEL, TestApp, read_sse, spawn_app_with, spawn_fake};
+use crate::helpers::{MODEL, read_sse, spawn_app_with, spawn_fake};
 use crate::people::household_keys;
-use crate::responses::task_rows;
-
-const TOOL_MODEL: &str = "llama3.1:8b";
-
-async fn app_of(kind: BackendKind, tweak: impl FnOnce(&mut Config)) -> TestApp {
-    let fake = FakeLlm::builder()
-        .model(MODEL)
-        .model_with_tools(TOOL_MODEL)
-        .spawn()
-        .await
-        .unwrap();
-    let openai_url = fake.openai_base_url();
-    spawn_app_with(fake, |c| {
-        if kind == BackendKind::Openai {
-            c.backends[0].kind = BackendKind::Openai;
-            c.backends[0].url = openai_url;
-        }
-        tweak(c);
-    })
-    .await
-}
-
-fn backend_body(app: &TestApp, kind: BackendKind) -> Value {
-    app.last_backend_body(match kind {
-        BackendKind::Ollama => "/api/chat",
-        BackendKind::Openai => "/v1/chat/completions",
-    })
-}
+use crate::responses::{TOOL_MODEL, app_of, backend_body, task_rows};
 
 fn text_of(message: &Value) -> String {
     message["content"]
@@ -300,4 +272,31 @@ async fn bad_bodies_get_anthropic_errors_naming_the_field_and_write_no_row() {
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
     assert_eq!(task_rows(&app).await, 0);
+}
+
+#[tokio::test]
+async fn backend_failures_are_an_anthropic_error_before_the_first_token_and_an_error_event_after() {
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.fail_next = 1);
+    let app = spawn_app_with(fake, |_| {}).await;
+    let ask = json!({"model": MODEL, "max_tokens": 50, "stream": true,
+                     "messages": [{"role": "user", "content": "a b c d e"}]});
+    let res = app.post("/v1/messages", ask.clone()).await;
+    assert_eq!(res.status(), 502);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "api_error", "{body}");
+
+    app.fake.update_knobs(|k| k.error_after = Some(2));
+    let res = app.post("/v1/messages", ask).await;
+    assert_eq!(res.status(), 200);
+    let events = read_sse(res).await;
+    let (name, last) = events.last().unwrap();
+    assert_eq!(name, "error", "{events:?}");
+    assert_eq!(last["error"]["type"], "api_error");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("moon reported an error while answering"),
+        "{message}"
+    );
 }

@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 use crate::helpers::{MODEL, TestApp, read_sse, spawn_app_with, spawn_fake};
 use crate::people::household_keys;
 
-const TOOL_MODEL: &str = "llama3.1:8b";
+pub const TOOL_MODEL: &str = "llama3.1:8b";
 
-/// The app with its one backend speaking `kind`.
-async fn app_of(kind: BackendKind, tweak: impl FnOnce(&mut Config)) -> TestApp {
+/// The app with its one backend speaking `kind`, serving `MODEL` and `TOOL_MODEL`.
+pub async fn app_of(kind: BackendKind, tweak: impl FnOnce(&mut Config)) -> TestApp {
     let fake = FakeLlm::builder()
         .model(MODEL)
         .model_with_tools(TOOL_MODEL)
@@ -31,18 +31,23 @@ async fn app_of(kind: BackendKind, tweak: impl FnOnce(&mut Config)) -> TestApp {
     .await
 }
 
-/// The messages the backend got last, whichever kind it is.
-fn sent_messages(app: &TestApp, kind: BackendKind) -> Vec<Value> {
-    let path = match kind {
+/// The body the backend got last, whichever kind it is.
+pub fn backend_body(app: &TestApp, kind: BackendKind) -> Value {
+    app.last_backend_body(match kind {
         BackendKind::Ollama => "/api/chat",
         BackendKind::Openai => "/v1/chat/completions",
-    };
-    app.last_backend_body(path)["messages"]
+    })
+}
+
+/// The messages the backend got last.
+fn sent_messages(app: &TestApp, kind: BackendKind) -> Vec<Value> {
+    backend_body(app, kind)["messages"]
         .as_array()
         .cloned()
         .unwrap()
 }
 
+/// How many task rows the app's store holds.
 pub async fn task_rows(app: &TestApp) -> i64 {
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", app.db_path.display()))
         .await
@@ -425,4 +430,30 @@ async fn open_webui_as_a_responses_connection() {
     assert!(!output_text(&body).is_empty(), "{body}");
     let row = app.finished_task(&task).await;
     assert_eq!(row["internal_task"], "title_generation", "{row}");
+}
+
+#[tokio::test]
+async fn backend_failures_are_an_http_error_before_the_first_token_and_response_failed_after() {
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.fail_next = 1);
+    let app = spawn_app_with(fake, |_| {}).await;
+    let ask = json!({"model": MODEL, "stream": true, "input": "a b c d e"});
+    let res = app.post("/v1/responses", ask.clone()).await;
+    assert_eq!(res.status(), 502);
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "backend_error", "{body}");
+
+    app.fake.update_knobs(|k| k.error_after = Some(2));
+    let res = app.post("/v1/responses", ask).await;
+    assert_eq!(res.status(), 200);
+    let events = read_sse(res).await;
+    let (name, last) = events.last().unwrap();
+    assert_eq!(name, "response.failed", "{events:?}");
+    assert_eq!(last["response"]["status"], "failed");
+    let message = last["response"]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("moon reported an error while answering"),
+        "{message}"
+    );
+    assert_eq!(last["response"]["output"][0]["status"], "incomplete");
 }

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::api::http::BodyError;
 use crate::api::openai::request::{
-    RequestFunctionSpec, RequestTool, arguments_text, convert_tools, data_uri_payload,
-    tool_choice as openai_tool_choice,
+    RequestFunctionSpec, RequestTool, answer_format, arguments_text, convert_tools,
+    data_uri_payload, tool_choice as openai_tool_choice,
 };
 use crate::api::text_or::TextOr;
 use crate::chat::{
@@ -345,28 +345,7 @@ fn tool_choice(
 /// `text.format`: `text` asks for nothing in particular; `json_object` for JSON;
 /// `json_schema` for JSON matching its `schema`.
 fn text_format(v: &Value) -> Result<Option<AnswerFormat>, BodyError> {
-    match v.get("type").and_then(Value::as_str) {
-        Some("text") => Ok(None),
-        Some("json_object") => Ok(Some(AnswerFormat::Json)),
-        Some("json_schema") => {
-            let schema = v
-                .get("schema")
-                .filter(|s| s.is_object())
-                .cloned()
-                .ok_or_else(|| {
-                    BodyError::new("text.format.schema", "must be a JSON schema object")
-                })?;
-            Ok(Some(AnswerFormat::JsonSchema {
-                name: v.get("name").and_then(Value::as_str).map(str::to_owned),
-                schema,
-                strict: v.get("strict").and_then(Value::as_bool),
-            }))
-        }
-        _ => Err(BodyError::new(
-            "text.format.type",
-            "must be \"text\", \"json_object\" or \"json_schema\"",
-        )),
-    }
+    answer_format(v, Some(v), "text.format", "text.format")
 }
 
 #[cfg(test)]
