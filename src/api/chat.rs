@@ -2,8 +2,8 @@
 //! becomes a turn and how an answer goes back; [`chat`] is the one handler that runs the
 //! flow every chat endpoint shares: parse → turn → submit ([`ChatReply::start`]) → first
 //! chunk → the whole answer, or a stream of answer pieces (with the routing decoration when
-//! configured). OpenAI's `POST /v1/chat/completions` and Ollama's `POST /api/chat` are its
-//! two formats.
+//! configured). OpenAI's `POST /v1/chat/completions` and `POST /v1/responses`, Ollama's
+//! `POST /api/chat` and Anthropic's `POST /v1/messages` are its formats.
 
 use std::time::Duration;
 

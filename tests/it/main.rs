@@ -23,6 +23,7 @@ mod people;
 mod placement;
 mod priorities;
 mod responses;
+mod responses_previous;
 mod routing;
 mod waiting;
 mod web;

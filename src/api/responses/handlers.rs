@@ -7,7 +7,8 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use serde_json::json;
 
 use super::request::{Previous, ResponsesRequest};
-use super::response::{Echo, ResponseMeta, ResponsesSseEncoder, encode_response, task_of_response};
+use super::response::{Echo, ResponseMeta, encode_response, task_of_response};
+use super::stream::ResponsesSseEncoder;
 use crate::api::chat::{ChatReply, ChatWire, Piece};
 use crate::api::error::ApiError;
 use crate::chat::{ChatMessage, Role};

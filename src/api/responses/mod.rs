@@ -6,11 +6,11 @@
 pub mod handlers;
 pub mod request;
 pub mod response;
+pub mod stream;
 
 #[cfg(test)]
 mod snapshot_tests;
 
 pub use request::ResponsesRequest;
-pub use response::{
-    Echo, ResponseMeta, ResponsesSseEncoder, encode_response, response_id, task_of_response,
-};
+pub use response::{Echo, ResponseMeta, encode_response, response_id, task_of_response};
+pub use stream::ResponsesSseEncoder;

@@ -103,42 +103,20 @@ impl ResponsesRequest {
     }
 
     /// Converts into the shared turn input; the client's headers come from the handler.
-    pub fn into_turn_input(self, mut client: ClientContext) -> Result<TurnInput, BodyError> {
+    pub fn into_turn_input(mut self, mut client: ClientContext) -> Result<TurnInput, BodyError> {
         let response = self.response_mode();
-        let mut messages = Vec::new();
-        if let Some(text) = self.instructions.filter(|t| !t.trim().is_empty()) {
-            messages.push(ChatMessage::system(text));
-        }
         let body_chat_id = self.previous.as_ref().map(|p| p.thread_id.to_string());
-        if let Some(previous) = self.previous {
-            messages.extend(previous.messages);
-        }
-        match self.input {
-            None => return Err(BodyError::new("input", "missing")),
-            Some(TextOr::Text(t)) => messages.push(ChatMessage::user(t)),
-            Some(TextOr::Items(items)) => convert_items(items, &mut messages)?,
-        }
-        if !messages.iter().any(|m| m.role == Role::User) {
-            return Err(BodyError::new("input", "there is no user message"));
-        }
+        let messages = self.conversation()?;
         let tools = match self.tool_choice.as_ref().and_then(Value::as_str) {
             Some("none") => Vec::new(),
-            _ => convert_tools(function_tools(self.tools.unwrap_or_default())?, "tools")?,
+            _ => convert_tools(
+                function_tools(self.tools.take().unwrap_or_default())?,
+                "tools",
+            )?,
         };
         let tool_choice = match &self.tool_choice {
             None | Some(Value::Null) => None,
             Some(choice) => tool_choice(choice, &tools)?,
-        };
-        let effort = self
-            .reasoning
-            .and_then(|r| r.effort)
-            .map(|e| ("reasoning.effort", e))
-            .or(self.reasoning_effort.map(|e| ("reasoning_effort", e)));
-        let think = match effort {
-            None => None,
-            Some((field, level)) => Some(Think::parse(&Value::String(level)).ok_or_else(|| {
-                BodyError::new(field, "must be \"low\", \"medium\", \"high\" or \"max\"")
-            })?),
         };
         let params = SamplingParams {
             temperature: self.temperature,
@@ -147,12 +125,13 @@ impl ResponsesRequest {
             seed: self.seed,
             format: self
                 .text
+                .take()
                 .and_then(|t| t.format)
                 .as_ref()
                 .map(text_format)
                 .transpose()?
                 .flatten(),
-            think,
+            think: self.think()?,
             tool_choice,
             ..SamplingParams::default()
         };
@@ -172,6 +151,48 @@ impl ResponsesRequest {
             remember: client.remember,
             client,
         })
+    }
+
+    /// `instructions` as the system message, then the earlier response's conversation,
+    /// then `input`; taken out of the request.
+    fn conversation(&mut self) -> Result<Vec<ChatMessage>, BodyError> {
+        let mut messages = Vec::new();
+        if let Some(text) = self.instructions.take().filter(|t| !t.trim().is_empty()) {
+            messages.push(ChatMessage::system(text));
+        }
+        if let Some(previous) = self.previous.take() {
+            messages.extend(previous.messages);
+        }
+        match self.input.take() {
+            None => return Err(BodyError::new("input", "missing")),
+            Some(TextOr::Text(t)) => messages.push(ChatMessage::user(t)),
+            Some(TextOr::Items(items)) => convert_items(items, &mut messages)?,
+        }
+        if !messages.iter().any(|m| m.role == Role::User) {
+            return Err(BodyError::new("input", "there is no user message"));
+        }
+        Ok(messages)
+    }
+
+    /// `reasoning.effort`, or the chat-completions `reasoning_effort`.
+    fn think(&mut self) -> Result<Option<Think>, BodyError> {
+        let effort = self
+            .reasoning
+            .take()
+            .and_then(|r| r.effort)
+            .map(|e| ("reasoning.effort", e))
+            .or(self
+                .reasoning_effort
+                .take()
+                .map(|e| ("reasoning_effort", e)));
+        let Some((field, level)) = effort else {
+            return Ok(None);
+        };
+        Think::parse(&Value::String(level))
+            .map(Some)
+            .ok_or_else(|| {
+                BodyError::new(field, "must be \"low\", \"medium\", \"high\" or \"max\"")
+            })
     }
 }
 

@@ -1,8 +1,6 @@
-//! The Responses API's answers: the whole `response` object, and its stream of events
-//! (`response.created`, `response.in_progress`, `response.output_item.added`,
-//! `response.content_part.added`, `response.output_text.delta`, `…done`,
-//! `response.function_call_arguments.delta`, …, `response.completed`). Pure encoders
-//! writing into the caller's buffer.
+//! The Responses API's answer as one `response` object, and the output items and response
+//! objects its stream ([`super::stream`]) repeats. Pure encoders writing into the caller's
+//! buffer.
 //!
 //! Output items: a `reasoning` item when the model thought, a `message` with one
 //! `output_text` part, and one `function_call` item per tool call, in the order the
@@ -11,9 +9,7 @@
 use serde_json::{Value, json};
 
 use crate::api::http::write_json;
-use crate::api::openai::stream::waiting_comment;
-use crate::api::wait::Waiting;
-use crate::chat::{Chunk, FinishReason, ToolCall, Usage};
+use crate::chat::{FinishReason, ToolCall, Usage};
 use crate::domain::TaskId;
 use crate::turn::Answer;
 
@@ -65,12 +61,18 @@ pub fn task_of_response(id: &str) -> Option<TaskId> {
 }
 
 impl ResponseMeta {
-    fn item_id(&self, prefix: &str, index: usize) -> String {
+    pub(super) fn item_id(&self, prefix: &str, index: usize) -> String {
         format!("{prefix}_{}_{index}", self.task_id)
     }
 
     /// The response object in `status`, with `output` and, once known, `usage`.
-    fn object(&self, status: &str, output: &[Value], usage: Option<&Usage>, error: Value) -> Value {
+    pub(super) fn object(
+        &self,
+        status: &str,
+        output: &[Value],
+        usage: Option<&Usage>,
+        error: Value,
+    ) -> Value {
         let incomplete = match status {
             "incomplete" => json!({"reason": "max_output_tokens"}),
             _ => Value::Null,
@@ -114,7 +116,7 @@ fn usage_body(u: &Usage) -> Value {
     })
 }
 
-fn status_of(reason: FinishReason) -> &'static str {
+pub(super) fn status_of(reason: FinishReason) -> &'static str {
     match reason {
         FinishReason::Length => "incomplete",
         FinishReason::Stop | FinishReason::ToolCalls => "completed",
@@ -122,23 +124,23 @@ fn status_of(reason: FinishReason) -> &'static str {
 }
 
 /// An output item's status in a response of `status`: a text cut short is incomplete.
-fn item_status(status: &str) -> &'static str {
+pub(super) fn item_status(status: &str) -> &'static str {
     match status {
         "incomplete" => "incomplete",
         _ => "completed",
     }
 }
 
-fn text_part(text: &str) -> Value {
+pub(super) fn text_part(text: &str) -> Value {
     json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
 }
 
-fn reasoning_part(text: &str) -> Value {
+pub(super) fn reasoning_part(text: &str) -> Value {
     json!({"type": "reasoning_text", "text": text})
 }
 
 /// A message or reasoning item with its one part (none while it is in progress).
-fn text_item(kind: TextKind, id: &str, part: Option<Value>, status: &str) -> Value {
+pub(super) fn text_item(kind: TextKind, id: &str, part: Option<Value>, status: &str) -> Value {
     let content: Vec<Value> = part.into_iter().collect();
     match kind {
         TextKind::Message => json!({
@@ -150,7 +152,7 @@ fn text_item(kind: TextKind, id: &str, part: Option<Value>, status: &str) -> Val
     }
 }
 
-fn call_item(id: &str, call: &ToolCall, arguments: &str, status: &str) -> Value {
+pub(super) fn call_item(id: &str, call: &ToolCall, arguments: &str, status: &str) -> Value {
     json!({
         "type": "function_call", "id": id, "status": status, "call_id": call.id,
         "name": call.name, "arguments": arguments,
@@ -184,20 +186,20 @@ pub fn encode_response(out: &mut Vec<u8>, meta: &ResponseMeta, answer: &Answer) 
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TextKind {
+pub(super) enum TextKind {
     Message,
     Reasoning,
 }
 
 impl TextKind {
-    fn prefix(self) -> &'static str {
+    pub(super) fn prefix(self) -> &'static str {
         match self {
             Self::Message => "msg",
             Self::Reasoning => "rs",
         }
     }
 
-    fn part(self, text: &str) -> Value {
+    pub(super) fn part(self, text: &str) -> Value {
         match self {
             Self::Message => text_part(text),
             Self::Reasoning => reasoning_part(text),
@@ -205,7 +207,7 @@ impl TextKind {
     }
 
     /// The event names of this kind's text: `(delta, done)`.
-    fn events(self) -> (&'static str, &'static str) {
+    pub(super) fn events(self) -> (&'static str, &'static str) {
         match self {
             Self::Message => ("response.output_text.delta", "response.output_text.done"),
             Self::Reasoning => (
@@ -213,232 +215,5 @@ impl TextKind {
                 "response.reasoning_text.done",
             ),
         }
-    }
-}
-
-/// The text item being streamed.
-#[derive(Debug)]
-struct OpenText {
-    kind: TextKind,
-    id: String,
-    index: usize,
-    text: String,
-}
-
-/// Encodes one streamed answer as Responses events, numbered in order.
-#[derive(Debug)]
-pub struct ResponsesSseEncoder {
-    meta: ResponseMeta,
-    sequence: u64,
-    started: bool,
-    /// Finished output items, for the final response object.
-    output: Vec<Value>,
-    open: Option<OpenText>,
-    finished: bool,
-}
-
-impl ResponsesSseEncoder {
-    pub fn new(meta: ResponseMeta) -> Self {
-        Self {
-            meta,
-            sequence: 0,
-            started: false,
-            output: Vec::new(),
-            open: None,
-            finished: false,
-        }
-    }
-
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
-    fn event(&mut self, out: &mut Vec<u8>, kind: &str, mut data: Value) {
-        data["type"] = json!(kind);
-        data["sequence_number"] = json!(self.sequence);
-        self.sequence += 1;
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(kind.as_bytes());
-        out.extend_from_slice(b"\ndata: ");
-        write_json(out, &data);
-        out.extend_from_slice(b"\n\n");
-    }
-
-    /// `response.created` and `response.in_progress`, once.
-    fn start(&mut self, out: &mut Vec<u8>) {
-        if self.started {
-            return;
-        }
-        self.started = true;
-        let response = self.meta.object("in_progress", &[], None, Value::Null);
-        self.event(
-            out,
-            "response.created",
-            json!({"response": response.clone()}),
-        );
-        self.event(out, "response.in_progress", json!({"response": response}));
-    }
-
-    fn open_text(&mut self, kind: TextKind, out: &mut Vec<u8>) {
-        if self.open.as_ref().is_some_and(|o| o.kind == kind) {
-            return;
-        }
-        self.close(out);
-        let index = self.output.len();
-        let id = self.meta.item_id(kind.prefix(), index);
-        let item = text_item(kind, &id, None, "in_progress");
-        self.event(
-            out,
-            "response.output_item.added",
-            json!({"output_index": index, "item": item}),
-        );
-        let part = kind.part("");
-        self.event(
-            out,
-            "response.content_part.added",
-            json!({"item_id": id, "output_index": index, "content_index": 0, "part": part}),
-        );
-        self.open = Some(OpenText {
-            kind,
-            id,
-            index,
-            text: String::new(),
-        });
-    }
-
-    fn text(&mut self, kind: TextKind, text: &str, out: &mut Vec<u8>) {
-        if text.is_empty() {
-            return;
-        }
-        self.open_text(kind, out);
-        let Some(open) = self.open.as_mut() else {
-            return;
-        };
-        open.text.push_str(text);
-        let mut data = json!({"item_id": open.id, "output_index": open.index, "content_index": 0, "delta": text});
-        if kind == TextKind::Message {
-            data["logprobs"] = json!([]);
-        }
-        self.event(out, kind.events().0, data);
-    }
-
-    /// Ends the open text item: `completed`, or `incomplete` when the answer failed.
-    fn close(&mut self, out: &mut Vec<u8>) {
-        self.close_as("completed", out);
-    }
-
-    fn close_as(&mut self, status: &str, out: &mut Vec<u8>) {
-        let Some(open) = self.open.take() else {
-            return;
-        };
-        let OpenText {
-            kind,
-            id,
-            index,
-            text,
-        } = open;
-        let mut done =
-            json!({"item_id": id, "output_index": index, "content_index": 0, "text": text});
-        if kind == TextKind::Message {
-            done["logprobs"] = json!([]);
-        }
-        self.event(out, kind.events().1, done);
-        let part = kind.part(&text);
-        self.event(
-            out,
-            "response.content_part.done",
-            json!({"item_id": id, "output_index": index, "content_index": 0, "part": part.clone()}),
-        );
-        let item = text_item(kind, &id, Some(part), status);
-        self.event(
-            out,
-            "response.output_item.done",
-            json!({"output_index": index, "item": item.clone()}),
-        );
-        self.output.push(item);
-    }
-
-    fn call(&mut self, call: &ToolCall, out: &mut Vec<u8>) {
-        let index = self.output.len();
-        let id = self.meta.item_id("fc", index);
-        let added = call_item(&id, call, "", "in_progress");
-        self.event(
-            out,
-            "response.output_item.added",
-            json!({"output_index": index, "item": added}),
-        );
-        self.event(
-            out,
-            "response.function_call_arguments.delta",
-            json!({"item_id": id, "output_index": index, "delta": call.arguments}),
-        );
-        self.event(
-            out,
-            "response.function_call_arguments.done",
-            json!({"item_id": id, "output_index": index, "name": call.name, "arguments": call.arguments}),
-        );
-        let item = call_item(&id, call, &call.arguments, "completed");
-        self.event(
-            out,
-            "response.output_item.done",
-            json!({"output_index": index, "item": item.clone()}),
-        );
-        self.output.push(item);
-    }
-
-    /// Appends the events for one chunk; nothing after the end.
-    pub fn push(&mut self, chunk: &Chunk, out: &mut Vec<u8>) {
-        if self.finished {
-            return;
-        }
-        self.start(out);
-        match chunk {
-            Chunk::Content { text } => self.text(TextKind::Message, text, out),
-            Chunk::Reasoning { text } => self.text(TextKind::Reasoning, text, out),
-            Chunk::ToolCalls { calls } => {
-                self.close(out);
-                for call in calls {
-                    self.call(call, out);
-                }
-            }
-            Chunk::Done {
-                finish_reason,
-                usage,
-            } => {
-                let status = status_of(*finish_reason);
-                self.close_as(item_status(status), out);
-                let response = self
-                    .meta
-                    .object(status, &self.output, Some(usage), Value::Null);
-                let kind = match status {
-                    "incomplete" => "response.incomplete",
-                    _ => "response.completed",
-                };
-                self.event(out, kind, json!({"response": response}));
-                self.finished = true;
-            }
-        }
-    }
-
-    /// A keep-alive while the answer waits (an SSE comment, after the opening events).
-    pub fn push_waiting(&mut self, waiting: Waiting, out: &mut Vec<u8>) {
-        if self.finished {
-            return;
-        }
-        self.start(out);
-        waiting_comment(waiting, out);
-    }
-
-    /// `response.failed`, which ends the stream, with `code` and `message`.
-    pub fn push_failed(&mut self, code: &str, message: &str, out: &mut Vec<u8>) {
-        if self.finished {
-            return;
-        }
-        self.start(out);
-        self.close_as("incomplete", out);
-        let error = json!({"code": code, "message": message});
-        let response = self.meta.object("failed", &self.output, None, error);
-        self.event(out, "response.failed", json!({"response": response}));
-        self.finished = true;
     }
 }
