@@ -224,34 +224,7 @@ fn convert_message(
         match block {
             Block::Text { text } => texts.push(text),
             Block::Image { source } => msg.images.push(image_data(source, &at)?),
-            Block::ToolUse { id, name, input } if role == Role::Assistant => {
-                tool_names.insert(id.clone(), name.clone());
-                msg.tool_calls.push(ToolCall {
-                    id,
-                    name,
-                    arguments: crate::api::openai::request::arguments_text(Some(input)),
-                });
-            }
-            Block::ToolResult {
-                tool_use_id,
-                content,
-                is_error,
-            } if role == Role::User => {
-                let mut result = ChatMessage::new(Role::Tool, tool_result_text(content, &at)?);
-                if is_error == Some(true) {
-                    result.content = format!("Error: {}", result.content);
-                }
-                result.name = tool_names.get(&tool_use_id).cloned();
-                result.tool_call_id = Some(tool_use_id);
-                out.push(result);
-            }
-            Block::ToolUse { .. } | Block::ToolResult { .. } => {
-                return Err(BodyError::new(
-                    format!("{at}.type"),
-                    "tool_use blocks belong to assistant messages, tool_result blocks to user messages",
-                ));
-            }
-            Block::Thinking {} | Block::RedactedThinking {} => {}
+            other => tool_block(other, role, &at, &mut msg, tool_names, out)?,
         }
     }
     msg.content = texts.join("\n");
@@ -259,6 +232,52 @@ fn convert_message(
     let only_results = role == Role::User && msg.content.is_empty() && msg.images.is_empty();
     if !only_results || out.last().is_none_or(|m| m.role != Role::Tool) {
         out.push(msg);
+    }
+    Ok(())
+}
+
+/// A tool use (on the assistant's message) or a tool result (a tool message of its own);
+/// thinking is not passed on.
+fn tool_block(
+    block: Block,
+    role: Role,
+    at: &str,
+    msg: &mut ChatMessage,
+    tool_names: &mut HashMap<String, String>,
+    out: &mut Vec<ChatMessage>,
+) -> Result<(), BodyError> {
+    match block {
+        Block::ToolUse { id, name, input } if role == Role::Assistant => {
+            tool_names.insert(id.clone(), name.clone());
+            msg.tool_calls.push(ToolCall {
+                id,
+                name,
+                arguments: crate::api::openai::request::arguments_text(Some(input)),
+            });
+        }
+        Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } if role == Role::User => {
+            let mut result = ChatMessage::new(Role::Tool, tool_result_text(content, at)?);
+            if is_error == Some(true) {
+                result.content = format!("Error: {}", result.content);
+            }
+            result.name = tool_names.get(&tool_use_id).cloned();
+            result.tool_call_id = Some(tool_use_id);
+            out.push(result);
+        }
+        Block::ToolUse { .. } | Block::ToolResult { .. } => {
+            return Err(BodyError::new(
+                format!("{at}.type"),
+                "tool_use blocks belong to assistant messages, tool_result blocks to user messages",
+            ));
+        }
+        Block::Text { .. }
+        | Block::Image { .. }
+        | Block::Thinking {}
+        | Block::RedactedThinking {} => {}
     }
     Ok(())
 }

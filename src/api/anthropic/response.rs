@@ -207,51 +207,57 @@ impl MessagesSseEncoder {
                     json!({"type": "thinking_delta", "thinking": text}),
                 );
             }
-            Chunk::ToolCalls { calls } => {
-                self.close(out);
-                self.saw_tools |= !calls.is_empty();
-                for call in calls {
-                    let index = self.next_index;
-                    self.next_index += 1;
-                    let block = tool_use_block(call, json!({}));
-                    event(
-                        out,
-                        "content_block_start",
-                        &json!({"type": "content_block_start", "index": index, "content_block": block}),
-                    );
-                    let partial = tool_input(call).to_string();
-                    Self::delta(
-                        out,
-                        index,
-                        json!({"type": "input_json_delta", "partial_json": partial}),
-                    );
-                    event(
-                        out,
-                        "content_block_stop",
-                        &json!({"type": "content_block_stop", "index": index}),
-                    );
-                }
-            }
+            Chunk::ToolCalls { calls } => self.tool_uses(calls, out),
             Chunk::Done {
                 finish_reason,
                 usage: u,
-            } => {
-                self.close(out);
-                let reason = if self.saw_tools {
-                    FinishReason::ToolCalls
-                } else {
-                    *finish_reason
-                };
-                let delta = json!({
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop_reason(reason), "stop_sequence": null},
-                    "usage": usage(u),
-                });
-                event(out, "message_delta", &delta);
-                event(out, "message_stop", &json!({"type": "message_stop"}));
-                self.finished = true;
-            }
+            } => self.end(*finish_reason, u, out),
         }
+    }
+
+    /// One `tool_use` block per call, each whole: start, its input, stop.
+    fn tool_uses(&mut self, calls: &[ToolCall], out: &mut Vec<u8>) {
+        self.close(out);
+        self.saw_tools |= !calls.is_empty();
+        for call in calls {
+            let index = self.next_index;
+            self.next_index += 1;
+            let block = tool_use_block(call, json!({}));
+            event(
+                out,
+                "content_block_start",
+                &json!({"type": "content_block_start", "index": index, "content_block": block}),
+            );
+            let partial = tool_input(call).to_string();
+            Self::delta(
+                out,
+                index,
+                json!({"type": "input_json_delta", "partial_json": partial}),
+            );
+            event(
+                out,
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            );
+        }
+    }
+
+    /// `message_delta` with the stop reason and usage, then `message_stop`.
+    fn end(&mut self, finish_reason: FinishReason, u: &Usage, out: &mut Vec<u8>) {
+        self.close(out);
+        let reason = if self.saw_tools {
+            FinishReason::ToolCalls
+        } else {
+            finish_reason
+        };
+        let delta = json!({
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason(reason), "stop_sequence": null},
+            "usage": usage(u),
+        });
+        event(out, "message_delta", &delta);
+        event(out, "message_stop", &json!({"type": "message_stop"}));
+        self.finished = true;
     }
 
     /// A keep-alive while the answer waits: a `ping`.

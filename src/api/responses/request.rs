@@ -209,18 +209,8 @@ fn convert_items(items: Vec<InputItem>, out: &mut Vec<ChatMessage>) -> Result<()
         match item.kind.as_deref().unwrap_or("message") {
             "message" => out.push(message(item, &at)?),
             "function_call" => {
-                let id = item
-                    .call_id
-                    .ok_or_else(|| BodyError::new(format!("{at}.call_id"), "missing"))?;
-                let name = item
-                    .name
-                    .ok_or_else(|| BodyError::new(format!("{at}.name"), "missing"))?;
-                names.insert(id.clone(), name.clone());
-                let call = ToolCall {
-                    id,
-                    name,
-                    arguments: arguments_text(item.arguments),
-                };
+                let call = function_call(item, &at)?;
+                names.insert(call.id.clone(), call.name.clone());
                 match out.last_mut() {
                     Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),
                     _ => {
@@ -254,6 +244,15 @@ fn convert_items(items: Vec<InputItem>, out: &mut Vec<ChatMessage>) -> Result<()
         }
     }
     Ok(())
+}
+
+fn function_call(item: InputItem, at: &str) -> Result<ToolCall, BodyError> {
+    let missing = |field: &str| BodyError::new(format!("{at}.{field}"), "missing");
+    Ok(ToolCall {
+        id: item.call_id.ok_or_else(|| missing("call_id"))?,
+        name: item.name.ok_or_else(|| missing("name"))?,
+        arguments: arguments_text(item.arguments),
+    })
 }
 
 fn message(item: InputItem, at: &str) -> Result<ChatMessage, BodyError> {
