@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the official `openai` and `ollama` Python clients against a real Coordinator
+# Runs the official `openai`, `ollama` and `anthropic` Python clients against a real Coordinator
 # (`coordinator serve`) in front of the in-repo fake LLM server. Builds both binaries,
 # installs the clients into .venv, and cleans up after itself.
 set -euo pipefail
@@ -23,6 +23,7 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check "openai>=1.40" "ollama>=0.4"
+.venv/bin/pip install --quiet --disable-pip-version-check "anthropic>=0.40"
 
 # Waits until a log file has a line matching $2, then prints the text after $3.
 wait_for() {
@@ -39,7 +40,7 @@ wait_for() {
     return 1
 }
 
-./target/debug/fake-llm --listen 127.0.0.1:0 --model "$MODEL" --model nomic-embed-text >"$work/fake.log" 2>&1 &
+./target/debug/fake-llm --listen 127.0.0.1:0 --model "$MODEL" --model nomic-embed-text --tools-model llama3.1:8b >"$work/fake.log" 2>&1 &
 pids+=($!)
 fake=$(wait_for "$work/fake.log" "listening on" "listening on ")
 

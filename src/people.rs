@@ -59,7 +59,7 @@ impl Caller {
 /// Why a request was not let in.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
-    #[error("missing API key: send Authorization: Bearer <key>")]
+    #[error("missing API key: send Authorization: Bearer <key> (or x-api-key: <key>)")]
     Missing,
     #[error("invalid API key")]
     Invalid,
@@ -137,12 +137,15 @@ impl Keys {
 
     /// Who sent a request with these headers. Without configured keys, the household's
     /// one person; with them, the person of the presented key (`Authorization: Bearer`,
-    /// the scheme in any case), or the user a trusted front end's key vouches for.
+    /// the scheme in any case, or Anthropic's `x-api-key`), or the user a trusted front
+    /// end's key vouches for.
     pub fn identify(&self, headers: &HeaderMap) -> Result<Caller, AuthError> {
         if self.is_empty() {
             return Ok(Caller::household());
         }
-        let presented = bearer(headers).ok_or(AuthError::Missing)?;
+        let presented = bearer(headers)
+            .or_else(|| api_key_header(headers))
+            .ok_or(AuthError::Missing)?;
         let entry = self
             .by_digest
             .get(&digest(presented))
@@ -176,6 +179,12 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The key of an `x-api-key: <key>` header, as Anthropic's clients send it.
+pub fn api_key_header(headers: &HeaderMap) -> Option<&str> {
+    let key = headers.get("x-api-key")?.to_str().ok()?.trim();
+    (!key.is_empty()).then_some(key)
 }
 
 /// One `[[server.keys]]` entry, read and checked: its key and its table entry.
@@ -337,6 +346,21 @@ mod tests {
             .unwrap();
         assert!(flat.person.starts_with("key-") && flat.person.len() == 12);
         assert!(!flat.admin);
+    }
+
+    #[test]
+    fn an_x_api_key_header_is_a_key_too() {
+        let keys = household();
+        let c = keys.identify(&headers(&[("x-api-key", BOB)])).unwrap();
+        assert_eq!(c.person, person("bob"));
+        assert_eq!(
+            keys.identify(&headers(&[("x-api-key", "nope")])),
+            Err(AuthError::Invalid)
+        );
+        assert_eq!(
+            keys.identify(&headers(&[("x-api-key", " ")])),
+            Err(AuthError::Missing)
+        );
     }
 
     #[test]

@@ -191,6 +191,7 @@ impl AppState {
             remember,
             priority,
             context: Default::default(),
+            conversation: turn.conversation_json(),
         };
 
         let lane = match &decision.target {

@@ -2,8 +2,8 @@
 //! becomes a turn and how an answer goes back; [`chat`] is the one handler that runs the
 //! flow every chat endpoint shares: parse → turn → submit ([`ChatReply::start`]) → first
 //! chunk → the whole answer, or a stream of answer pieces (with the routing decoration when
-//! configured). OpenAI's `POST /v1/chat/completions` and Ollama's `POST /api/chat` are its
-//! two formats.
+//! configured). OpenAI's `POST /v1/chat/completions` and `POST /v1/responses`, Ollama's
+//! `POST /api/chat` and Anthropic's `POST /v1/messages` are its formats.
 
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ use crate::turn::{Answer, ClientContext, Turn, TurnInput, build_turn};
 /// makes; its encoders stay pure, writing into the caller's buffer.
 pub trait ChatWire: Send + 'static {
     /// The request body, read with our JSON extractor so errors name the bad field.
-    type Request: DeserializeOwned;
+    type Request: DeserializeOwned + Send;
     /// What the encoders need from the request besides the turn.
     type Options: Send + 'static;
     /// Encodes one answer, whole or piece by piece; made once its first chunk is in.
@@ -51,6 +51,22 @@ pub trait ChatWire: Send + 'static {
     /// The answer to a request that needs no turn, given at once.
     fn answer_at_once(_req: &Self::Request) -> Option<Response> {
         None
+    }
+
+    /// Reads what the request refers to outside itself (an earlier response it
+    /// continues) before it becomes a turn; most formats refer to nothing.
+    fn resolve(
+        req: Self::Request,
+        _state: &AppState,
+        _caller: &Caller,
+    ) -> impl Future<Output = Result<Self::Request, ApiError>> + Send {
+        std::future::ready(Ok(req))
+    }
+
+    /// Whether the turn's row keeps its conversation, for a later request that continues
+    /// it by reference.
+    fn keeps_conversation(_options: &Self::Options) -> bool {
+        false
     }
 
     /// The request as the shared turn input, with the client's headers.
@@ -96,8 +112,10 @@ async fn reply<W: ChatWire>(
     if let Some(res) = W::answer_at_once(&req) {
         return Ok(res);
     }
+    let req = W::resolve(req, state, caller).await?;
     let (input, options) = W::into_turn_input(req, client_context(headers, caller)?)?;
     let mut turn = build_turn(input, &state.config.history)?;
+    turn.keep_conversation = W::keeps_conversation(&options);
     turn.remember &= thread_allows_memory(&turn.thread_id);
     let mode = turn.response;
     let reply = ChatReply::start(state, turn).await?;

@@ -80,16 +80,21 @@ pub enum ApiError {
 }
 
 /// Which wire shape an error takes: the route's own. `/api/*` is Ollama's front door;
-/// `/v1/*` and Coordinator's own routes answer like OpenAI.
+/// `/v1/messages` Anthropic's; the rest of `/v1/*` and Coordinator's own routes answer
+/// like OpenAI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorShape {
     OpenAi,
     Ollama,
+    /// `{"type":"error","error":{"type","message"}}` (see [`crate::api::anthropic`]).
+    Anthropic,
 }
 
 impl ErrorShape {
     pub fn for_path(path: &str) -> Self {
-        if path == "/api" || path.starts_with("/api/") {
+        if path == "/v1/messages" || path.starts_with("/v1/messages/") {
+            Self::Anthropic
+        } else if path == "/api" || path.starts_with("/api/") {
             Self::Ollama
         } else {
             Self::OpenAi
@@ -294,6 +299,7 @@ impl ApiError {
         let body = match shape {
             ErrorShape::OpenAi => self.openai_body(),
             ErrorShape::Ollama => json!({"error": self.to_string()}),
+            ErrorShape::Anthropic => self.anthropic_body(),
         };
         let mut res = (self.status(), Json(body)).into_response();
         if matches!(self, Self::RequestTimeout(_) | Self::PayloadTooLarge { .. }) {

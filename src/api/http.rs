@@ -153,11 +153,13 @@ pub fn header(headers: &HeaderMap, name: &str) -> Option<String> {
 /// Who the client is, for the fallback thread id: the user header, else the API key's hash.
 pub fn client_identity(headers: &HeaderMap) -> Option<String> {
     header(headers, "x-openwebui-user-id").or_else(|| {
-        header(headers, "authorization").map(|a| {
-            use sha2::{Digest, Sha256};
-            let d = Sha256::digest(a.as_bytes());
-            crate::domain::hex(&d[..8])
-        })
+        header(headers, "authorization")
+            .or_else(|| header(headers, "x-api-key"))
+            .map(|a| {
+                use sha2::{Digest, Sha256};
+                let d = Sha256::digest(a.as_bytes());
+                crate::domain::hex(&d[..8])
+            })
     })
 }
 

@@ -1,7 +1,9 @@
-//! HTTP ingress: the seed's own API (`/route`, `/tasks`), health, memory management, and (in their own
-//! modules) the OpenAI- and Ollama-compatible front doors. Every route maps its request
-//! to one `Turn` and hands it to the service layer.
+//! HTTP ingress: the seed's own API (`/route`, `/tasks`), health, memory management, and (in
+//! their own modules) the OpenAI- (chat completions, Responses), Ollama- and
+//! Anthropic-compatible front doors. Every route maps its request to one `Turn` and hands it
+//! to the service layer.
 
+pub mod anthropic;
 pub mod browser;
 pub mod chat;
 pub mod embeddings;
@@ -12,8 +14,10 @@ mod memory;
 pub mod ollama;
 pub mod openai;
 mod queued;
+pub mod responses;
 mod route;
 mod tasks;
+pub mod text_or;
 pub mod wait;
 
 #[cfg(test)]
@@ -52,6 +56,14 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/chat/completions",
             post(chat::chat::<openai::handlers::OpenAiChat>),
+        )
+        .route(
+            "/v1/responses",
+            post(chat::chat::<responses::handlers::OpenAiResponses>),
+        )
+        .route(
+            "/v1/messages",
+            post(chat::chat::<anthropic::handlers::AnthropicMessages>),
         )
         .route("/api/tags", get(ollama::handlers::tags))
         .route("/api/ps", get(ollama::handlers::ps))

@@ -257,5 +257,6 @@ fn embedding_row(
         remember: false,
         priority: Priority::Background,
         context: Default::default(),
+        conversation: None,
     })
 }

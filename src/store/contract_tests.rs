@@ -24,6 +24,7 @@ pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
         estimated_prompt_tokens: Some(5100),
         num_ctx: None,
     };
+    t.conversation = Some(r#"[{"role":"user","content":"こんにちは"}]"#.into());
     s.insert(t.clone()).await.unwrap().await.unwrap();
     let w = WorkerName::parse("moon").unwrap();
     assert_eq!(
@@ -58,6 +59,10 @@ pub(crate) async fn lifecycle(s: &dyn TaskStore) -> NewTask {
     assert_eq!(got.total_ms, Some(12));
     assert_eq!(got.worker_id.as_deref(), Some("moon"));
     assert_eq!(got.job, None, "the job is dropped once the task ends");
+    assert_eq!(
+        got.conversation, t.conversation,
+        "the conversation is kept once the task ends"
+    );
     assert_eq!(got.reasons, vec!["auto".to_owned()]);
     // What the window made of the request, and the window sent.
     assert_eq!(

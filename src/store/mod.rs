@@ -14,7 +14,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 
-pub use record::{ContextNote, NewTask, TaskFilter, TaskOutcome, TaskRecord};
+pub use record::{
+    ContextNote, NewTask, TaskFilter, TaskOutcome, TaskRecord, recorded_answer, recorded_response,
+};
 
 use crate::domain::{TaskId, TaskStatus, WorkerName};
 

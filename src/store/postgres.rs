@@ -99,7 +99,7 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
     reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person, \
-    history_dropped, memory_dropped, estimated_prompt_tokens, num_ctx, priority";
+    history_dropped, memory_dropped, estimated_prompt_tokens, num_ctx, priority, conversation";
 
 #[async_trait]
 impl TaskStore for PostgresStore {
@@ -107,8 +107,8 @@ impl TaskStore for PostgresStore {
         sqlx::query(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
              worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, \
-             history_dropped, memory_dropped, estimated_prompt_tokens, priority) \
-             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
+             history_dropped, memory_dropped, estimated_prompt_tokens, priority, conversation) \
+             VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)",
         )
         .bind(t.task_id.as_uuid())
         .bind(t.created_at)
@@ -131,6 +131,7 @@ impl TaskStore for PostgresStore {
         .bind(t.context.memory_dropped)
         .bind(t.context.estimated_prompt_tokens)
         .bind(t.priority.as_str())
+        .bind(&t.conversation)
         .execute(&self.pool)
         .await?;
         Ok(Durable::done(()))

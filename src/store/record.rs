@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::chat::ToolCall;
 use crate::domain::{
     Domain, InternalTask, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId,
     WorkerName,
@@ -41,6 +42,9 @@ pub struct NewTask {
     pub priority: Priority,
     /// What the model's window made of the request (`num_ctx` is written when it ends).
     pub context: ContextNote,
+    /// The conversation as JSON chat messages, for a turn a client may continue by
+    /// reference (see [`crate::turn::Turn::keep_conversation`]); `None` for others.
+    pub conversation: Option<String>,
 }
 
 /// What fitting a request into its model's window did (see [`crate::context`]): nothing
@@ -55,6 +59,30 @@ pub struct ContextNote {
     pub estimated_prompt_tokens: Option<i64>,
     /// The window sent to the backend (Ollama's `num_ctx`), when one was.
     pub num_ctx: Option<i64>,
+}
+
+/// Where an answer's tool calls start in a task's `response`: the text, then this, then
+/// the calls as JSON (see [`recorded_response`]).
+const TOOL_CALLS_MARK: &str = "[tool_calls] ";
+
+/// An answer as a task's `response` keeps it: its text, then any tool calls it made.
+pub fn recorded_response(content: &str, calls: &[ToolCall]) -> String {
+    if calls.is_empty() {
+        return content.to_owned();
+    }
+    let calls = serde_json::to_string(calls).unwrap_or_default();
+    format!("{content}{TOOL_CALLS_MARK}{calls}")
+}
+
+/// A task's `response` read back into the text and the tool calls
+/// ([`recorded_response`] undone); a text that only looks like it is all text.
+pub fn recorded_answer(response: &str) -> (String, Vec<ToolCall>) {
+    if let Some((content, calls)) = response.rsplit_once(TOOL_CALLS_MARK)
+        && let Ok(calls) = serde_json::from_str::<Vec<ToolCall>>(calls)
+    {
+        return (content.to_owned(), calls);
+    }
+    (response.to_owned(), Vec::new())
 }
 
 /// How a task ended.
@@ -131,6 +159,9 @@ pub struct TaskRecord {
     pub priority: Priority,
     /// What the model's window made of the request.
     pub context: ContextNote,
+    /// The conversation kept for a turn a client may continue by reference.
+    #[serde(skip)]
+    pub conversation: Option<String>,
 }
 
 /// Which tasks `list` returns.
@@ -215,7 +246,27 @@ macro_rules! task_record_from_row {
                 estimated_prompt_tokens: $r.try_get("estimated_prompt_tokens")?,
                 num_ctx: $r.try_get("num_ctx")?,
             },
+            conversation: $r.try_get("conversation")?,
         }
     }};
 }
 pub(crate) use task_record_from_row;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_answer_reads_back_with_its_tool_calls() {
+        let calls = vec![ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: r#"{"a":1}"#.into(),
+        }];
+        let text = recorded_response("let me see", &calls);
+        assert_eq!(recorded_answer(&text), ("let me see".to_owned(), calls));
+        assert_eq!(recorded_response("plain", &[]), "plain");
+        let odd = "a [tool_calls] that is not JSON";
+        assert_eq!(recorded_answer(odd), (odd.to_owned(), Vec::new()));
+    }
+}

@@ -88,7 +88,7 @@ impl SqliteStore {
 const COLUMNS: &str = "task_id, created_at, updated_at, thread_id, prompt, domain, model, worker_id, \
     queue, status, response, error, internal_task, web_search, fallback_used, fallback_reason, \
     reasons, job, attempts, queue_wait_ms, first_token_ms, total_ms, prompt_tokens, completion_tokens, remember, person, \
-    history_dropped, memory_dropped, estimated_prompt_tokens, num_ctx, priority";
+    history_dropped, memory_dropped, estimated_prompt_tokens, num_ctx, priority, conversation";
 
 #[async_trait]
 impl TaskStore for SqliteStore {

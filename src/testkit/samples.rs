@@ -53,5 +53,6 @@ pub fn sample_task(prompt: &str) -> NewTask {
         remember: true,
         priority: crate::domain::Priority::Interactive,
         context: Default::default(),
+        conversation: None,
     }
 }

@@ -127,6 +127,33 @@ pub struct Turn {
     /// The priority the client asked for (`X-Coordinator-Priority`, `/route`'s
     /// `priority`); the service decides when it says none ([`Priority::of_turn`]).
     pub priority: Option<Priority>,
+    /// Whether the row keeps [`Turn::conversation`], for a client that continues it by
+    /// reference (the Responses API's `previous_response_id`); false from [`build_turn`].
+    pub keep_conversation: bool,
+}
+
+impl Turn {
+    /// The conversation as the turn has it, without system messages: the history it kept,
+    /// the prompt with its images, and what followed the prompt.
+    pub fn conversation(&self) -> Vec<ChatMessage> {
+        let mut messages = match &self.history {
+            History::Messages(m) => m.clone(),
+            History::Text(t) => vec![ChatMessage::user(t.clone())],
+            History::None => Vec::new(),
+        };
+        let mut user = ChatMessage::user(self.prompt.clone());
+        user.images = self.images.clone();
+        messages.push(user);
+        messages.extend(self.continuation.iter().cloned());
+        messages
+    }
+
+    /// [`Turn::conversation`] as the JSON the row keeps, when the turn keeps it.
+    pub fn conversation_json(&self) -> Option<String> {
+        self.keep_conversation
+            .then(|| serde_json::to_string(&self.conversation()).ok())
+            .flatten()
+    }
 }
 
 /// A request could not become a turn.
@@ -273,6 +300,7 @@ pub fn build_turn(input: TurnInput, history: &HistoryConfig) -> Result<Turn, Tur
         remember: input.remember,
         response: input.response,
         priority: input.client.priority,
+        keep_conversation: false,
     })
 }
 

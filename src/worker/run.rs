@@ -45,8 +45,10 @@ impl Collected {
             return (!self.content.is_empty() || self.first_token_at.is_some())
                 .then(|| self.content.clone());
         }
-        let calls = serde_json::to_string(&self.tool_calls).unwrap_or_default();
-        Some(format!("{}[tool_calls] {calls}", self.content))
+        Some(crate::store::recorded_response(
+            &self.content,
+            &self.tool_calls,
+        ))
     }
 }
 

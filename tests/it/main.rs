@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod anthropic;
 mod browsers;
 mod cluster;
 mod cluster_stop;
@@ -26,6 +27,8 @@ mod openwebui_ollama;
 mod people;
 mod placement;
 mod priorities;
+mod responses;
+mod responses_previous;
 mod routing;
 mod waiting;
 mod web;

@@ -268,3 +268,37 @@ async fn a_queued_stream_whose_client_goes_away_cancels_its_task() {
     assert_eq!(app.fake.requests_to("/api/chat").len(), 1);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn queued_responses_and_messages_streams_open_then_keep_alive_before_their_first_token() {
+    let cases = [
+        (
+            "/v1/responses",
+            json!({"model": CHAT, "stream": true, "input": "and a short one"}),
+            (
+                "event: response.created",
+                ": queued position=1",
+                "event: response.completed",
+            ),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": CHAT, "stream": true, "max_tokens": 50,
+                   "messages": [{"role": "user", "content": "and a short one"}]}),
+            ("event: message_start", "event: ping", "event: message_stop"),
+        ),
+    ];
+    for (path, request, (opening, keep_alive, end)) in cases {
+        let app = app_on(slow_machine(2000).await, |_| {}).await;
+        let _running = occupy(&app, "/v1/chat/completions").await;
+        let res = app.post(path, request).await;
+        assert_eq!(res.status(), 200);
+        let mut body: Body = res.bytes_stream().map(|b| b.unwrap().to_vec()).boxed();
+        let head = read_until(&mut body, |s| s.contains(keep_alive)).await;
+        assert!(head.starts_with(opening), "{path}: {head}");
+        assert!(!head.contains("delta"), "no token yet: {head}");
+        let rest = read_until(&mut body, |s| s.contains(end)).await;
+        assert!(rest.contains("delta"), "{path}: {rest}");
+        app.stop().await;
+    }
+}

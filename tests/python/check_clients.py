@@ -1,4 +1,5 @@
-"""Drives a running Coordinator with the official `openai` and `ollama` Python clients.
+"""Drives a running Coordinator with the official `openai`, `ollama` and `anthropic` Python
+clients.
 
 Usage: python check_clients.py http://127.0.0.1:PORT MODEL
 Exits non-zero (with the failed check named) when any answer is not what the fake LLM
@@ -10,6 +11,7 @@ import urllib.request
 
 import ollama
 import openai
+from check_responses_messages import check_messages, check_responses
 
 EMBEDDER = "nomic-embed-text"
 
@@ -77,6 +79,8 @@ def main():
     check(text == expected, "ollama: streamed answer")
     check_text_completions(base, model)
     check_embeddings_and_models(base, model)
+    check_responses(check, base, model)
+    check_messages(check, base, model)
     print("python clients: all checks passed")
 
 

@@ -126,7 +126,7 @@ impl TextSseEncoder {
         if self.finished {
             return;
         }
-        super::stream::write_waiting(waiting, out);
+        super::stream::waiting_comment(waiting, out);
     }
 
     /// Appends an error event and `[DONE]`, for a failure after the stream started.

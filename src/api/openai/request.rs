@@ -139,20 +139,37 @@ pub struct Stop(pub Vec<String>);
 /// `json_schema` for JSON matching `json_schema.schema`.
 fn response_format(v: &Value) -> Result<Option<AnswerFormat>, BodyError> {
     let field = "response_format";
-    match v.get("type").and_then(Value::as_str) {
-        Some("text") => Ok(None),
-        Some("json_object") => Ok(Some(AnswerFormat::Json)),
-        Some("json_schema") => {
-            let spec = v
-                .get("json_schema")
-                .ok_or_else(|| BodyError::new(format!("{field}.json_schema"), "missing"))?;
+    let spec = match v.get("type").and_then(Value::as_str) {
+        Some("json_schema") => Some(
+            v.get("json_schema")
+                .ok_or_else(|| BodyError::new(format!("{field}.json_schema"), "missing"))?,
+        ),
+        _ => None,
+    };
+    answer_format(v, spec, field, &format!("{field}.json_schema"))
+}
+
+/// A structured-output request: `format`'s `type` (`text`, `json_object`, `json_schema`)
+/// at `field`, and for `json_schema` its `spec` (`name`, `schema`, `strict`) at
+/// `spec_field`. Shared with the Responses API's `text.format`, where the spec is the
+/// format itself.
+pub(crate) fn answer_format(
+    format: &Value,
+    spec: Option<&Value>,
+    field: &str,
+    spec_field: &str,
+) -> Result<Option<AnswerFormat>, BodyError> {
+    match (format.get("type").and_then(Value::as_str), spec) {
+        (Some("text"), _) => Ok(None),
+        (Some("json_object"), _) => Ok(Some(AnswerFormat::Json)),
+        (Some("json_schema"), Some(spec)) => {
             let schema = spec
                 .get("schema")
                 .filter(|s| s.is_object())
                 .cloned()
                 .ok_or_else(|| {
                     BodyError::new(
-                        format!("{field}.json_schema.schema"),
+                        format!("{spec_field}.schema"),
                         "must be a JSON schema object",
                     )
                 })?;
@@ -340,7 +357,10 @@ pub(crate) fn data_uri_payload(url: &str) -> Option<String> {
 /// Reads `tool_choice` against the request's `tools`: `none` (the tools are dropped
 /// instead), `auto`, `required`, or `{"type": "function", "function": {"name": …}}`
 /// naming one of the tools. `auto` without tools says nothing; the others need tools.
-fn tool_choice(choice: &Value, tools: &[ToolSpec]) -> Result<Option<ToolChoice>, BodyError> {
+pub(crate) fn tool_choice(
+    choice: &Value,
+    tools: &[ToolSpec],
+) -> Result<Option<ToolChoice>, BodyError> {
     let refuse = |detail: String| Err(BodyError::new("tool_choice", detail));
     let parsed = match choice {
         Value::String(s) if s == "none" => return Ok(None),

@@ -17,9 +17,9 @@ use crate::chat::{Chunk, FinishReason, Usage};
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
 
-/// The keep-alive comment of an SSE stream whose answer has not started (see
-/// [`SseEncoder::push_waiting`]).
-pub(super) fn write_waiting(waiting: Waiting, out: &mut Vec<u8>) {
+/// A keep-alive SSE comment saying how the wait stands (`: queued position=2 eta_s=14`),
+/// which SSE readers skip.
+pub(crate) fn waiting_comment(waiting: Waiting, out: &mut Vec<u8>) {
     match waiting {
         Waiting::Queued { position, eta_s } => {
             out.extend_from_slice(b": queued position=");
@@ -153,7 +153,7 @@ impl SseEncoder {
         if self.finished {
             return;
         }
-        write_waiting(waiting, out);
+        waiting_comment(waiting, out);
     }
 
     /// Appends an error event and `[DONE]`, for a failure after the stream started:

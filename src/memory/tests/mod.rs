@@ -50,6 +50,7 @@ pub(super) fn record(thread: &str, prompt: &str, response: &str) -> TaskRecord {
         remember: true,
         priority: crate::domain::Priority::Interactive,
         context: Default::default(),
+        conversation: None,
     }
 }
 
@@ -77,6 +78,7 @@ fn new_task(r: &TaskRecord) -> NewTask {
         remember: r.remember,
         priority: r.priority,
         context: r.context,
+        conversation: None,
     }
 }
 

@@ -368,8 +368,8 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
             conn.prepare_cached(
                 "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
                  worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, \
-                 history_dropped, memory_dropped, estimated_prompt_tokens, priority) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 history_dropped, memory_dropped, estimated_prompt_tokens, priority, conversation) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?
             .execute(params![
                 t.task_id.to_string(),
@@ -394,6 +394,7 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
                 t.context.memory_dropped,
                 t.context.estimated_prompt_tokens,
                 t.priority.as_str(),
+                t.conversation,
             ])?;
             Ok(Done::Inserted)
         }
