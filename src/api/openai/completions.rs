@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::completions_stream::{TextSseEncoder, encode_text_completion};
 use super::request::{Stop, StreamOptions};
-use super::{BodyError, CompletionMeta, ErrorBody};
+use super::{BodyError, CompletionMeta};
 use crate::api::chat::{ChatReply, ChatWire, Piece};
 use crate::api::error::ApiError;
 use crate::chat::{ChatMessage, ResponseMode, SamplingParams, TextForm};
@@ -153,15 +153,7 @@ impl ChatWire for OpenAiCompletions {
     }
 
     fn encode_piece(encoder: &mut TextCompletionEncoder, piece: Piece, out: &mut Vec<u8>) {
-        match piece {
-            Piece::Chunk(c) => encoder.stream.push(&c, out),
-            Piece::Failed(message) => encoder.stream.push_error(
-                &ErrorBody::new(message, "server_error", Some("backend_error")),
-                out,
-            ),
-            Piece::Waiting(waiting) => encoder.stream.push_waiting(waiting, out),
-            Piece::Error(error) => encoder.stream.push_error(&error.openai_body(), out),
-        }
+        super::encode_piece(&mut encoder.stream, piece, out);
     }
 
     fn stream_headers(headers: &mut HeaderMap) {

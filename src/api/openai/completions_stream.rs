@@ -153,3 +153,17 @@ impl TextSseEncoder {
         out.extend_from_slice(b"\n\n");
     }
 }
+
+impl super::OpenAiSse for TextSseEncoder {
+    fn push(&mut self, chunk: &Chunk, out: &mut Vec<u8>) {
+        TextSseEncoder::push(self, chunk, out);
+    }
+
+    fn push_waiting(&self, waiting: Waiting, out: &mut Vec<u8>) {
+        TextSseEncoder::push_waiting(self, waiting, out);
+    }
+
+    fn push_error(&mut self, error: &impl Serialize, out: &mut Vec<u8>) {
+        TextSseEncoder::push_error(self, error, out);
+    }
+}

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::api::openai::completions_stream::{TextSseEncoder, encode_text_completion};
-use crate::api::openai::parse_body;
 use crate::api::openai::snapshot_tests::representative_stream;
+use crate::api::openai::{ErrorBody, parse_body};
 use crate::api::wait::Waiting;
 use crate::chat::Chunk;
 

@@ -6,8 +6,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::{
-    ChatCompletionRequest, CompletionMeta, ErrorBody, ModelEntry, ModelList, SseEncoder,
-    encode_completion, write_json,
+    ChatCompletionRequest, CompletionMeta, ModelEntry, ModelList, SseEncoder, encode_completion,
+    write_json,
 };
 use crate::api::chat::ChatWire;
 use crate::api::chat::{ChatReply, Piece};
@@ -83,15 +83,7 @@ impl ChatWire for OpenAiChat {
     }
 
     fn encode_piece(encoder: &mut CompletionEncoder, piece: Piece, out: &mut Vec<u8>) {
-        match piece {
-            Piece::Chunk(c) => encoder.stream.push(&c, out),
-            Piece::Failed(message) => encoder.stream.push_error(
-                &ErrorBody::new(message, "server_error", Some("backend_error")),
-                out,
-            ),
-            Piece::Waiting(waiting) => encoder.stream.push_waiting(waiting, out),
-            Piece::Error(error) => encoder.stream.push_error(&error.openai_body(), out),
-        }
+        super::encode_piece(&mut encoder.stream, piece, out);
     }
 
     fn stream_headers(headers: &mut HeaderMap) {

@@ -22,5 +22,30 @@ pub use response::{
 };
 pub use stream::SseEncoder;
 
+use crate::api::chat::Piece;
+use crate::api::wait::Waiting;
+use crate::chat::Chunk;
+
+/// An OpenAI SSE stream of either kind (chat chunks, text completions).
+pub(crate) trait OpenAiSse {
+    fn push(&mut self, chunk: &Chunk, out: &mut Vec<u8>);
+    fn push_waiting(&self, waiting: Waiting, out: &mut Vec<u8>);
+    fn push_error(&mut self, error: &impl serde::Serialize, out: &mut Vec<u8>);
+}
+
+/// One piece of an answer onto an OpenAI stream: a chunk, a keep-alive, or an error event
+/// (a backend's failure after the stream began, or Coordinator's own).
+pub(crate) fn encode_piece(stream: &mut impl OpenAiSse, piece: Piece, out: &mut Vec<u8>) {
+    match piece {
+        Piece::Chunk(c) => stream.push(&c, out),
+        Piece::Failed(message) => stream.push_error(
+            &ErrorBody::new(message, "server_error", Some("backend_error")),
+            out,
+        ),
+        Piece::Waiting(waiting) => stream.push_waiting(waiting, out),
+        Piece::Error(error) => stream.push_error(&error.openai_body(), out),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod snapshot_tests;

@@ -216,3 +216,17 @@ impl SseEncoder {
         out.extend_from_slice(b"\n\n");
     }
 }
+
+impl super::OpenAiSse for SseEncoder {
+    fn push(&mut self, chunk: &Chunk, out: &mut Vec<u8>) {
+        SseEncoder::push(self, chunk, out);
+    }
+
+    fn push_waiting(&self, waiting: Waiting, out: &mut Vec<u8>) {
+        SseEncoder::push_waiting(self, waiting, out);
+    }
+
+    fn push_error(&mut self, error: &impl Serialize, out: &mut Vec<u8>) {
+        SseEncoder::push_error(self, error, out);
+    }
+}
