@@ -9,6 +9,7 @@
 use serde::Serialize;
 
 use super::stream::{Metrics, Timings};
+use super::stream::{end_with_error, write_line};
 use crate::api::openai::write_json;
 use crate::chat::Chunk;
 use crate::turn::Answer;
@@ -81,8 +82,7 @@ impl GenerateEncoder {
             }
             _ => return,
         }
-        write_json(out, &rec);
-        out.push(b'\n');
+        write_line(out, &rec);
     }
 
     /// Appends a keep-alive line (an empty `response`, not done) for a client whose answer
@@ -91,18 +91,12 @@ impl GenerateEncoder {
         if self.finished {
             return;
         }
-        write_json(out, &Record::piece(&self.model, created_at));
-        out.push(b'\n');
+        write_line(out, &Record::piece(&self.model, created_at));
     }
 
     /// Appends an `{"error":"..."}` line, for a failure after the stream started.
     pub fn push_error(&mut self, message: &str, out: &mut Vec<u8>) {
-        if self.finished {
-            return;
-        }
-        self.finished = true;
-        write_json(out, &super::ErrorBody::new(message));
-        out.push(b'\n');
+        end_with_error(&mut self.finished, message, out);
     }
 }
 

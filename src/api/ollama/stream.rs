@@ -14,6 +14,21 @@ use crate::api::openai::write_json;
 use crate::chat::{Chunk, FinishReason, ToolCall, Usage};
 use crate::turn::Answer;
 
+/// Appends one NDJSON line: `value` and a newline.
+pub(super) fn write_line(out: &mut Vec<u8>, value: &impl Serialize) {
+    write_json(out, value);
+    out.push(b'\n');
+}
+
+/// Ends a stream that has not ended with an `{"error":"..."}` line, for a failure after
+/// it started; nothing once it has ended.
+pub(super) fn end_with_error(finished: &mut bool, message: &str, out: &mut Vec<u8>) {
+    if std::mem::replace(finished, true) {
+        return;
+    }
+    write_line(out, &super::ErrorBody::new(message));
+}
+
 /// Durations for the final record, in nanoseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Timings {
@@ -219,8 +234,7 @@ impl NdjsonEncoder {
                 self.finished = true;
                 let t = self.timings.unwrap_or_else(|| Timings::from_usage(usage));
                 let rec = final_record(&self.model, created_at, message, *finish_reason, usage, t);
-                write_json(out, &rec);
-                out.push(b'\n');
+                write_line(out, &rec);
                 return;
             }
             _ => return,
@@ -231,8 +245,7 @@ impl NdjsonEncoder {
             message,
             done: false,
         };
-        write_json(out, &rec);
-        out.push(b'\n');
+        write_line(out, &rec);
     }
 
     /// Appends a keep-alive line for a client whose answer has not started: an assistant
@@ -255,18 +268,12 @@ impl NdjsonEncoder {
             },
             done: false,
         };
-        write_json(out, &rec);
-        out.push(b'\n');
+        write_line(out, &rec);
     }
 
     /// Appends an `{"error":"..."}` line, for a failure after the stream started.
     pub fn push_error(&mut self, message: &str, out: &mut Vec<u8>) {
-        if self.finished {
-            return;
-        }
-        self.finished = true;
-        write_json(out, &super::ErrorBody::new(message));
-        out.push(b'\n');
+        end_with_error(&mut self.finished, message, out);
     }
 }
 
