@@ -35,6 +35,15 @@ pub fn first_token_in(
     if slots.is_empty() {
         return None;
     }
+    // Per serving machine, figured once: its rates for the model and the task's start there.
+    let rates: Vec<_> = serving
+        .iter()
+        .map(|s| rates_on(s, ask.model, statuses))
+        .collect();
+    let starts: Vec<_> = serving
+        .iter()
+        .map(|s| start_on(s, ask, statuses, now))
+        .collect();
     let mut holds: Vec<bool> = serving
         .iter()
         .map(|s| s.loaded.contains(ask.model))
@@ -46,19 +55,17 @@ pub fn first_token_in(
             break;
         };
         let i = soonest.1;
-        let rates = rates_on(serving[i], ask.model, statuses);
-        let load = if holds[i] { 0.0 } else { rates.load_s };
+        let load = if holds[i] { 0.0 } else { rates[i].load_s };
         loaded_ahead[i] |= !holds[i];
         holds[i] = true;
-        soonest.0 += load + answer_s(&rates);
+        soonest.0 += load + answer_s(&rates[i]);
     }
     slots
         .iter()
         .map(|&(free_at, i)| {
-            let s = serving[i];
-            let start = start_on(s, ask, statuses, now);
+            let start = &starts[i];
             let seconds = if loaded_ahead[i] && !start.resident {
-                start.seconds - rates_on(s, ask.model, statuses).load_s
+                start.seconds - rates[i].load_s
             } else {
                 start.seconds
             };
