@@ -12,6 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::{ModelName, ThreadId};
+use crate::queue::priority::Priority;
 
 /// How long a conversation counts as active on a machine after its last turn there:
 /// Ollama's default keep-alive, after which its model would be unloaded anyway.
@@ -39,6 +40,10 @@ pub struct Running {
     /// Whether its model had to be loaded for it.
     #[serde(default)]
     pub cold: bool,
+    /// Who waits for it: a person's turn (the default, also for heartbeats of older
+    /// versions) or background work, which must not push out a model a person needs.
+    #[serde(default)]
+    pub priority: Priority,
 }
 
 /// A conversation the machine served lately, and with which model.
@@ -51,6 +56,14 @@ pub struct Recent {
     /// and answer.
     #[serde(default)]
     pub tokens: u32,
+}
+
+/// How many models a machine keeps resident: `max_loaded` as configured or learned, else
+/// Ollama's default, or as many as it holds now when that is more.
+pub fn capacity(max_loaded: Option<usize>, resident: usize) -> usize {
+    max_loaded
+        .unwrap_or_else(|| DEFAULT_MAX_LOADED.max(resident))
+        .max(1)
 }
 
 /// A load that placement is waiting to see in the backend's resident models, with what
@@ -220,6 +233,7 @@ mod tests {
             tokens: 0,
             prompt_tokens: 100,
             cold: false,
+            priority: Priority::Interactive,
         }
     }
 

@@ -17,6 +17,7 @@ use super::{Backend, BackendRequest, Loaded, ModelInfo};
 use crate::context::{self, ModelWindow};
 use crate::domain::{ModelName, ThreadId, WorkerName};
 use crate::placement::learned::{Learned, LearnedStore, SAVE_EVERY};
+use crate::queue::priority::Priority;
 use crate::routing::{Catalog, CatalogEntry};
 
 /// One backend and what is known about it right now.
@@ -278,7 +279,7 @@ impl BackendHandle {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// An answer for `model` starts now, for `thread` if known, with a prompt of about
+    /// An answer for `model` starts now, of `priority`, for `thread` if known, with a prompt of about
     /// `prompt_tokens` and the window `num_ctx` when one is sent. The model counts as
     /// resident from now on, with that window (the look at `/api/ps` after the task
     /// corrects what its load evicted). It is cold when it was not resident, or resident
@@ -289,6 +290,7 @@ impl BackendHandle {
         thread: Option<&ThreadId>,
         prompt_tokens: u32,
         num_ctx: Option<u32>,
+        priority: Priority,
     ) -> InFlight {
         let alone = self.in_flight.fetch_add(1, Ordering::Relaxed) == 0;
         let cold = {
@@ -313,6 +315,7 @@ impl BackendHandle {
             tokens: 0,
             prompt_tokens,
             cold,
+            priority,
         });
         InFlight {
             handle: self.clone(),
@@ -469,6 +472,14 @@ impl BackendHandle {
             }
         }
         self.refresh_loaded().await;
+    }
+
+    /// Whether loading a model here now would push out a resident one: the machine holds
+    /// as many as it keeps ([`super::activity::capacity`]). Cheaper than a whole status.
+    pub fn is_full(&self) -> bool {
+        let max_loaded = lock(&self.activity).max_loaded();
+        let resident = lock(&self.loaded).len();
+        resident >= super::activity::capacity(max_loaded, resident)
     }
 
     pub fn status(&self) -> WorkerStatus {

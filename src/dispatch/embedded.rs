@@ -27,7 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use super::cancel::Cancels;
 use super::{DispatchError, Until, spawn_to_completion};
-use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
+use crate::domain::{Priority, TaskId, TaskStatus, WorkerName};
 use crate::events::{EventBus, EventStream, TaskEvent};
 use crate::queue::in_process::InProcessQueue;
 use crate::queue::{Delivery, Job, Queue};
@@ -101,7 +101,7 @@ impl Embedded {
         let task_id = task.task_id;
         let reservation = expected
             .filter(|_| self.queue.first_in_line(&job.lane, job.priority))
-            .and_then(|w| self.local.reserve(w, &job.lane));
+            .and_then(|w| self.local.reserve(w, &job, &self.queue));
         if let Some(r) = &reservation {
             task.status = TaskStatus::Running;
             task.worker_id = Some(r.worker().clone());
@@ -194,15 +194,28 @@ impl LocalWorkers {
             });
     }
 
-    /// A free slot on worker `name` for a job of `lane`, if it serves the lane, is healthy
-    /// and is not stopping. The caller checks that no job waiting in the lane goes first.
-    pub fn reserve(&self, name: &WorkerName, lane: &Lane) -> Option<Reservation> {
+    /// A free slot on worker `name` for `job`, if it serves the job's lane, is healthy, is
+    /// not stopping, and takes the job there now (background work is held back where it
+    /// would push out a model people need: [`Worker::takes`]). The caller checks that no
+    /// job waiting in the lane goes first.
+    pub fn reserve(
+        &self,
+        name: &WorkerName,
+        job: &Job,
+        queue: &InProcessQueue,
+    ) -> Option<Reservation> {
         let locals = self.0.read().unwrap_or_else(PoisonError::into_inner);
         let local = locals.iter().find(|l| l.worker.handle.name() == name)?;
-        if local.stop.is_cancelled()
-            || !local.worker.handle.is_healthy()
-            || !local.worker.lanes().contains(lane)
-        {
+        if local.stop.is_cancelled() || !local.worker.handle.is_healthy() {
+            return None;
+        }
+        let takes_it = if job.priority == Priority::Interactive {
+            local.worker.lanes().contains(&job.lane)
+        } else {
+            let takes = local.worker.takes_now(queue);
+            takes.lanes.contains(&job.lane) && takes.allows(&job.lane, job.priority)
+        };
+        if !takes_it {
             return None;
         }
         let permit = local.worker.slots.clone().try_acquire_owned().ok()?;

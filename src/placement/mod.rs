@@ -12,6 +12,7 @@
 //! has not run the model, the fleet's best for it, scaled by how this machine compares on
 //! the models both ran, or taken with caution when nothing at all is known of it.
 
+pub mod guard;
 pub mod learned;
 pub mod queued;
 #[cfg(test)]
@@ -20,7 +21,7 @@ mod tests;
 use chrono::{DateTime, Utc};
 
 use crate::backend::BackendRequest;
-use crate::backend::activity::{DEFAULT_MAX_LOADED, RECENT_FOR, Running};
+use crate::backend::activity::{RECENT_FOR, Running, capacity};
 use crate::backend::perf::{self, Rates};
 use crate::backend::registry::WorkerStatus;
 use crate::chat::Role;
@@ -351,22 +352,24 @@ fn remaining(s: &WorkerStatus, r: &Running, statuses: &[WorkerStatus], now: Date
     }
 }
 
-/// What loading `model` on `s` evicts: nothing while the machine has room, else its least
-/// recently used idle resident model. When every resident model is busy, the load waits
-/// for the soonest to finish (returned as seconds).
-fn eviction(
-    s: &WorkerStatus,
-    model: &ModelName,
-    statuses: &[WorkerStatus],
-    now: DateTime<Utc>,
-) -> (Option<ModelName>, f64) {
-    let capacity = s
-        .max_loaded
-        .unwrap_or_else(|| DEFAULT_MAX_LOADED.max(s.loaded.len()))
-        .max(1);
+/// What loading `model` on `s` pushes out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pushes<'a> {
+    /// Nothing: the machine has room.
+    Nothing,
+    /// Its least recently used idle resident model.
+    Idle(&'a ModelName),
+    /// Every resident model is busy: the load waits for one of them to finish and
+    /// pushes that one out.
+    Busy,
+}
+
+/// What loading `model` on `s` pushes out (see [`Pushes`]).
+pub fn pushes_out<'a>(s: &'a WorkerStatus, model: &ModelName) -> Pushes<'a> {
+    let capacity = capacity(s.max_loaded, s.loaded.len());
     let resident: Vec<&ModelName> = s.loaded.iter().filter(|m| *m != model).collect();
     if resident.len() < capacity {
-        return (None, 0.0);
+        return Pushes::Nothing;
     }
     let busy = |m: &ModelName| s.running.iter().any(|r| &r.model == m);
     let last_used = |m: &ModelName| {
@@ -376,13 +379,28 @@ fn eviction(
             .map(|r| r.at)
             .max()
     };
-    let idle = resident
-        .iter()
+    match resident
+        .into_iter()
         .filter(|m| !busy(m))
-        .min_by_key(|m| last_used(m));
-    match idle {
-        Some(victim) => (Some((*victim).clone()), 0.0),
-        None => {
+        .min_by_key(|m| last_used(m))
+    {
+        Some(victim) => Pushes::Idle(victim),
+        None => Pushes::Busy,
+    }
+}
+
+/// What loading `model` on `s` evicts, when it evicts an idle model; when every resident
+/// model is busy, how long the load waits for the soonest to finish (seconds).
+fn eviction(
+    s: &WorkerStatus,
+    model: &ModelName,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> (Option<ModelName>, f64) {
+    match pushes_out(s, model) {
+        Pushes::Nothing => (None, 0.0),
+        Pushes::Idle(victim) => (Some(victim.clone()), 0.0),
+        Pushes::Busy => {
             let soonest = s
                 .running
                 .iter()

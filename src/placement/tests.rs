@@ -66,6 +66,7 @@ fn running(m: &str, secs_ago: i64, tokens: u32, first_token: bool) -> Running {
         tokens,
         prompt_tokens: 100,
         cold: false,
+        priority: Default::default(),
     }
 }
 

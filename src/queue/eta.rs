@@ -176,6 +176,7 @@ mod tests {
             tokens: 90,
             prompt_tokens: 100,
             cold: false,
+            priority: Default::default(),
         }];
         close(wait(&[&moon], 1, 500), 1.5);
     }

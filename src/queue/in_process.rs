@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::priority::{Aging, Priority};
-use super::{Delivery, Job, Queue, QueueError};
+use super::{Delivery, Job, Queue, QueueError, Takes};
 use crate::domain::{Lane, TaskId, WorkerName};
 
 #[derive(Debug, Default)]
@@ -71,19 +71,19 @@ impl InProcessQueue {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes the job of best effective priority (then the oldest) across `lanes` that
-    /// `consumer` is not asked to avoid. (A worker only hands a job on with an avoid list
-    /// when another healthy worker serves its lane.)
-    fn try_take(&self, lanes: &[Lane], consumer: &WorkerName) -> Option<Job> {
+    /// Takes the job of best effective priority (then the oldest) across the lanes of
+    /// `takes` that `consumer` is not asked to avoid. (A worker only hands a job on with an
+    /// avoid list when another healthy worker serves its lane.)
+    fn try_take(&self, takes: &Takes, consumer: &WorkerName) -> Option<Job> {
         let now = Instant::now();
         let mut inner = self.lock();
         let mut best: Option<((u8, u64), &Lane, usize)> = None;
-        for lane in lanes {
+        for lane in &takes.lanes {
             let Some(q) = inner.lanes.get(lane) else {
                 continue;
             };
             for (pos, w) in q.iter().enumerate() {
-                if w.job.avoid.contains(consumer) {
+                if w.job.avoid.contains(consumer) || !takes.allows(lane, w.job.priority) {
                     continue;
                 }
                 let order = w.order(self.aging, now);
@@ -100,6 +100,22 @@ impl InProcessQueue {
             inner.lanes.remove(&lane);
         }
         Some(taken)
+    }
+
+    /// The lanes among `lanes` where a person's job waits (see [`Queue::awaited`]),
+    /// without an await.
+    pub fn awaited_now(&self, lanes: &[Lane]) -> Vec<Lane> {
+        let inner = self.lock();
+        lanes
+            .iter()
+            .filter(|l| {
+                inner
+                    .lanes
+                    .get(*l)
+                    .is_some_and(|q| q.iter().any(|w| w.job.priority == Priority::Interactive))
+            })
+            .cloned()
+            .collect()
     }
 
     /// Queues `job` at once (what [`Queue::enqueue`] does, without an await: the embedded
@@ -157,14 +173,18 @@ impl Queue for InProcessQueue {
         Ok(())
     }
 
-    async fn dequeue(&self, lanes: &[Lane], consumer: &WorkerName) -> Result<Delivery, QueueError> {
+    async fn dequeue_from(
+        &self,
+        takes: &Takes,
+        consumer: &WorkerName,
+    ) -> Result<Delivery, QueueError> {
         loop {
             // Register interest before looking, so an enqueue between the look and the
             // wait still wakes us.
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(job) = self.try_take(lanes, consumer) {
+            if let Some(job) = self.try_take(takes, consumer) {
                 return Ok(Delivery::in_process(job));
             }
             notified.await;
@@ -173,6 +193,10 @@ impl Queue for InProcessQueue {
 
     async fn ack(&self, _delivery: &Delivery) -> Result<(), QueueError> {
         Ok(())
+    }
+
+    async fn awaited(&self, lanes: &[Lane]) -> Result<Vec<Lane>, QueueError> {
+        Ok(self.awaited_now(lanes))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -225,7 +249,7 @@ mod tests {
     async fn take_all(q: &InProcessQueue, lanes: &[Lane]) -> Vec<TaskId> {
         let w = WorkerName::parse("w").unwrap();
         let mut out = Vec::new();
-        while let Some(j) = q.try_take(lanes, &w) {
+        while let Some(j) = q.try_take(&Takes::all(lanes.to_vec()), &w) {
             out.push(j.task_id);
         }
         out
@@ -249,6 +273,38 @@ mod tests {
         assert_eq!(
             take_all(&q, &[a, b]).await,
             [chat1, chat2, bg1, bg2, batch].map(|j| j.task_id)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lane_taken_for_people_only_leaves_background_work_waiting() {
+        let q = InProcessQueue::new();
+        let w = WorkerName::parse("w").unwrap();
+        let (a, b) = (
+            Lane::parse("tasks:llm:a").unwrap(),
+            Lane::parse("tasks:llm:b").unwrap(),
+        );
+        let background = of(&a, Priority::Background);
+        q.push(background.clone());
+        assert!(q.awaited_now(&[a.clone(), b.clone()]).is_empty());
+        let chat = of(&b, Priority::Interactive);
+        q.push(chat.clone());
+        assert_eq!(
+            q.awaited(&[a.clone(), b.clone()]).await.unwrap(),
+            vec![b.clone()]
+        );
+        let people_only = Takes {
+            lanes: vec![a.clone(), b.clone()],
+            interactive_only: vec![a.clone()],
+        };
+        assert_eq!(q.try_take(&people_only, &w).unwrap().task_id, chat.task_id);
+        assert!(
+            q.try_take(&people_only, &w).is_none(),
+            "background work was taken"
+        );
+        assert_eq!(
+            q.try_take(&Takes::all(vec![a]), &w).unwrap().task_id,
+            background.task_id
         );
     }
 
@@ -291,7 +347,7 @@ mod tests {
             q.push(of(&lane, Priority::Interactive));
             tokio::time::advance(step).await;
             waited += step;
-            let taken = q.try_take(std::slice::from_ref(&lane), &w).unwrap();
+            let taken = q.try_take(&Takes::all(vec![lane.clone()]), &w).unwrap();
             if taken.task_id == batch.task_id {
                 break;
             }
@@ -320,7 +376,7 @@ mod tests {
         assert_eq!(q.position(&other, bg.task_id).await.unwrap(), None);
         assert_eq!(q.position(&lane, TaskId::new()).await.unwrap(), None);
         let w = WorkerName::parse("w").unwrap();
-        q.try_take(std::slice::from_ref(&lane), &w).unwrap();
+        q.try_take(&Takes::all(vec![lane.clone()]), &w).unwrap();
         assert_eq!(q.position(&lane, chat.task_id).await.unwrap(), None);
         assert_eq!(q.position(&lane, bg.task_id).await.unwrap(), Some(1));
     }
@@ -381,7 +437,7 @@ mod tests {
         let mut j = job(&lane);
         j.avoid = vec![bad.clone()];
         q.enqueue(j.clone()).await.unwrap();
-        assert!(q.try_take(std::slice::from_ref(&lane), &bad).is_none());
+        assert!(q.try_take(&Takes::all(vec![lane.clone()]), &bad).is_none());
         assert_eq!(
             q.dequeue(&[lane], &good).await.unwrap().job.task_id,
             j.task_id

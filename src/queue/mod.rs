@@ -135,6 +135,39 @@ impl Delivery {
     }
 }
 
+/// Which jobs a worker takes: those of `lanes`, but from the lanes in `interactive_only`
+/// only a person's (interactive by its own class): there, background work would push out
+/// a model people need (see [`crate::placement::guard`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Takes {
+    pub lanes: Vec<Lane>,
+    pub interactive_only: Vec<Lane>,
+}
+
+impl Takes {
+    /// Every job of `lanes`.
+    pub fn all(lanes: Vec<Lane>) -> Self {
+        Self {
+            lanes,
+            interactive_only: Vec::new(),
+        }
+    }
+
+    /// Whether a job of `priority` in `lane` may be taken.
+    pub fn allows(&self, lane: &Lane, priority: Priority) -> bool {
+        priority == Priority::Interactive || !self.interactive_only.contains(lane)
+    }
+
+    /// The classes taken from `lane`.
+    pub fn classes(&self, lane: &Lane) -> &'static [Priority] {
+        if self.interactive_only.contains(lane) {
+            &[Priority::Interactive]
+        } else {
+            &Priority::ALL
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     #[error("queue is closed")]
@@ -148,9 +181,23 @@ pub trait Queue: Send + Sync + 'static {
     /// Adds a job to its lane.
     async fn enqueue(&self, job: Job) -> Result<(), QueueError>;
 
-    /// Waits for the next job from any of `lanes` that `consumer` may take. Cancel-safe:
-    /// dropping the future never loses a job.
-    async fn dequeue(&self, lanes: &[Lane], consumer: &WorkerName) -> Result<Delivery, QueueError>;
+    /// Waits for the next job that `consumer` may take from `takes`. Cancel-safe: dropping
+    /// the future never loses a job.
+    async fn dequeue_from(
+        &self,
+        takes: &Takes,
+        consumer: &WorkerName,
+    ) -> Result<Delivery, QueueError>;
+
+    /// Waits for the next job of any class from any of `lanes` (see [`Self::dequeue_from`]).
+    async fn dequeue(&self, lanes: &[Lane], consumer: &WorkerName) -> Result<Delivery, QueueError> {
+        self.dequeue_from(&Takes::all(lanes.to_vec()), consumer)
+            .await
+    }
+
+    /// The lanes among `lanes` where a person's job (interactive by its own class, not
+    /// by age) waits to be taken.
+    async fn awaited(&self, lanes: &[Lane]) -> Result<Vec<Lane>, QueueError>;
 
     /// Confirms a delivered job is finished (done, failed, or handed on).
     async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError>;

@@ -58,7 +58,7 @@ use self::connection::{is_no_group, lock};
 use self::lease::{Unleased, keep_leases};
 use self::take::Taken;
 use super::priority::{Aging, Priority};
-use super::{Delivery, Job, Queue, QueueError};
+use super::{Delivery, Job, Queue, QueueError, Takes};
 use crate::domain::{Lane, TaskId, WorkerName};
 
 /// The consumer group of every lane stream.
@@ -195,10 +195,12 @@ impl Inner {
     }
 
     /// Every stream of `lanes`, each lane's classes together.
-    fn keys(&self, lanes: &[Lane]) -> Vec<String> {
-        lanes
+    /// The streams `takes` reads: each lane's of every class it takes there.
+    fn keys(&self, takes: &Takes) -> Vec<String> {
+        takes
+            .lanes
             .iter()
-            .flat_map(|l| Priority::ALL.map(|p| self.key(l, p)))
+            .flat_map(|l| takes.classes(l).iter().map(move |p| self.key(l, *p)))
             .collect()
     }
 
@@ -406,9 +408,13 @@ impl Queue for RedisQueue {
     /// so no job is lost. If the drop comes just after Redis handed a job over, the job
     /// stays pending without a lease renewal and another consumer takes it over after
     /// the lease: delayed, not lost.
-    async fn dequeue(&self, lanes: &[Lane], consumer: &WorkerName) -> Result<Delivery, QueueError> {
+    async fn dequeue_from(
+        &self,
+        takes: &Takes,
+        consumer: &WorkerName,
+    ) -> Result<Delivery, QueueError> {
         let inner = &self.inner;
-        let keys = inner.keys(lanes);
+        let keys = inner.keys(takes);
         if keys.is_empty() {
             return std::future::pending().await;
         }
@@ -440,6 +446,11 @@ impl Queue for RedisQueue {
             Err(e) if !is_no_group(&e) => Err(backend(e)),
             _ => Ok(()),
         }
+    }
+
+    /// Looks at the first waiting entry of each lane's interactive stream (one script).
+    async fn awaited(&self, lanes: &[Lane]) -> Result<Vec<Lane>, QueueError> {
+        inventory::awaited(&self.inner, lanes).await
     }
 
     /// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less

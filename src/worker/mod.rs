@@ -17,10 +17,10 @@ use tracing::{Instrument, Span};
 use crate::backend::registry::WorkerStatus;
 use crate::backend::{BackendHandle, Registry};
 use crate::dispatch::Cancels;
-use crate::domain::{Lane, ModelName, ThreadId, WorkerName};
+use crate::domain::{Lane, ModelName, Priority, ThreadId, WorkerName};
 use crate::events::EventBus;
-use crate::placement::Ask;
-use crate::queue::{Delivery, Job, Queue};
+use crate::placement::{Ask, guard};
+use crate::queue::{Delivery, Job, Queue, QueueError, Takes};
 use crate::routing::Catalog;
 use crate::store::TaskStore;
 use crate::web::WebContext;
@@ -68,6 +68,17 @@ impl Directory for Registry {
             .count()
     }
 }
+
+/// What [`Worker::takes`] looks at when a load here would push out a model: the lanes,
+/// the machine, and the lanes of its resident models.
+struct GuardView {
+    lanes: Vec<Lane>,
+    status: WorkerStatus,
+    resident: Vec<Lane>,
+}
+
+/// How often a worker that holds background work back looks again whether it still must.
+const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How many workers may try one task before it fails.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -172,6 +183,121 @@ impl Worker {
         lanes
     }
 
+    /// What this worker takes now: every lane of [`Self::lanes`], but only people's jobs
+    /// from the lanes of a model whose load here would push out a model people need
+    /// ([`crate::placement::guard`]). The queue is asked only when a load here would push
+    /// out some model at all.
+    pub async fn takes(&self) -> Takes {
+        match self.guard_view() {
+            Ok(all) => all,
+            Err(view) => {
+                let awaited = self.queue.awaited(&view.resident).await;
+                self.guarded(view, awaited)
+            }
+        }
+    }
+
+    /// [`Self::takes`] without an await, for the embedded dispatcher's direct hand-off.
+    pub fn takes_now(&self, queue: &crate::queue::in_process::InProcessQueue) -> Takes {
+        match self.guard_view() {
+            Ok(all) => all,
+            Err(view) => {
+                let awaited = Ok(queue.awaited_now(&view.resident));
+                self.guarded(view, awaited)
+            }
+        }
+    }
+
+    /// Every lane when no load here would push out a model (`Ok`), else what the guard
+    /// must look at (`Err`).
+    fn guard_view(&self) -> Result<Takes, Box<GuardView>> {
+        let lanes = self.lanes();
+        if !self.handle.is_full() {
+            return Ok(Takes::all(lanes));
+        }
+        let status = self.handle.status();
+        let may_push = |l: &Lane| {
+            self.model_of(l)
+                .is_some_and(|m| guard::may_push_out(&status, m))
+        };
+        if !lanes.iter().any(may_push) {
+            return Ok(Takes::all(lanes));
+        }
+        let resident = lanes
+            .iter()
+            .filter(|l| self.model_of(l).is_some_and(|m| status.loaded.contains(m)))
+            .cloned()
+            .collect();
+        Err(Box::new(GuardView {
+            lanes,
+            status,
+            resident,
+        }))
+    }
+
+    /// The lanes of `view` from which only people's jobs are taken, given the resident
+    /// models' lanes where people's jobs wait (`awaited`).
+    fn guarded(&self, view: Box<GuardView>, awaited: Result<Vec<Lane>, QueueError>) -> Takes {
+        let GuardView { lanes, status, .. } = *view;
+        let awaited: Vec<ModelName> = match awaited {
+            Ok(lanes) => lanes
+                .iter()
+                .filter_map(|l| self.model_of(l))
+                .cloned()
+                .collect(),
+            Err(e) => {
+                // Not knowing who waits, every resident model counts as needed.
+                tracing::warn!(worker = %self.handle.name(), error = %e, "cannot see who waits; background work keeps off resident models");
+                status.loaded.clone()
+            }
+        };
+        let interactive_only = lanes
+            .iter()
+            .filter(|l| {
+                self.model_of(l)
+                    .is_some_and(|m| guard::pushes_out_needed(&status, m, &awaited))
+            })
+            .cloned()
+            .collect();
+        Takes {
+            lanes,
+            interactive_only,
+        }
+    }
+
+    /// Whether a job just taken must wait after all: background work that would push out
+    /// a model people need now. What the worker took it with was worked out before it
+    /// waited, and the machine may have changed since (a person's answer started there).
+    async fn holds_back(&self, delivery: &Delivery) -> bool {
+        let job = &delivery.job;
+        job.priority != Priority::Interactive
+            && delivery.dead_letter.is_none()
+            && !self.takes().await.allows(&job.lane, job.priority)
+    }
+
+    /// Queues a job taken too soon again (see [`Self::holds_back`]) and acknowledges the
+    /// delivery. `Err` gives it back when it cannot be queued: it runs here after all
+    /// rather than be lost.
+    async fn put_back(&self, delivery: Delivery) -> Result<(), Delivery> {
+        if let Err(e) = self.queue.enqueue(delivery.job.clone()).await {
+            tracing::warn!(worker = %self.handle.name(), error = %e, "could not queue held-back work again; running it");
+            return Err(delivery);
+        }
+        tracing::debug!(worker = %self.handle.name(), task_id = %delivery.job.task_id, "background work would push out a model people need; queued again");
+        self.ack(&delivery).await;
+        Ok(())
+    }
+
+    /// The model this worker answers `lane`'s jobs with, when it is one model.
+    fn model_of<'a>(&'a self, lane: &'a Lane) -> Option<&'a ModelName> {
+        match lane {
+            Lane::Llm { model, .. } => Some(model),
+            Lane::Utility => self.utility_model.as_ref(),
+            Lane::Web => self.web_model.as_ref(),
+            Lane::Rag => None,
+        }
+    }
+
     /// Whether another healthy worker serves one of this worker's models.
     fn others_can_serve(&self) -> bool {
         let me = std::slice::from_ref(self.handle.name());
@@ -217,18 +343,27 @@ impl Worker {
                 cooling = false;
             }
             models.mark_unchanged();
-            let lanes = self.lanes();
+            let takes = self.takes().await;
+            // Who waits, and what is resident, change without the queue saying so: while
+            // background work is held back, the worker looks again every so often.
+            let guarded = !takes.interactive_only.is_empty();
             let delivery = tokio::select! {
-                d = self.queue.dequeue(&lanes, &name), if !lanes.is_empty() => d,
+                d = self.queue.dequeue_from(&takes, &name), if !takes.lanes.is_empty() => d,
                 changed = models.changed() => {
                     if changed.is_err() {
                         break;
                     }
                     continue;
                 }
+                () = tokio::time::sleep(LOOK_AGAIN), if guarded => continue,
                 () = shutdown.cancelled() => break,
             };
             match delivery {
+                Ok(delivery) if self.holds_back(&delivery).await => {
+                    if let Err(delivery) = self.put_back(delivery).await {
+                        self.clone().spawn_job(&tracker, delivery, permit);
+                    }
+                }
                 Ok(delivery) => self.clone().spawn_job(&tracker, delivery, permit),
                 Err(e) => {
                     tracing::error!(worker = %name, error = %e, "queue failed; worker stops");

@@ -8,7 +8,7 @@ use crate::backend::perf::Sample;
 use crate::backend::registry::{InFlight, WorkerStatus};
 use crate::backend::{BackendError, BackendRequest, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
-use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
+use crate::domain::{Lane, Priority, TaskId, TaskStatus, WorkerName};
 use crate::events::TaskEvent;
 use crate::memory::Exchange;
 use crate::queue::{Delivery, Job};
@@ -138,9 +138,13 @@ impl Worker {
             .flatten();
         got.num_ctx = num_ctx;
         let tokens = job.request.estimated_prompt_tokens();
-        let mut in_flight =
-            self.handle
-                .start_request(&job.request.model, job.thread_id.as_ref(), tokens, num_ctx);
+        let mut in_flight = self.handle.start_request(
+            &job.request.model,
+            job.thread_id.as_ref(),
+            tokens,
+            num_ctx,
+            job.priority,
+        );
         let was_loaded = !in_flight.cold;
         let alone = in_flight.alone;
         let opened = self
@@ -508,7 +512,8 @@ impl Worker {
     /// been left by yet) prefers another worker (a warm model where this one would load
     /// it, a faster machine that frees up first, or an equal one configured earlier), the
     /// job is left for it, and this worker is added to the job's avoid list, so a job
-    /// moves at most once per worker. Never for retries or jobs pinned to this worker.
+    /// moves at most once per worker. Never for retries or jobs pinned to this worker, and
+    /// background work is never handed to a machine where it would push out a model.
     async fn hand_to_sooner_worker(&self, job: &Job) -> bool {
         let me = self.handle.name();
         let model = &job.request.model;
@@ -520,6 +525,11 @@ impl Worker {
             .statuses()
             .into_iter()
             .filter(|s| !job.avoid.contains(&s.name))
+            .filter(|s| {
+                job.priority == Priority::Interactive
+                    || &s.name == me
+                    || !crate::placement::guard::may_push_out(s, model)
+            })
             .collect();
         let ask = crate::placement::Ask::of(&job.request, job.thread_id.as_ref());
         let Some(best) = crate::placement::best_of(&statuses, &ask) else {

@@ -8,7 +8,7 @@ use coordinator::chat::ChatMessage;
 use coordinator::dispatch::Dispatcher;
 use coordinator::domain::{Lane, TaskId, WorkerName};
 use coordinator::events::InProcessEvents;
-use coordinator::queue::{Delivery, Job, Queue, QueueError};
+use coordinator::queue::{Delivery, Job, Queue, QueueError, Takes};
 use coordinator::routing::Decider;
 use coordinator::service::AppState;
 use coordinator::startup::{build_registry, open_store};
@@ -401,8 +401,11 @@ impl Queue for OtherProcessQueue {
         self.enqueued.notify_one();
         Ok(())
     }
-    async fn dequeue(&self, _: &[Lane], _: &WorkerName) -> Result<Delivery, QueueError> {
+    async fn dequeue_from(&self, _: &Takes, _: &WorkerName) -> Result<Delivery, QueueError> {
         std::future::pending().await
+    }
+    async fn awaited(&self, _: &[Lane]) -> Result<Vec<Lane>, QueueError> {
+        Ok(Vec::new())
     }
     async fn ack(&self, _: &Delivery) -> Result<(), QueueError> {
         Ok(())

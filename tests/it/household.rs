@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::helpers::{TestApp, spawn_app_with};
 
 pub(crate) const CHAT: &str = "qwen2.5:7b";
-const CODER: &str = "qwen2.5-coder:7b";
+pub(crate) const CODER: &str = "qwen2.5-coder:7b";
 
 async fn one_model_machine(answer_tokens: (usize, usize)) -> FakeLlmServer {
     machine(answer_tokens, 50.0).await

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, spawn_app_with};
-use crate::household::{CHAT, machine, stats_until};
+use crate::household::{CHAT, CODER, machine, stats_until};
 
 /// One machine with one slot; Open WebUI's background tasks are sent to `CHAT`.
 async fn app(answer_tokens: (usize, usize), eval_tps: f64, aging_s: u64) -> TestApp {
@@ -210,5 +210,74 @@ async fn a_bad_priority_is_refused_by_name_and_records_nothing() {
         .unwrap()
         .to_owned();
     assert_eq!(app.task(&id).await["priority"], "batch");
+    app.stop().await;
+}
+
+/// A one-model machine answers a person; background work for another model arrives, then
+/// the person's next turn. The background job would push out the model the person is
+/// using, so it waits in Coordinator's queue (it is not sent to the machine to wait there
+/// for the model to go) and runs once nobody needs that model: the machine loads each
+/// model once.
+#[tokio::test]
+async fn background_work_never_evicts_a_model_a_person_needs() {
+    // 200 tokens at 5 tokens/s: 40 s of life, 0.4 s here.
+    let app = spawn_app_with(machine((200, 200), 5.0).await, |c| {
+        c.backends[0].max_concurrency = 2;
+        c.backends[0].max_loaded = Some(1);
+    })
+    .await;
+    let first = route(&app, json!({"prompt": "person first", "model": CHAT}), &[]).await;
+    stats_until(&app.fake, |s| s.requests >= 1).await;
+    let background = route(
+        &app,
+        json!({"prompt": "background on the coder", "model": CODER, "priority": "background"}),
+        &[],
+    )
+    .await;
+    let second = route(&app, json!({"prompt": "person second", "model": CHAT}), &[]).await;
+    for id in [&first, &second, &background] {
+        assert_eq!(app.finished_task(id).await["status"], "done", "{id}");
+    }
+    let order = ran(
+        &app,
+        &["person first", "person second", "background on the coder"],
+    );
+    assert_eq!(
+        order,
+        ["person first", "person second", "background on the coder"]
+    );
+    let generations = app.fake.generations();
+    // Each model loaded once: the person's model was not pushed out between their turns.
+    let stats = app.fake.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 1), "{stats:?}");
+    // The background job reached the machine only after the person's turns ended there.
+    let person_done = generations[1].arrived + generations[1].waited;
+    assert!(
+        generations[2].arrived >= person_done,
+        "the background job was sent while the person's model was needed: {generations:?}"
+    );
+    app.stop().await;
+}
+
+/// With nobody needing the resident model, background work for another model runs at
+/// once: the guard holds work back only for people.
+#[tokio::test]
+async fn background_work_loads_its_model_when_nobody_needs_the_resident_one() {
+    let app = spawn_app_with(machine((20, 20), 50.0).await, |c| {
+        c.backends[0].max_concurrency = 1;
+        c.backends[0].max_loaded = Some(1);
+    })
+    .await;
+    let person = route(&app, json!({"prompt": "person asks", "model": CHAT}), &[]).await;
+    assert_eq!(app.finished_task(&person).await["status"], "done");
+    let background = route(
+        &app,
+        json!({"prompt": "background on the coder", "model": CODER, "priority": "background"}),
+        &[],
+    )
+    .await;
+    assert_eq!(app.finished_task(&background).await["status"], "done");
+    let stats = app.fake.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 1), "{stats:?}");
     app.stop().await;
 }

@@ -47,6 +47,26 @@ async fn scan(inner: &Inner, pattern: &str, keys: &mut Vec<String>) -> Result<()
     }
 }
 
+/// The lanes among `lanes` whose interactive stream has a job waiting (see
+/// [`crate::queue::Queue::awaited`]). Entries put there before priorities existed count
+/// too: they were all a person's.
+pub(super) async fn awaited(inner: &Inner, lanes: &[Lane]) -> Result<Vec<Lane>, QueueError> {
+    if lanes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<String> = lanes
+        .iter()
+        .map(|l| inner.key(l, Priority::Interactive))
+        .collect();
+    let waiting = inner.waiting(&keys, 1).await.map_err(backend)?;
+    Ok(lanes
+        .iter()
+        .zip(&keys)
+        .filter(|(_, key)| waiting.iter().any(|t| &t.key == *key))
+        .map(|(lane, _)| lane.clone())
+        .collect())
+}
+
 /// Where the job of `task_id` stands among the jobs waiting in `lane` (1 = next), by
 /// [`super::Aging::rank`] and age now; `None` when it does not wait there.
 pub(super) async fn position(

@@ -204,3 +204,46 @@ async fn a_held_job_does_not_go_before_a_more_urgent_waiting_one() {
     assert!([&bx, &by].contains(&&last.job) && last.job != first.job);
     delete_keys(&url, &prefix).await.unwrap();
 }
+
+/// A worker that takes only people's jobs from a lane leaves its background work waiting
+/// (another worker, or the same one later, takes it), and `awaited` tells which lanes have
+/// a person's job waiting.
+#[tokio::test]
+async fn a_lane_taken_for_people_only_leaves_background_work_waiting() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let (x, y) = (lane("tasks:llm:x"), lane("tasks:llm:y"));
+    let background = of(&x, Priority::Background);
+    q.enqueue(background.clone()).await.unwrap();
+    assert_eq!(q.awaited(&[x.clone(), y.clone()]).await.unwrap(), vec![]);
+    let chat = of(&y, Priority::Interactive);
+    q.enqueue(chat.clone()).await.unwrap();
+    assert_eq!(
+        q.awaited(&[x.clone(), y.clone()]).await.unwrap(),
+        vec![y.clone()]
+    );
+    let people_only = Takes {
+        lanes: vec![x.clone(), y.clone()],
+        interactive_only: vec![x.clone()],
+    };
+    let took = tokio::time::timeout(PATIENCE, q.dequeue_from(&people_only, &worker("w")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(took.job, chat);
+    q.ack(&took).await.unwrap();
+    let nothing = tokio::time::timeout(
+        Duration::from_millis(300),
+        q.dequeue_from(&people_only, &worker("w")),
+    )
+    .await;
+    assert!(
+        nothing.is_err(),
+        "the background job was taken: {nothing:?}"
+    );
+    assert_eq!(take(&q, &[x]).await.job, background, "it waited, not lost");
+    delete_keys(&url, &prefix).await.unwrap();
+}
