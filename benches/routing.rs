@@ -75,6 +75,7 @@ fn setup() -> (Decider, Catalog, tokio::runtime::Runtime) {
         model: ModelName::parse(m).expect("model"),
         healthy: true,
         tools: None,
+        resident: false,
     };
     let catalog = Catalog::new(vec![entry("chat"), entry("coder")]);
     let rt = tokio::runtime::Builder::new_current_thread()

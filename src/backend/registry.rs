@@ -546,9 +546,11 @@ impl Registry {
     pub fn catalog(&self) -> Catalog {
         let mut entries = Vec::new();
         for h in self.handles.iter() {
+            let loaded = lock(&h.loaded).clone();
             for m in h.models() {
                 entries.push(CatalogEntry {
                     worker: h.name().clone(),
+                    resident: loaded.contains(&m.name),
                     model: m.name,
                     healthy: h.is_healthy(),
                     tools: m.tools,

@@ -228,8 +228,9 @@ impl Directory for RedisDirectory {
             for (model, tools) in hb.tools {
                 entries.push(CatalogEntry {
                     worker: hb.status.name.clone(),
-                    model,
                     healthy: hb.status.healthy,
+                    resident: hb.status.loaded.contains(&model),
+                    model,
                     tools,
                 });
             }

@@ -295,6 +295,10 @@ pub enum InternalTasksMode {
     Rules,
     /// Send to `[internal_tasks] model` on the utility lane.
     Model,
+    /// Answer with a model only where one is resident anyway (nothing is loaded for
+    /// background work): the model the task was sent to, else `[internal_tasks] model`;
+    /// by rules when neither is resident.
+    Resident,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

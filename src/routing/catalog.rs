@@ -12,6 +12,9 @@ pub struct CatalogEntry {
     pub healthy: bool,
     /// Whether the model accepts `tools`; `None` when the backend does not say.
     pub tools: Option<bool>,
+    /// Whether the model is resident on the worker now (loaded, no load to wait for).
+    #[serde(default)]
+    pub resident: bool,
 }
 
 /// Which worker serves which model. Built from the backend registry (embedded) or the
@@ -24,6 +27,14 @@ pub struct Catalog {
 impl Catalog {
     pub fn new(entries: Vec<CatalogEntry>) -> Self {
         Self { entries }
+    }
+
+    /// A healthy worker that has `model` resident now, if any.
+    pub fn resident_on(&self, model: &ModelName) -> Option<&WorkerName> {
+        self.entries
+            .iter()
+            .find(|e| e.healthy && e.resident && &e.model == model)
+            .map(|e| &e.worker)
     }
 
     /// True when some worker serves `model`.

@@ -173,6 +173,7 @@ pub fn eval_catalog(decider: &Decider) -> Catalog {
                 model,
                 healthy: true,
                 tools: None,
+                resident: false,
             });
         }
     }

@@ -377,9 +377,28 @@ impl Decider {
             "internal: no web search, no classifier, no memory".to_owned(),
         ];
         let named = !matches!(turn.model, crate::turn::ModelRequest::Auto);
-        if self.internal.mode == InternalTasksMode::Rules
+        if self.internal.mode == InternalTasksMode::Resident
+            && let Some((model, worker)) = self.resident_for_internal(turn, catalog)
+        {
+            reasons.push(format!(
+                "internal: {model} is resident on {worker}: answered there, nothing loaded"
+            ));
+            return Ok(RouteDecision {
+                domain: Domain::general(),
+                target: Target::Lane(Lane::llm_pinned(&model, &worker)),
+                model,
+                named,
+                internal_task: Some(task),
+                retrieved_context: false,
+                reasons,
+            });
+        }
+        if self.internal.mode != InternalTasksMode::Model
             && let Some(reply) = rules_reply::rules_reply(task, turn)
         {
+            if self.internal.mode == InternalTasksMode::Resident {
+                reasons.push("internal: no model for it is resident".to_owned());
+            }
             reasons.push("internal: answered by rules (no model)".to_owned());
             return Ok(RouteDecision {
                 domain: Domain::general(),
@@ -401,6 +420,30 @@ impl Decider {
             target: Target::Lane(Lane::Utility),
             reasons,
         })
+    }
+}
+
+impl Decider {
+    /// For `[internal_tasks] mode = "resident"`: the model the task was sent to, else
+    /// `[internal_tasks] model`, with a healthy worker where it is resident now.
+    fn resident_for_internal(
+        &self,
+        turn: &Turn,
+        catalog: &Catalog,
+    ) -> Option<(ModelName, crate::domain::WorkerName)> {
+        let named = match &turn.model {
+            crate::turn::ModelRequest::Named { model, .. } => Some(model.clone()),
+            crate::turn::ModelRequest::Auto => None,
+        };
+        let configured = self
+            .internal
+            .model
+            .as_deref()
+            .and_then(|m| ModelName::parse(m).ok());
+        named
+            .into_iter()
+            .chain(configured)
+            .find_map(|m| catalog.resident_on(&m).cloned().map(|w| (m, w)))
     }
 }
 

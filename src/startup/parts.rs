@@ -208,7 +208,7 @@ pub fn spawn_workers(
     abort: &CancellationToken,
 ) {
     let utility_model = match config.internal_tasks.mode {
-        InternalTasksMode::Model => config
+        InternalTasksMode::Model | InternalTasksMode::Resident => config
             .internal_tasks
             .model
             .as_deref()

@@ -281,3 +281,45 @@ async fn background_work_loads_its_model_when_nobody_needs_the_resident_one() {
     assert_eq!((stats.loads, stats.evictions), (2, 1), "{stats:?}");
     app.stop().await;
 }
+
+/// `[internal_tasks] mode = "resident"`: an Open WebUI title task sent to the model a
+/// person is using is answered there (it is resident: nothing loads); one sent to a model
+/// that is not resident is answered by rules, and the machine loads nothing for it.
+#[tokio::test]
+async fn resident_mode_answers_background_tasks_only_where_a_model_is_resident() {
+    let app = spawn_app_with(machine((20, 20), 50.0).await, |c| {
+        c.backends[0].max_concurrency = 1;
+        c.internal_tasks.mode = coordinator::config::InternalTasksMode::Resident;
+    })
+    .await;
+    let person = route(&app, json!({"prompt": "person asks", "model": CHAT}), &[]).await;
+    assert_eq!(app.finished_task(&person).await["status"], "done");
+    let title = |model: &str| json!({"prompt": format!("### Task:\nGenerate a title for the chat on {model}"), "model": model});
+    let on_resident = route(
+        &app,
+        title(CHAT),
+        &[("X-OpenWebUI-Task", "title_generation")],
+    )
+    .await;
+    let task = app.finished_task(&on_resident).await;
+    assert_eq!(task["status"], "done");
+    assert_eq!(task["model"], CHAT, "{task}");
+    assert_eq!(task["priority"], "background");
+    let on_cold = route(
+        &app,
+        title(CODER),
+        &[("X-OpenWebUI-Task", "title_generation")],
+    )
+    .await;
+    let task = app.finished_task(&on_cold).await;
+    assert_eq!(task["status"], "done");
+    assert_eq!(task["model"], "rules", "{task}");
+    let stats = app.fake.stats();
+    assert_eq!(stats.loads, 1, "only the person's model loaded: {stats:?}");
+    assert_eq!(
+        ran(&app, &["person asks", "Generate a title"]),
+        ["person asks", "Generate a title"],
+        "the title on the resident model ran there, the other did not reach the machine"
+    );
+    app.stop().await;
+}

@@ -131,6 +131,82 @@ async fn model_mode_and_model_tasks_use_the_utility_lane() {
     assert_eq!(d.rules_reply(), None);
 }
 
+/// Resident mode answers background work with a model that is resident anyway: the one
+/// the task was sent to, else `[internal_tasks] model`, pinned to the worker holding it;
+/// by rules when neither is resident, so nothing is ever loaded for it.
+#[tokio::test]
+async fn resident_mode_answers_with_a_resident_model_or_by_rules() {
+    let internal = InternalTasksConfig {
+        mode: InternalTasksMode::Resident,
+        model: Some("tiny".into()),
+        max_tokens: 64,
+    };
+    let r = Decider::new(config(), internal);
+    let with_resident = |resident: &[(&str, &str)]| {
+        let mut cat = catalog(&[
+            ("chat", "moon", None),
+            ("tiny", "laptop", None),
+            ("chat", "laptop", None),
+        ]);
+        for e in &mut cat.entries {
+            e.resident = resident
+                .iter()
+                .any(|(m, w)| e.model.as_str() == *m && e.worker.as_str() == *w);
+        }
+        cat
+    };
+    let chat = t::history(&[("USER", "what is rust?")]);
+    let sent_to = |model: &str| {
+        request(
+            vec![ChatMessage::user(t::title(&chat))],
+            false,
+            None,
+            None,
+            model,
+        )
+    };
+    // The model the task was sent to, resident on laptop.
+    let d = r
+        .decide(
+            &sent_to("chat"),
+            &with_resident(&[("chat", "laptop"), ("tiny", "laptop")]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        d.lane().to_string(),
+        "tasks:llm:chat@laptop",
+        "{:?}",
+        d.reasons
+    );
+    assert_eq!(d.rules_reply(), None);
+    // Not resident: the configured model where it is.
+    let d = r
+        .decide(&sent_to("chat"), &with_resident(&[("tiny", "laptop")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        d.lane().to_string(),
+        "tasks:llm:tiny@laptop",
+        "{:?}",
+        d.reasons
+    );
+    // Neither: rules, and the reasons say why.
+    let d = r
+        .decide(&sent_to("chat"), &with_resident(&[]))
+        .await
+        .unwrap();
+    assert_eq!(d.model.as_str(), "rules");
+    assert!(d.rules_reply().is_some());
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.contains("no model for it is resident")),
+        "{:?}",
+        d.reasons
+    );
+}
+
 #[tokio::test]
 async fn named_requests_keep_their_model_and_record_the_domain() {
     let turn = request(

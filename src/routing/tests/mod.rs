@@ -63,6 +63,7 @@ pub fn catalog(entries: &[(&str, &str, Option<bool>)]) -> Catalog {
                 model: ModelName::parse(model).unwrap(),
                 healthy: true,
                 tools: *tools,
+                resident: false,
             })
             .collect(),
     )
