@@ -31,9 +31,13 @@ pub struct InProcess {
 }
 
 impl InProcess {
-    /// Starts Coordinator with one Ollama backend per `(name, url)`.
+    /// Starts Coordinator with one Ollama backend per `(name, url)`, on a fresh store.
     pub async fn start(backends: &[(&str, String)]) -> anyhow::Result<Self> {
-        let dir = fresh_dir()?;
+        Self::start_in(fresh_dir()?, backends).await
+    }
+
+    /// Starts Coordinator with its store in `dir` (one a [`Self::stop_keeping`] left).
+    pub async fn start_in(dir: PathBuf, backends: &[(&str, String)]) -> anyhow::Result<Self> {
         let mut config = Config::default();
         config.server.listen = "127.0.0.1:0".to_owned();
         config.store = StoreConfig::Sqlite {
@@ -126,14 +130,19 @@ impl InProcess {
     }
 
     /// Stops Coordinator, waits for it and removes its directory.
-    pub async fn stop(mut self) -> anyhow::Result<()> {
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let dir = self.stop_keeping().await?;
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))
+    }
+
+    /// Stops Coordinator and waits for it (it keeps what it learned, as on any shutdown);
+    /// returns its directory, left in place for [`Self::start_in`].
+    pub async fn stop_keeping(mut self) -> anyhow::Result<PathBuf> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let served = (&mut self.handle).await.context("coordinator panicked")?;
-        std::fs::remove_dir_all(&self.dir)
-            .with_context(|| format!("removing {}", self.dir.display()))?;
-        served
+        (&mut self.handle).await.context("coordinator panicked")??;
+        Ok(self.dir)
     }
 }
 

@@ -1,8 +1,9 @@
 //! The household benchmark (`bench-household`, `scripts/bench.sh household`): several
 //! people chatting at once through Open WebUI-like sessions with three home machines that
-//! behave like Ollama on real hardware (the fake's realistic mode), measured four ways in
+//! behave like Ollama on real hardware (the fake's realistic mode), measured five ways in
 //! one run, each row from fresh machines: the client choosing a machine itself (random,
-//! round-robin, least-busy) and Coordinator on its default configuration.
+//! round-robin, least-busy) and Coordinator on its default configuration, once on a fresh
+//! store and once on the store a day of use left (the same people, other prompts).
 //!
 //! - [`machines`]: the three machines and their speeds;
 //! - [`workload`]: the people and their turns, drawn from the seed;
@@ -64,30 +65,88 @@ pub async fn run(options: Options) -> anyhow::Result<Vec<RowReport>> {
     Ok(rows)
 }
 
+/// The seed of the day before, for [`RowKind::CoordinatorWarm`]: other prompts, think
+/// times and Stop points, the same people and machines.
+const YESTERDAY: u64 = 0x9E37_79B9;
+
 /// One row: fresh machines, the plan's sessions all at once, then the machines' records.
 pub async fn run_row(kind: RowKind, plan: &Plan, options: Options) -> anyhow::Result<RowReport> {
-    let household = machines::household();
-    let mut fakes = Vec::with_capacity(household.len());
-    for machine in &household {
-        fakes.push(machine.spawn(options.scale).await?);
-    }
     let http = reqwest::Client::builder()
         .tcp_nodelay(true)
         .build()
         .context("building the HTTP client")?;
+    let store = match kind {
+        RowKind::CoordinatorWarm => {
+            let yesterday = Plan::new(options.seed ^ YESTERDAY, plan.people.len());
+            Some(a_day_before(&yesterday, options, &http).await?)
+        }
+        _ => None,
+    };
+    run_on_fresh_machines(kind, plan, options, &http, store).await
+}
+
+/// Runs `plan` through Coordinator on fresh machines and stops it; returns its store's
+/// directory, kept.
+async fn a_day_before(
+    plan: &Plan,
+    options: Options,
+    http: &reqwest::Client,
+) -> anyhow::Result<std::path::PathBuf> {
+    let household = machines::household();
+    let fakes = spawn_all(&household, options).await?;
+    let c = start_coordinator(&household, &fakes, http, None).await?;
+    let ctx = Arc::new(Context {
+        http: http.clone(),
+        route: Route::Coordinator(c.base_url().to_owned()),
+        scale: options.scale,
+        timeout: REQUEST_TIMEOUT.div_f64(options.scale),
+    });
+    futures::future::join_all(
+        plan.people
+            .iter()
+            .map(|person| session::run(ctx.clone(), person.clone())),
+    )
+    .await;
+    c.drained(http).await?;
+    let dir = c.stop_keeping().await?;
+    for fake in fakes {
+        fake.shutdown().await?;
+    }
+    Ok(dir)
+}
+
+async fn spawn_all(household: &[Machine], options: Options) -> anyhow::Result<Vec<FakeLlmServer>> {
+    let mut fakes = Vec::with_capacity(household.len());
+    for machine in household {
+        fakes.push(machine.spawn(options.scale).await?);
+    }
+    Ok(fakes)
+}
+
+/// [`run_row`] once any day before has run: Coordinator rows start on `store` when given.
+async fn run_on_fresh_machines(
+    kind: RowKind,
+    plan: &Plan,
+    options: Options,
+    http: &reqwest::Client,
+    store: Option<std::path::PathBuf>,
+) -> anyhow::Result<RowReport> {
+    let household = machines::household();
+    let fakes = spawn_all(&household, options).await?;
     let policy = match kind {
         RowKind::Random => Some(Policy::Random { seed: options.seed }),
         RowKind::RoundRobin => Some(Policy::RoundRobin),
         RowKind::LeastBusy => Some(Policy::LeastBusy),
-        RowKind::Coordinator => None,
+        RowKind::Coordinator | RowKind::CoordinatorWarm => None,
     };
     let (route, coordinator) = match policy {
         Some(policy) => (direct(policy, &household, &fakes), None),
         None => {
-            let c = start_coordinator(&household, &fakes, &http).await?;
+            let c = start_coordinator(&household, &fakes, http, store).await?;
             (Route::Coordinator(c.base_url().to_owned()), Some(c))
         }
     };
+    let http = http.clone();
     let ctx = Arc::new(Context {
         http: http.clone(),
         route,
@@ -133,13 +192,17 @@ async fn start_coordinator(
     household: &[Machine],
     fakes: &[FakeLlmServer],
     http: &reqwest::Client,
+    store: Option<std::path::PathBuf>,
 ) -> anyhow::Result<InProcess> {
     let backends: Vec<(&str, String)> = household
         .iter()
         .zip(fakes)
         .map(|(machine, fake)| (machine.name, fake.base_url()))
         .collect();
-    let coordinator = InProcess::start(&backends).await?;
+    let coordinator = match store {
+        Some(dir) => InProcess::start_in(dir, &backends).await?,
+        None => InProcess::start(&backends).await?,
+    };
     let expected: Vec<(&str, Vec<&str>)> = household
         .iter()
         .map(|m| (m.name, m.models.iter().map(|s| s.model).collect()))

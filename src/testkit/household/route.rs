@@ -21,14 +21,19 @@ pub enum RowKind {
     RoundRobin,
     LeastBusy,
     Coordinator,
+    /// Coordinator after a day of use: its store (what it learned of the machines, the
+    /// day's tasks and memory) from the same plan run once before with another seed, on
+    /// machines started fresh again.
+    CoordinatorWarm,
 }
 
 impl RowKind {
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Random,
         Self::RoundRobin,
         Self::LeastBusy,
         Self::Coordinator,
+        Self::CoordinatorWarm,
     ];
 }
 
@@ -39,6 +44,7 @@ impl fmt::Display for RowKind {
             Self::RoundRobin => "round-robin",
             Self::LeastBusy => "least-busy",
             Self::Coordinator => "coordinator",
+            Self::CoordinatorWarm => "coordinator (warm)",
         })
     }
 }
