@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigError, load, load_str};
 pub use secret::{SecretUrl, redact_url};
-pub use server::{KeyConfig, KeyRole, RoutingInfo, ServerConfig};
+pub use server::{KeyConfig, KeyRole, LogFormat, RoutingInfo, ServerConfig};
 
 use crate::domain::{ModelName, WorkerName};
 use crate::routing::RoutingConfig;

@@ -11,6 +11,7 @@ use crate::chat::{Chunk, ToolCall, Usage};
 use crate::domain::{Lane, TaskId, TaskStatus, WorkerName};
 use crate::events::TaskEvent;
 use crate::memory::Exchange;
+use crate::metrics::TaskTimes;
 use crate::queue::{Delivery, Job};
 use crate::store::{Claim, StoreError, TaskOutcome};
 use crate::web::web_stream;
@@ -342,6 +343,10 @@ impl Worker {
     /// acknowledged only then. Returns false when the row had ended already: then a task
     /// cancelled just as its answer ended gets that answer as its partial one.
     async fn record(&self, job: &Job, outcome: &TaskOutcome, terminal: TaskEvent) -> bool {
+        if outcome.status == TaskStatus::Done {
+            let times = TaskTimes::of(outcome, &job.request.model, self.handle.name());
+            self.metrics.task_ended(&times);
+        }
         match self.store.finish(job.task_id, outcome).await {
             Ok(recording) => {
                 self.events.publish(job.task_id, terminal).await;
