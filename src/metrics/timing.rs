@@ -279,6 +279,64 @@ mod tests {
         );
     }
 
+    /// The Grafana dashboard in `docs/` asks only for series `/metrics` has.
+    #[test]
+    fn the_grafana_dashboard_names_only_metrics_that_exist() {
+        let metrics = Metrics::default();
+        let (m, w) = (model(), WorkerName::parse("desk").unwrap());
+        metrics.task_ended(&TaskTimes {
+            model: &m,
+            machine: &w,
+            queue_wait_ms: Some(1),
+            first_token_ms: Some(2),
+            total_ms: Some(30),
+            completion_tokens: Some(3),
+        });
+        metrics.routing_overhead(std::time::Duration::from_micros(1));
+        let status = WorkerStatus {
+            name: w.clone(),
+            kind: crate::config::BackendKind::Ollama,
+            url: "http://desk:11434".into(),
+            models: vec![m.clone()],
+            loaded: vec![m.clone()],
+            healthy: true,
+            in_flight: 1,
+            max_concurrency: 2,
+            last_error: None,
+            perf: Vec::new(),
+            running: Vec::new(),
+            recent: Vec::new(),
+            max_loaded: None,
+            max_num_ctx: None,
+            windows: Vec::new(),
+        };
+        let depths = [(Lane::Web, 1)];
+        let text = metrics.render(&Household {
+            machines: std::slice::from_ref(&status),
+            depths: &depths,
+        });
+        let board: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/grafana-dashboard.json")).unwrap();
+        let mut names = 0;
+        for panel in board["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().unwrap() {
+                let expr = target["expr"].as_str().unwrap();
+                for (at, _) in expr.match_indices("coordinator_") {
+                    let name: String = expr[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    assert!(
+                        text.contains(&format!("\n{name}")),
+                        "{name} is not in\n{text}"
+                    );
+                    names += 1;
+                }
+            }
+        }
+        assert!(names > 15, "{names}");
+    }
+
     #[test]
     fn an_emptied_lane_reads_zero() {
         let metrics = Metrics::default();

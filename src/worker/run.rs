@@ -115,6 +115,10 @@ impl Worker {
             self.handle.keep_learned().await;
         }
         if let Some(outcome) = outcome.filter(|o| o.status == TaskStatus::Done) {
+            // After the client had the end of its answer: off its path.
+            let job = &delivery.job;
+            let times = TaskTimes::of(&outcome, &job.request.model, self.handle.name());
+            self.metrics.task_ended(&times);
             self.remember(&delivery.job, &outcome).await;
         }
     }
@@ -343,10 +347,6 @@ impl Worker {
     /// acknowledged only then. Returns false when the row had ended already: then a task
     /// cancelled just as its answer ended gets that answer as its partial one.
     async fn record(&self, job: &Job, outcome: &TaskOutcome, terminal: TaskEvent) -> bool {
-        if outcome.status == TaskStatus::Done {
-            let times = TaskTimes::of(outcome, &job.request.model, self.handle.name());
-            self.metrics.task_ended(&times);
-        }
         match self.store.finish(job.task_id, outcome).await {
             Ok(recording) => {
                 self.events.publish(job.task_id, terminal).await;

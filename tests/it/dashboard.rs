@@ -327,7 +327,17 @@ async fn metrics_are_prometheus_text_with_latency_histograms() {
         )
         .await;
     assert_eq!(res.status(), 200);
-    let text = app.get("/metrics").await.text().await.unwrap();
+    // The worker records a task's times once the client has its answer's end.
+    let by = format!("model=\"{SMALL}\",machine=\"sun\"");
+    let recorded = format!("coordinator_task_duration_seconds_count{{{by}}} 1\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let text = app.get("/metrics").await.text().await.unwrap();
+        if text.contains(&recorded) || std::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let samples = parse_prometheus(&text);
     let value = |name: &str, labels: &str| {
         samples
@@ -339,7 +349,6 @@ async fn metrics_are_prometheus_text_with_latency_histograms() {
     assert_eq!(value("coordinator_tasks_total", ""), 1.0);
     assert_eq!(value("coordinator_tasks_cancelled_total", ""), 0.0);
     assert_eq!(value("coordinator_unauthorized_total", ""), 0.0);
-    let by = format!("model=\"{SMALL}\",machine=\"sun\"");
     for h in [
         "coordinator_time_to_first_token_seconds",
         "coordinator_queue_wait_seconds",

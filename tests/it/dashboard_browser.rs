@@ -107,14 +107,34 @@ async fn until(client: &Client, script: &str, limit: Duration) -> bool {
     }
 }
 
+/// The page redraws its rows with every snapshot, so an element found may be gone by the
+/// time it is used: these find it again until the action lands (or 5 s passed).
+async fn on_element<T, F>(client: &Client, css: &str, act: F) -> T
+where
+    F: AsyncFn(fantoccini::elements::Element) -> Result<T, fantoccini::error::CmdError>,
+{
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tried = match client.find(Locator::Css(css)).await {
+            Ok(element) => act(element).await,
+            Err(e) => Err(e),
+        };
+        match tried {
+            Ok(v) => return v,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("{css}: {e}"),
+        }
+    }
+}
+
 async fn text_of(client: &Client, css: &str) -> String {
-    client
-        .find(Locator::Css(css))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    on_element(client, css, async |e| e.text().await).await
+}
+
+async fn click(client: &Client, css: &str) {
+    on_element(client, css, async |e| e.click().await).await;
 }
 
 #[tokio::test]
@@ -142,16 +162,10 @@ async fn the_page_shows_the_household_live_in_a_real_browser() {
         .send_keys(ADMIN_KEY)
         .await
         .unwrap();
-    client
-        .find(Locator::Css("#key-form button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "#key-form button").await;
 
     // Both machines and their models.
-    let machines = "return !!document.querySelector('[data-machine=\"moon\"]') && !!document.querySelector('[data-machine=\"sun\"]');";
+    let machines = "return !!document.querySelector('[data-machine=\"moon\"]') && !!document.querySelector('[data-machine=\"sun\"]') && document.getElementById('key-form').offsetParent === null;";
     assert!(
         until(&client, machines, Duration::from_secs(10)).await,
         "no machines shown"
@@ -234,13 +248,7 @@ async fn the_page_shows_the_household_live_in_a_real_browser() {
         until(&client, &done, Duration::from_secs(10)).await,
         "the task did not end"
     );
-    client
-        .find(Locator::Css(&row))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, &row).await;
     let opened = format!(
         "return document.getElementById('detail').open && document.getElementById('detail-id').textContent === '{id}' && document.getElementById('detail-fields').textContent.includes('attempts');"
     );
