@@ -524,6 +524,20 @@ mod tests {
     }
 
     #[test]
+    fn log_format_is_human_unless_json_is_asked_for() {
+        assert_eq!(Config::default().server.log_format, LogFormat::Human);
+        let c = load::load_str("[server]\nlog_format = \"json\"\n", Vec::new()).unwrap();
+        assert_eq!(c.server.log_format, LogFormat::Json);
+        let problems = load::load_str("[server]\nlog_format = \"xml\"\n", Vec::new())
+            .unwrap_err()
+            .problems();
+        assert!(
+            problems.iter().any(|p| p.contains("log_format")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
     fn the_queued_heads_delay_and_the_keep_alive_must_be_positive() {
         let text = "[timeouts]\nqueued_head_ms = 250\nkeep_alive_s = 2\n";
         let c = load::load_str(text, Vec::new()).unwrap();
