@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod context;
+pub mod dashboard;
 pub mod dispatch;
 pub mod domain;
 pub mod events;

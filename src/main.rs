@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use coordinator::cli;
+use coordinator::config::LogFormat;
 use coordinator::memory::cli as memory_cli;
 use coordinator::startup::{Application, WorkerProcess, shutdown_signal};
 
@@ -35,7 +36,7 @@ enum Command {
         /// Listen address, overriding the config (e.g. 127.0.0.1:8000, or :0 for any port).
         #[arg(long)]
         listen: Option<String>,
-        /// Log as JSON lines.
+        /// Log as JSON lines (as `[server] log_format = "json"` does).
         #[arg(long)]
         log_json: bool,
     },
@@ -60,7 +61,7 @@ enum Command {
         /// A local OpenAI-compatible server to serve (adds a backend; its /v1 base URL).
         #[arg(long)]
         openai: Option<String>,
-        /// Log as JSON lines.
+        /// Log as JSON lines (as `[server] log_format = "json"` does).
         #[arg(long)]
         log_json: bool,
     },
@@ -73,6 +74,21 @@ enum Command {
     Route {
         #[command(subcommand)]
         command: RouteCommand,
+    },
+    /// The household as the dashboard shows it (machines, queue, recent tasks), read
+    /// from a running coordinator's HTTP API.
+    Status {
+        /// The coordinator's address (default: http:// and `[server] listen` of the config).
+        #[arg(long)]
+        url: Option<String>,
+        /// An admin key, when keys are set.
+        #[arg(long, env = "COORDINATOR_KEY", hide_env_values = true)]
+        key: Option<String>,
+        /// Refresh every this many seconds until Ctrl-C.
+        #[arg(long, num_args = 0..=1, default_missing_value = "2")]
+        watch: Option<f64>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
     },
     /// Inspect recorded tasks (reads the store directly).
     Tasks {
@@ -226,8 +242,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             listen,
             log_json,
         } => {
-            coordinator::telemetry::init(log_json);
             let mut cfg = cli::load_config(config)?;
+            coordinator::telemetry::init(log_json || cfg.server.log_format == LogFormat::Json);
             if let Some(l) = listen {
                 cfg.server.listen = if l.starts_with(':') {
                     format!("127.0.0.1{l}")
@@ -248,8 +264,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             openai,
             log_json,
         } => {
-            coordinator::telemetry::init(log_json);
             let mut cfg = cli::load_config(config)?;
+            coordinator::telemetry::init(log_json || cfg.server.log_format == LogFormat::Json);
             cli::apply_cluster_flags(&mut cfg, store, queue, ollama, openai);
             let problems = cfg.validate();
             if !problems.is_empty() {
@@ -287,6 +303,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     calibrate,
                 } => memory_cli::run_eval(&cfg, &file, explain, calibrate).await?,
             }
+        }
+        Command::Status {
+            url,
+            key,
+            watch,
+            config,
+        } => {
+            let base = match url {
+                Some(url) => url,
+                None => format!("http://{}", cli::load_config(config)?.server.listen),
+            };
+            let every = watch.map(|s| std::time::Duration::from_secs_f64(s.max(0.2)));
+            coordinator::dashboard::terminal::run(&base, key.as_deref(), every, shutdown_signal())
+                .await?;
         }
         Command::Tasks { config, command } => {
             let cfg = cli::load_config(config)?;

@@ -118,6 +118,7 @@ impl AppState {
     }
 
     async fn submit_until(&self, turn: Turn, until: Until) -> Result<Submitted, SubmitError> {
+        let arrived = std::time::Instant::now();
         if self.shutdown.is_cancelled() {
             return Err(SubmitError::ShuttingDown);
         }
@@ -141,9 +142,12 @@ impl AppState {
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();
         let span = crate::telemetry::task_span(task_id, Some(&turn.thread_id), decision.lane());
-        self.record_and_start(turn, decision, task_id, until)
+        let submitted = self
+            .record_and_start(turn, decision, task_id, until)
             .instrument(span)
-            .await
+            .await;
+        self.metrics.routing_overhead(arrived.elapsed());
+        submitted
     }
 
     /// Records the routed turn's task and starts it (or records its rules answer), inside

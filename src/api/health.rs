@@ -77,12 +77,20 @@ pub async fn workers(
     Json(json!({"workers": workers, "queues": depths}))
 }
 
+/// Prometheus text: the counters and histograms, and the gauges set from the workers and
+/// the queue as they are now.
 pub async fn metrics(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    let depths = state.dispatch.queue().depths().await.unwrap_or_default();
+    let machines = state.directory.statuses();
+    let household = crate::metrics::Household {
+        machines: &machines,
+        depths: &depths,
+    };
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        state.metrics.render(),
+        state.metrics.render(&household),
     )
 }

@@ -16,7 +16,7 @@ pub mod openai;
 mod queued;
 pub mod responses;
 mod route;
-mod tasks;
+pub(crate) mod tasks;
 pub mod text_or;
 pub mod wait;
 
@@ -41,7 +41,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
-        .route("/", get(ollama::manage::root));
+        .merge(crate::dashboard::open_routes());
     let guarded = Router::new()
         .route("/workers", get(health::workers))
         .route("/route", post(route::route))
@@ -94,6 +94,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/embeddings", post(openai::embeddings::embeddings))
         .route("/memory", get(memory::list).delete(memory::forget_thread))
         .route("/memory/{id}", delete(memory::forget_one))
+        .merge(crate::dashboard::guarded_routes(&state))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             require_api_key,

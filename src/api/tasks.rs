@@ -73,7 +73,7 @@ pub async fn get_task(
 
 /// Where a queued task waits, from the queue and the workers' figures; `None` when it is
 /// not in its lane (a worker is taking it) or the queue cannot say (logged).
-async fn place(state: &AppState, task: &TaskRecord) -> Option<QueueWait> {
+pub(crate) async fn place(state: &AppState, task: &TaskRecord) -> Option<QueueWait> {
     // The composed prompt's size, from the stored job; the user's prompt if unreadable.
     let prompt_tokens = task
         .job

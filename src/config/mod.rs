@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigError, load, load_str};
 pub use secret::{SecretUrl, redact_url};
-pub use server::{KeyConfig, KeyRole, RoutingInfo, ServerConfig};
+pub use server::{KeyConfig, KeyRole, LogFormat, RoutingInfo, ServerConfig};
 
 use crate::domain::{ModelName, WorkerName};
 use crate::routing::RoutingConfig;
@@ -525,6 +525,20 @@ mod tests {
         assert_eq!(c.server.listen, "127.0.0.1:8000");
         assert_eq!(c.timeouts.route_s, 60);
         assert_eq!(c.effective_backends().len(), 1);
+    }
+
+    #[test]
+    fn log_format_is_human_unless_json_is_asked_for() {
+        assert_eq!(Config::default().server.log_format, LogFormat::Human);
+        let c = load::load_str("[server]\nlog_format = \"json\"\n", Vec::new()).unwrap();
+        assert_eq!(c.server.log_format, LogFormat::Json);
+        let problems = load::load_str("[server]\nlog_format = \"xml\"\n", Vec::new())
+            .unwrap_err()
+            .problems();
+        assert!(
+            problems.iter().any(|p| p.contains("log_format")),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub struct ServerConfig {
     pub idle_timeout_s: u64,
     /// Client connections open at once; more are answered 503 and closed.
     pub max_connections: usize,
+    /// How log lines are written to stderr: `human` (default) or `json`, one object a line
+    /// (for journald or Loki).
+    pub log_format: LogFormat,
 }
 
 impl Default for ServerConfig {
@@ -57,6 +60,7 @@ impl Default for ServerConfig {
             body_timeout_s: 30,
             idle_timeout_s: 60,
             max_connections: 2048,
+            log_format: LogFormat::Human,
         }
     }
 }
@@ -139,6 +143,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("body_timeout_s", &self.body_timeout_s)
             .field("idle_timeout_s", &self.idle_timeout_s)
             .field("max_connections", &self.max_connections)
+            .field("log_format", &self.log_format)
             .finish()
     }
 }
@@ -196,4 +201,15 @@ pub enum RoutingInfo {
     Off,
     Footer,
     HeaderFooter,
+}
+
+/// `[server] log_format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Compact text, coloured on a terminal.
+    #[default]
+    Human,
+    /// One JSON object a line, with the span's fields (the task id) in it.
+    Json,
 }

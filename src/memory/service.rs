@@ -167,6 +167,19 @@ impl Memory {
         self.len() == 0
     }
 
+    /// Items in the in-memory indexes per person (over their embedders), by person.
+    pub fn len_by_person(&self) -> Vec<(Person, usize)> {
+        let indexes = self.indexes();
+        let mut out: Vec<(Person, usize)> = indexes
+            .iter()
+            .map(|(person, by_embedder)| {
+                (person.clone(), by_embedder.values().map(Index::len).sum())
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        out
+    }
+
     /// `person`'s memories most relevant to `prompt` under `[memory] scope`, best first,
     /// at most `top_k`, one per task. Empty when memory is disabled.
     pub async fn recall(

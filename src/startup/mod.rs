@@ -182,6 +182,7 @@ impl Application {
             directory: coordinator.directory.clone(),
             web: web_context(&config, &registry)?,
             memory: coordinator.memory.clone(),
+            metrics: coordinator.metrics.clone(),
         };
         spawn_workers(
             &config,
@@ -313,6 +314,7 @@ impl WorkerProcess {
             memory,
             directory: transport.directory,
             web: web_context(&config, &registry)?,
+            metrics: Arc::default(),
         };
         Ok(Self {
             config: Arc::new(config),

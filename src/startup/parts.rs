@@ -194,6 +194,7 @@ pub struct WorkerParts {
     pub directory: Arc<dyn Directory>,
     pub web: Option<Arc<WebContext>>,
     pub memory: Option<crate::memory::Memory>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Starts one worker per backend, the model discovery loop and (in cluster mode) the
@@ -235,12 +236,14 @@ pub fn spawn_workers(
             abort: abort.clone(),
             cancels: parts.dispatch.cancels().clone(),
             slots: Arc::new(Semaphore::new(handle.max_concurrency)),
+            metrics: parts.metrics.clone(),
         };
         parts
             .dispatch
             .adopt(worker.clone(), tracker.clone(), stop.clone());
         tracker.spawn(worker.run(stop.clone(), tracker.clone()));
     }
+    tracker.spawn(metrics_upkeep_loop(parts.metrics.clone(), stop.clone()));
     if let Some(listener) = parts.dispatch.cancel_listener(stop.clone()) {
         tracker.spawn(listener);
     }
@@ -265,6 +268,21 @@ pub fn spawn_workers(
                 .clone()
                 .run(crate::cluster::HEARTBEAT_EVERY, stop.clone()),
         );
+    }
+}
+
+/// How often the histograms' recent samples are folded into their buckets between
+/// scrapes (so that a process nobody scrapes holds no growing list of them).
+const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+async fn metrics_upkeep_loop(metrics: Arc<crate::metrics::Metrics>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(METRICS_UPKEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => metrics.upkeep(),
+            () = stop.cancelled() => return,
+        }
     }
 }
 

@@ -110,6 +110,8 @@ pub struct Worker {
     pub cancels: Cancels,
     /// The backend's slots (`max_concurrency`): a job runs only while it holds one.
     pub slots: Arc<Semaphore>,
+    /// Where a finished task's times are recorded (`/metrics`).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The worker's span of a job's task (see [`crate::telemetry::task_span`]).

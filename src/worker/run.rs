@@ -11,6 +11,7 @@ use crate::chat::{Chunk, ToolCall, Usage};
 use crate::domain::{Lane, Priority, TaskId, TaskStatus, WorkerName};
 use crate::events::TaskEvent;
 use crate::memory::Exchange;
+use crate::metrics::TaskTimes;
 use crate::queue::{Delivery, Job};
 use crate::store::{Claim, StoreError, TaskOutcome};
 use crate::web::web_stream;
@@ -114,6 +115,10 @@ impl Worker {
             self.handle.keep_learned().await;
         }
         if let Some(outcome) = outcome.filter(|o| o.status == TaskStatus::Done) {
+            // After the client had the end of its answer: off its path.
+            let job = &delivery.job;
+            let times = TaskTimes::of(&outcome, &job.request.model, self.handle.name());
+            self.metrics.task_ended(&times);
             self.remember(&delivery.job, &outcome).await;
         }
     }

@@ -62,6 +62,7 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
         abort: CancellationToken::new(),
         cancels: Default::default(),
         slots: Arc::new(Semaphore::new(1)),
+        metrics: Arc::default(),
     }
 }
 

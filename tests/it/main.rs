@@ -11,6 +11,8 @@ mod cluster_text;
 mod completions;
 mod connections;
 mod context;
+mod dashboard;
+mod dashboard_browser;
 mod embeddings;
 mod error_shapes;
 mod foundation;

@@ -1,0 +1,259 @@
+//! `coordinator status [--watch]`: the dashboard's picture in a terminal, read from a
+//! running service's `GET /dashboard/snapshot` (the same picture the page draws).
+//! [`render`] is pure, so its output is pinned by a snapshot test.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::snapshot::Snapshot;
+
+/// How many recent tasks the terminal shows.
+const RECENT_SHOWN: usize = 10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("cannot reach {url}: {source}")]
+    Unreachable { url: String, source: reqwest::Error },
+    #[error("{url} needs an admin key: pass --key or set COORDINATOR_KEY")]
+    NeedsKey { url: String },
+    #[error("{url} refused the key: the dashboard needs an admin's")]
+    NotAdmin { url: String },
+    #[error("{url} answered {status}")]
+    Status { url: String, status: u16 },
+    #[error("{url} sent what is not a dashboard snapshot: {source}")]
+    Malformed { url: String, source: reqwest::Error },
+}
+
+/// Reads the picture from the service at `base` (e.g. `http://127.0.0.1:8000`).
+pub async fn fetch(
+    http: &reqwest::Client,
+    base: &str,
+    key: Option<&str>,
+) -> Result<Snapshot, StatusError> {
+    let url = format!("{}/dashboard/snapshot", base.trim_end_matches('/'));
+    let mut req = http.get(&url);
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    let res = req
+        .send()
+        .await
+        .map_err(|source| StatusError::Unreachable {
+            url: url.clone(),
+            source,
+        })?;
+    match res.status().as_u16() {
+        200 => res
+            .json()
+            .await
+            .map_err(|source| StatusError::Malformed { url, source }),
+        401 => Err(StatusError::NeedsKey { url }),
+        403 => Err(StatusError::NotAdmin { url }),
+        status => Err(StatusError::Status { url, status }),
+    }
+}
+
+/// Prints the picture once, or (`watch`) every `every` until Ctrl-C.
+pub async fn run(
+    base: &str,
+    key: Option<&str>,
+    watch: Option<Duration>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), StatusError> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|source| StatusError::Unreachable {
+            url: base.to_owned(),
+            source,
+        })?;
+    let Some(every) = watch else {
+        print!("{}", render(&fetch(&http, base, key).await?, Utc::now()));
+        return Ok(());
+    };
+    tokio::pin!(stop);
+    loop {
+        let picture = match fetch(&http, base, key).await {
+            Ok(s) => render(&s, Utc::now()),
+            Err(e @ (StatusError::NeedsKey { .. } | StatusError::NotAdmin { .. })) => {
+                return Err(e);
+            }
+            Err(e) => format!("{e}\n"),
+        };
+        // Clear the screen and draw from its top.
+        print!("\x1b[2J\x1b[H{picture}");
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = &mut stop => return Ok(()),
+        }
+    }
+}
+
+/// The picture as text, with waiting times as of `now`.
+pub fn render(s: &Snapshot, now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "MACHINES");
+    for m in &s.machines {
+        let health = if m.healthy { "up" } else { "DOWN" };
+        let _ = writeln!(
+            out,
+            "  {:<14} {:<6} {:<4} slots {}/{}",
+            m.name, m.kind, health, m.in_flight, m.slots
+        );
+        for model in &m.models {
+            let resident = if m.resident.contains(model) { "*" } else { " " };
+            let figures = m
+                .latest
+                .iter()
+                .find(|f| &f.model == model)
+                .map(|f| {
+                    format!(
+                        "  ttft {}  {} tok/s",
+                        ms(f.ttft_ms),
+                        f.tokens_per_s.map_or("-".to_owned(), |r| format!("{r:.1}"))
+                    )
+                })
+                .unwrap_or_default();
+            let _ = writeln!(out, "    {resident} {model}{figures}");
+        }
+        if let Some(e) = &m.last_error {
+            let _ = writeln!(out, "    last error: {e}");
+        }
+    }
+    let _ = writeln!(out, "\nQUEUE ({} waiting)", s.queued_total);
+    if s.queue.is_empty() {
+        let _ = writeln!(out, "  (empty)");
+    }
+    for w in &s.queue {
+        let waited = (now - w.queued_at).num_seconds().max(0);
+        let _ = writeln!(
+            out,
+            "  {:>3}  {:<24} {:<12} {:<11} waiting {:>4}s  eta {:>5}  {}",
+            w.position.map_or("-".to_owned(), |p| p.to_string()),
+            w.lane,
+            w.person,
+            w.priority,
+            waited,
+            w.eta_s.map_or("-".to_owned(), |e| format!("~{e}s")),
+            w.prompt
+        );
+    }
+    let _ = writeln!(out, "\nRECENT");
+    for t in s.recent.iter().take(RECENT_SHOWN) {
+        let _ = writeln!(
+            out,
+            "  {}  {:<9} {:<12} {:<16} {:<10} ttft {:>7}  total {:>7}  {}{}",
+            t.created_at.format("%H:%M:%S"),
+            t.status,
+            t.person,
+            t.model,
+            t.machine.as_deref().unwrap_or("-"),
+            ms(t.first_token_ms),
+            ms(t.total_ms),
+            t.prompt,
+            t.note
+                .as_ref()
+                .map(|n| format!("  ({n})"))
+                .unwrap_or_default()
+        );
+    }
+    out
+}
+
+fn ms(v: Option<i64>) -> String {
+    match v {
+        None => "-".to_owned(),
+        Some(v) if v < 1000 => format!("{v}ms"),
+        Some(v) => format!("{:.1}s", v as f64 / 1000.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dashboard::snapshot::{Machine, ModelFigures, RecentTask, Waiting};
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn the_terminal_picture_is_stable() {
+        let snapshot = Snapshot {
+            machines: vec![
+                Machine {
+                    name: "desk".into(),
+                    kind: "ollama".into(),
+                    healthy: true,
+                    models: vec!["qwen3:8b".into(), "llama3.2:3b".into()],
+                    resident: vec!["qwen3:8b".into()],
+                    in_flight: 1,
+                    slots: 2,
+                    last_error: None,
+                    latest: vec![ModelFigures {
+                        model: "qwen3:8b".into(),
+                        ttft_ms: Some(420),
+                        tokens_per_s: Some(38.5),
+                    }],
+                },
+                Machine {
+                    name: "laptop".into(),
+                    kind: "openai".into(),
+                    healthy: false,
+                    models: vec![],
+                    resident: vec![],
+                    in_flight: 0,
+                    slots: 1,
+                    last_error: Some("cannot connect".into()),
+                    latest: vec![],
+                },
+            ],
+            queue: vec![Waiting {
+                task_id: "t2".into(),
+                lane: "tasks:llm:qwen3:8b".into(),
+                position: Some(1),
+                eta_s: Some(7),
+                person: "alice".into(),
+                priority: "interactive".into(),
+                model: "qwen3:8b".into(),
+                queued_at: at("2026-12-02T10:00:00Z"),
+                prompt: "and then a poem".into(),
+            }],
+            queued_total: 1,
+            recent: vec![RecentTask {
+                task_id: "t1".into(),
+                created_at: at("2026-12-02T09:59:58Z"),
+                person: "bob".into(),
+                prompt: "wie wird das Wetter".into(),
+                domain: "general".into(),
+                lane: "tasks:web".into(),
+                model: "qwen3:8b".into(),
+                machine: Some("desk".into()),
+                reasons: vec!["web: pos=wetter".into()],
+                status: "done".into(),
+                internal_task: None,
+                first_token_ms: Some(1240),
+                total_ms: Some(4000),
+                note: Some("no results".into()),
+            }],
+            ..Snapshot::default()
+        };
+        let expected = "\
+MACHINES
+  desk           ollama up   slots 1/2
+    * qwen3:8b  ttft 420ms  38.5 tok/s
+      llama3.2:3b
+  laptop         openai DOWN slots 0/1
+    last error: cannot connect
+
+QUEUE (1 waiting)
+    1  tasks:llm:qwen3:8b       alice        interactive waiting   12s  eta   ~7s  and then a poem
+
+RECENT
+  09:59:58  done      bob          qwen3:8b         desk       ttft    1.2s  total    4.0s  wie wird das Wetter  (no results)
+";
+        assert_eq!(render(&snapshot, at("2026-12-02T10:00:12Z")), expected);
+    }
+}
