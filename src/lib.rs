@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod context;
 pub mod dispatch;
+pub mod docs;
 pub mod domain;
 pub mod events;
 pub mod lang;
