@@ -88,6 +88,13 @@ enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// The RAG lane's documents: ingest, list, forget (reads the store directly).
+    Docs {
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: coordinator::docs::cli::DocsCommand,
+    },
     /// Offline evaluations.
     Eval {
         #[arg(long, short, global = true)]
@@ -307,6 +314,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 TasksCommand::Show { id } => cli::tasks_show(&cfg, &id).await?,
             }
+        }
+        Command::Docs { config, command } => {
+            coordinator::docs::cli::run(&cli::load_config(config)?, command).await?;
         }
         Command::Memory { config, command } => {
             let cfg = cli::load_config(config)?;

@@ -13,6 +13,7 @@
 //! - [`retrieve`]: full-text and vector ranks fused by reciprocal rank fusion.
 
 pub mod chunk;
+pub mod cli;
 pub mod config;
 pub mod ingest;
 pub mod retrieve;
