@@ -21,6 +21,9 @@ pub struct DocsConfig {
     /// The lowest cosine similarity (built-in embedder) a chunk needs to be relevant;
     /// calibrated on `eval/rag.jsonl` (docs/BENCHMARKS.md).
     pub min_score: f32,
+    /// The model that answers from the documents; `[routing] default_model`, else the
+    /// model of whichever worker takes the job, when absent.
+    pub model: Option<String>,
 }
 
 impl Default for DocsConfig {
@@ -31,6 +34,7 @@ impl Default for DocsConfig {
             chunk_overlap_chars: 200,
             top_k: 5,
             min_score: 0.12,
+            model: None,
         }
     }
 }
@@ -61,6 +65,11 @@ impl DocsConfig {
         if !(0.0..1.0).contains(&self.min_score) {
             problems.push("docs.min_score: must be in [0, 1)".to_owned());
         }
+        if let Some(m) = &self.model
+            && let Err(e) = crate::domain::ModelName::parse(m)
+        {
+            problems.push(format!("docs.model: {e}"));
+        }
         problems
     }
 }
@@ -78,7 +87,8 @@ mod tests {
             chunk_overlap_chars: 60,
             top_k: 0,
             min_score: 1.5,
+            model: Some("bad model".into()),
         };
-        assert_eq!(bad.validate().len(), 5, "{:?}", bad.validate());
+        assert_eq!(bad.validate().len(), 6, "{:?}", bad.validate());
     }
 }

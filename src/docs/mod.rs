@@ -16,6 +16,7 @@ pub mod chunk;
 pub mod cli;
 pub mod config;
 pub mod ingest;
+pub mod lane;
 pub mod retrieve;
 pub mod store;
 pub mod terms;

@@ -55,6 +55,10 @@ pub async fn documents(s: &dyn DocStore) {
     let g1 = s.generation().await.unwrap();
     assert!(g1 > g0);
 
+    assert_eq!(
+        s.collections().await.unwrap(),
+        [manuals.clone(), notes.clone()]
+    );
     let listed = s.documents(None).await.unwrap();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0].collection, manuals);
@@ -135,5 +139,6 @@ pub async fn documents(s: &dyn DocStore) {
         .unwrap();
     assert_eq!(s.forget(&manuals, None).await.unwrap(), 2);
     assert!(s.documents(None).await.unwrap().is_empty());
+    assert!(s.collections().await.unwrap().is_empty());
     assert!(s.vectors("test").await.unwrap().is_empty());
 }

@@ -84,6 +84,9 @@ pub trait DocStore: Send + Sync {
         collection: Option<&Collection>,
     ) -> Result<Vec<DocumentInfo>, StoreError>;
 
+    /// The collections that hold at least one document, by name.
+    async fn collections(&self) -> Result<Vec<Collection>, StoreError>;
+
     /// Writes `doc`, replacing the document of the same collection and path if any.
     async fn put(&self, doc: &NewDocument) -> Result<(), StoreError>;
 

@@ -69,6 +69,14 @@ impl DocStore for SqliteDocStore {
         rows.iter().map(document).collect()
     }
 
+    async fn collections(&self) -> Result<Vec<Collection>, StoreError> {
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT DISTINCT collection FROM doc_documents ORDER BY collection")
+                .fetch_all(&self.pool)
+                .await?;
+        names.iter().map(|n| parse_collection(n)).collect()
+    }
+
     async fn put(&self, doc: &NewDocument) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         let collection = doc.collection.as_str();
