@@ -146,6 +146,13 @@ enum EvalCommand {
     /// Accuracy of the routing rules (web, domain, internal) on a JSONL set, with misses
     /// (e.g. eval/routing.jsonl).
     Routing { file: PathBuf },
+    /// Retrieval hit@1 / hit@5 / MRR over a JSONL file of cases and a corpus ingested into
+    /// a temporary store (e.g. eval/rag.jsonl with --corpus docs --corpus eval/rag).
+    Rag {
+        file: PathBuf,
+        #[arg(long, required = true)]
+        corpus: Vec<PathBuf>,
+    },
     /// Recall hit@1 / hit@k over a JSONL file of cases (e.g. eval/memory.jsonl).
     Memory {
         file: PathBuf,
@@ -288,6 +295,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cfg = cli::load_config(config)?;
             match command {
                 EvalCommand::Routing { file } => cli::eval_routing(&cfg, &file).await?,
+                EvalCommand::Rag { file, corpus } => {
+                    print!(
+                        "{}",
+                        coordinator::docs::eval::run_file(&file, &corpus, &cfg.docs).await?
+                    );
+                }
                 EvalCommand::Memory {
                     file,
                     explain,

@@ -33,7 +33,7 @@ impl Default for DocsConfig {
             chunk_max_chars: 1200,
             chunk_overlap_chars: 200,
             top_k: 5,
-            min_score: 0.12,
+            min_score: 0.18,
             model: None,
         }
     }

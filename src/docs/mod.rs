@@ -15,6 +15,7 @@
 pub mod chunk;
 pub mod cli;
 pub mod config;
+pub mod eval;
 pub mod ingest;
 pub mod lane;
 pub mod retrieve;

@@ -4,7 +4,7 @@
 //! and katakana, so "バックアップ" and "NASの設定" are found by their parts.
 //!
 //! The indexed column holds the terms joined by spaces; a query is its distinct terms
-//! (stop words and hiragana-only bigrams dropped), each quoted, joined by OR.
+//! (stop words and lone hiragana dropped), each quoted, joined by OR.
 
 use crate::memory::embed::{STOP_WORDS, normalize};
 
@@ -71,8 +71,10 @@ pub fn index_text(text: &str) -> String {
 pub fn query_terms(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for t in terms(text) {
-        let hiragana_only = t.chars().all(is_hiragana);
-        if hiragana_only || STOP_WORDS.contains(&t.as_str()) || out.contains(&t) {
+        // A lone hiragana is a particle (の, は); a pair may be a word (びん, ごみ),
+        // which the index's IDF weighs against the common endings (ます, です).
+        let particle = t.chars().count() == 1 && t.chars().all(is_hiragana);
+        if particle || STOP_WORDS.contains(&t.as_str()) || out.contains(&t) {
             continue;
         }
         out.push(t);
