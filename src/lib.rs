@@ -12,6 +12,7 @@ pub mod config;
 pub mod context;
 pub mod dashboard;
 pub mod dispatch;
+pub mod docs;
 pub mod domain;
 pub mod events;
 pub mod lang;

@@ -104,6 +104,13 @@ enum Command {
         #[command(subcommand)]
         command: MemoryCommand,
     },
+    /// The RAG lane's documents: ingest, list, forget (reads the store directly).
+    Docs {
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: coordinator::docs::cli::DocsCommand,
+    },
     /// Offline evaluations.
     Eval {
         #[arg(long, short, global = true)]
@@ -155,6 +162,13 @@ enum EvalCommand {
     /// Accuracy of the routing rules (web, domain, internal) on a JSONL set, with misses
     /// (e.g. eval/routing.jsonl).
     Routing { file: PathBuf },
+    /// Retrieval hit@1 / hit@5 / MRR over a JSONL file of cases and a corpus ingested into
+    /// a temporary store (e.g. eval/rag.jsonl with --corpus docs --corpus eval/rag).
+    Rag {
+        file: PathBuf,
+        #[arg(long, required = true)]
+        corpus: Vec<PathBuf>,
+    },
     /// Recall hit@1 / hit@k over a JSONL file of cases (e.g. eval/memory.jsonl).
     Memory {
         file: PathBuf,
@@ -297,6 +311,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let cfg = cli::load_config(config)?;
             match command {
                 EvalCommand::Routing { file } => cli::eval_routing(&cfg, &file).await?,
+                EvalCommand::Rag { file, corpus } => {
+                    print!(
+                        "{}",
+                        coordinator::docs::eval::run_file(&file, &corpus, &cfg.docs).await?
+                    );
+                }
                 EvalCommand::Memory {
                     file,
                     explain,
@@ -337,6 +357,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 TasksCommand::Show { id } => cli::tasks_show(&cfg, &id).await?,
             }
+        }
+        Command::Docs { config, command } => {
+            coordinator::docs::cli::run(&cli::load_config(config)?, command).await?;
         }
         Command::Memory { config, command } => {
             let cfg = cli::load_config(config)?;

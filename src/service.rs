@@ -98,6 +98,8 @@ pub struct AppState {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Conversation memory (`[memory]`); `None` when it could not be opened at start.
     pub memory: Option<crate::memory::Memory>,
+    /// The household's documents (the RAG lane, `/docs`, the `rag:<collection>` models).
+    pub rag: Option<Arc<crate::docs::lane::RagContext>>,
 }
 
 impl AppState {

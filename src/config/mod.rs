@@ -35,6 +35,7 @@ pub struct Config {
     pub timeouts: TimeoutsConfig,
     pub web: crate::web::WebConfig,
     pub memory: crate::memory::MemoryConfig,
+    pub docs: crate::docs::DocsConfig,
     pub limits: crate::limits::LimitsConfig,
     pub scheduler: crate::queue::priority::SchedulerConfig,
 }
@@ -470,6 +471,7 @@ impl Config {
         problems.extend(self.routing.validate());
         problems.extend(self.web.validate());
         problems.extend(self.memory.validate());
+        problems.extend(self.docs.validate());
         problems
     }
 

@@ -20,6 +20,7 @@ mod config;
 mod domain;
 pub mod eval;
 mod internal;
+mod rag;
 mod rules_reply;
 mod select;
 mod text;
@@ -265,15 +266,26 @@ impl Decider {
         turn: &Turn,
         catalog: &Catalog,
     ) -> Result<RouteDecision, RouteError> {
-        let decision = match internal::detect(turn) {
-            TurnKind::Internal { task, reason } => {
+        let kind = internal::detect(turn);
+        let asked_rag = match &kind {
+            TurnKind::Internal { .. } => None,
+            _ => rag::requested(turn),
+        };
+        let decision = match (kind, asked_rag) {
+            (TurnKind::Rag { reason, .. } | TurnKind::User { note: Some(reason) }, Some(rag)) => {
+                rag.and_then(|rag| self.decide_rag(rag, catalog, vec![reason]))
+            }
+            (TurnKind::User { note: None }, Some(rag)) => {
+                rag.and_then(|rag| self.decide_rag(rag, catalog, Vec::new()))
+            }
+            (TurnKind::Internal { task, reason }, _) => {
                 self.decide_internal(turn, catalog, task, reason)
             }
-            TurnKind::Rag { question, reason } => {
+            (TurnKind::Rag { question, reason }, None) => {
                 self.decide_user(turn, catalog, &question, vec![reason], true)
                     .await
             }
-            TurnKind::User { note } => {
+            (TurnKind::User { note }, None) => {
                 let reasons = note.into_iter().collect();
                 self.decide_user(turn, catalog, &turn.prompt, reasons, false)
                     .await

@@ -132,6 +132,12 @@ impl Decider {
             reasons.push(format!("internal: internal_tasks.model {m} is not served"));
         }
         let m = match &turn.model {
+            // Open WebUI sends its background tasks to the selected model, `rag:<name>` too.
+            ModelRequest::Named { model, .. }
+                if crate::docs::RagModel::parse(model.as_str()).is_some() =>
+            {
+                self.auto_model(super::domain::GENERAL, catalog, reasons)?
+            }
             ModelRequest::Named { model, .. } => {
                 catalog.check_named(model, None)?;
                 model.clone()

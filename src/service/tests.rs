@@ -63,6 +63,7 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
         limits: Arc::default(),
         shutdown: Default::default(),
         memory: None,
+        rag: None,
     }
 }
 

@@ -34,6 +34,18 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(2);
 /// Opens conversation memory in the task store's database, with the embedder `[memory]`
 /// names (served by one of the registry's backends) or the built-in one. Memory that
 /// cannot be opened is logged and left out: chat keeps working without it.
+/// The RAG lane's documents, with the web lane's follow-up rewriter when it has one.
+async fn open_rag(
+    config: &Config,
+    registry: &Registry,
+) -> anyhow::Result<Option<Arc<crate::docs::lane::RagContext>>> {
+    let rewriter = web_context(config, registry)?.and_then(|w| w.rewriter.clone());
+    let ctx = crate::docs::lane::RagContext::open(config, rewriter)
+        .await
+        .context("opening the documents")?;
+    Ok(Some(Arc::new(ctx)))
+}
+
 async fn open_memory(config: &Config, registry: &Registry) -> Option<Memory> {
     let backends: Vec<Backend> = registry
         .handles()
@@ -106,6 +118,7 @@ impl Application {
             limits: Arc::new(crate::limits::Limits::new(&config.limits)),
             shutdown: CancellationToken::new(),
             memory: open_memory(&config, &registry).await,
+            rag: open_rag(&config, &registry).await?,
         };
         let listener = TcpListener::bind(&config.server.listen)
             .await
@@ -181,6 +194,7 @@ impl Application {
             dispatch: coordinator.dispatch.clone(),
             directory: coordinator.directory.clone(),
             web: web_context(&config, &registry)?,
+            rag: coordinator.rag.clone(),
             memory: coordinator.memory.clone(),
             metrics: coordinator.metrics.clone(),
         };
@@ -315,6 +329,7 @@ impl WorkerProcess {
             directory: transport.directory,
             web: web_context(&config, &registry)?,
             metrics: Arc::default(),
+            rag: open_rag(&config, &registry).await?,
         };
         Ok(Self {
             config: Arc::new(config),

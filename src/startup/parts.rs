@@ -193,6 +193,7 @@ pub struct WorkerParts {
     pub dispatch: Dispatcher,
     pub directory: Arc<dyn Directory>,
     pub web: Option<Arc<WebContext>>,
+    pub rag: Option<Arc<crate::docs::lane::RagContext>>,
     pub memory: Option<crate::memory::Memory>,
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -232,6 +233,7 @@ pub fn spawn_workers(
             utility_model: utility_model.clone(),
             web: parts.web.clone(),
             web_model: web_model.clone(),
+            rag: parts.rag.clone(),
             memory: parts.memory.clone(),
             abort: abort.clone(),
             cancels: parts.dispatch.cancels().clone(),

@@ -100,6 +100,8 @@ pub struct Worker {
     /// when its backend serves `web_model`.
     pub web: Option<Arc<WebContext>>,
     pub web_model: Option<ModelName>,
+    /// The RAG lane's context, when this worker serves `tasks:rag` (see `docs::lane`).
+    pub rag: Option<Arc<crate::docs::lane::RagContext>>,
     /// Conversation memory: every finished turn is written to it after delivery.
     pub memory: Option<crate::memory::Memory>,
     /// Cancelled when shutdown's grace period is over: running jobs are abandoned without
@@ -180,6 +182,13 @@ impl Worker {
                 && !lanes.contains(&Lane::Web)
             {
                 lanes.push(Lane::Web);
+            }
+            // The RAG lane likewise: the workers serving its model, or every worker.
+            if let Some(rag) = &self.rag
+                && rag.model.as_ref().is_none_or(|r| r == &m.name)
+                && !lanes.contains(&Lane::Rag)
+            {
+                lanes.push(Lane::Rag);
             }
         }
         lanes

@@ -138,7 +138,7 @@ impl Worker {
         let started = Utc::now();
         got.started = Some(started);
         // The window this machine gives the request (the web lane sizes its own).
-        let num_ctx = (job.lane != Lane::Web)
+        let num_ctx = (job.lane != Lane::Web && job.lane != Lane::Rag)
             .then(|| self.handle.num_ctx_for(&job.request))
             .flatten();
         got.num_ctx = num_ctx;
@@ -399,6 +399,22 @@ impl Worker {
     async fn open(&self, job: &Job, num_ctx: Option<u32>) -> Result<Opened, BackendError> {
         let adjusted = self.as_sent_here(job, num_ctx);
         let request = adjusted.as_ref().unwrap_or(&job.request);
+        if let (Some(ctx), Lane::Rag) = (&self.rag, &job.lane) {
+            let own = self.handle.models().into_iter().next().map(|m| m.name);
+            let model = ctx
+                .model
+                .clone()
+                .filter(|m| self.handle.serves(m))
+                .or(own)
+                .unwrap_or_else(|| job.request.model.clone());
+            let answer =
+                crate::docs::lane::rag_stream(ctx, &self.handle.backend, &job.request, model)
+                    .await?;
+            return Ok(Opened {
+                chunks: answer.chunks,
+                fallback: answer.fallback,
+            });
+        }
         match (&self.web, job.lane == Lane::Web) {
             (Some(ctx), true) => {
                 let mut request = job.request.clone();

@@ -58,6 +58,7 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
         utility_model: None,
         web: Some(Arc::new(web)),
         web_model: None,
+        rag: None,
         memory: None,
         abort: CancellationToken::new(),
         cancels: Default::default(),

@@ -453,6 +453,7 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         limits: Arc::default(),
         shutdown: Default::default(),
         memory: None,
+        rag: None,
     };
     // Another process holds the database's write lock, so the task's row cannot be
     // committed yet.

@@ -29,6 +29,7 @@ mod openwebui_ollama;
 mod people;
 mod placement;
 mod priorities;
+mod rag;
 mod responses;
 mod responses_previous;
 mod routing;

@@ -29,7 +29,7 @@ fn json<T: serde::Serialize>(value: &T) -> Response {
     json_response(StatusCode::OK, out)
 }
 
-/// `auto`, every model, and every `model@worker`, with both `name` and `model` set.
+/// `auto`, every model, every `model@worker`, and the RAG models, with both `name` and `model` set.
 pub async fn tags(State(state): State<AppState>) -> Response {
     let modified = timestamp(state.started_at);
     let catalog = state.directory.catalog();
@@ -42,6 +42,9 @@ pub async fn tags(State(state): State<AppState>) -> Response {
             format!("{}@{}", e.model, e.worker),
             modified.clone(),
         ));
+    }
+    for name in crate::docs::lane::model_names(state.rag.as_deref()).await {
+        models.push(ModelTag::new(name, modified.clone()));
     }
     json(&TagsResponse { models })
 }

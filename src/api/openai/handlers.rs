@@ -15,7 +15,7 @@ use crate::api::error::ApiError;
 use crate::service::AppState;
 use crate::turn::{Answer, ClientContext, TurnInput};
 
-/// `auto`, every model, and every `model@worker`.
+/// `auto`, every model, every `model@worker`, and `rag` with `rag:<collection>`.
 pub async fn list_models(State(state): State<AppState>) -> Response {
     let created = state.started_at.timestamp();
     let catalog = state.directory.catalog();
@@ -29,6 +29,9 @@ pub async fn list_models(State(state): State<AppState>) -> Response {
             created,
             e.worker.to_string(),
         ));
+    }
+    for name in crate::docs::lane::model_names(state.rag.as_deref()).await {
+        data.push(ModelEntry::new(name, created, "coordinator"));
     }
     let mut out = Vec::with_capacity(256);
     write_json(&mut out, &ModelList::new(data));

@@ -1,0 +1,210 @@
+//! Hybrid retrieval: the full-text index's ranking and the built-in embedder's ranking,
+//! fused by reciprocal rank fusion (`1 / (60 + rank)` summed over both lists), then
+//! filtered by a minimum cosine similarity so that a question the documents do not answer
+//! gets no chunks at all (and an honest answer).
+//!
+//! The vectors of every chunk are held in memory per process, reloaded when the store's
+//! generation changes (another process, or `coordinator docs ingest`, wrote documents).
+//! Only RAG jobs come here; ordinary chats never do.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+
+use super::Collection;
+use super::store::{ChunkVector, DocStore, StoredChunk};
+use super::terms::query_terms;
+use crate::memory::embed::HashEmbedder;
+use crate::store::StoreError;
+
+/// How many candidates each ranking contributes to the fusion.
+const CANDIDATES: usize = 50;
+/// The rank constant of reciprocal rank fusion (Cormack et al., 2009).
+const RRF_K: f64 = 60.0;
+
+/// One retrieved chunk and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    pub chunk: StoredChunk,
+    /// The fused score (higher is better).
+    pub score: f64,
+    /// Cosine similarity of the query and the chunk (built-in embedder).
+    pub similarity: f32,
+    /// 1-based rank in the full-text list, if the chunk was in it.
+    pub text_rank: Option<usize>,
+    /// 1-based rank in the vector list, if the chunk was in it.
+    pub vector_rank: Option<usize>,
+}
+
+struct Vectors {
+    generation: i64,
+    rows: Vec<ChunkVector>,
+}
+
+/// Searches the documents; cheap to clone.
+#[derive(Clone)]
+pub struct Retriever {
+    store: Arc<dyn DocStore>,
+    embedder: HashEmbedder,
+    vectors: Arc<RwLock<Option<Arc<Vectors>>>>,
+}
+
+/// The text a chunk is embedded and indexed as: the title and heading path carry what the
+/// chunk is about when its own text does not say it.
+pub fn indexed_text(title: &str, heading: &str, text: &str) -> String {
+    format!("{title}\n{heading}\n{text}")
+}
+
+impl Retriever {
+    pub fn new(store: Arc<dyn DocStore>) -> Self {
+        Self {
+            store,
+            embedder: HashEmbedder,
+            vectors: Arc::new(RwLock::new(None)),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn DocStore> {
+        &self.store
+    }
+
+    /// The vectors as of the store's current generation.
+    async fn vectors(&self) -> Result<Arc<Vectors>, StoreError> {
+        let generation = self.store.generation().await?;
+        let cached = self
+            .vectors
+            .read()
+            .ok()
+            .and_then(|v| v.as_ref().filter(|v| v.generation == generation).cloned());
+        if let Some(v) = cached {
+            return Ok(v);
+        }
+        let rows = self.store.vectors(self.embedder.id()).await?;
+        let fresh = Arc::new(Vectors { generation, rows });
+        if let Ok(mut slot) = self.vectors.write() {
+            *slot = Some(fresh.clone());
+        }
+        Ok(fresh)
+    }
+
+    /// At most `k` chunks of `scope` (every collection when `None`) relevant to `query`:
+    /// similarity at least `min_score`, best fused score first.
+    pub async fn search(
+        &self,
+        scope: Option<&Collection>,
+        query: &str,
+        k: usize,
+        min_score: f32,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let terms = query_terms(query);
+        let text_ids = self
+            .store
+            .text_search(scope, &terms, CANDIDATES as u32)
+            .await?;
+        let q = self.embedder.embed(query);
+        let vectors = self.vectors().await?;
+        let similarity: HashMap<i64, f32> = vectors
+            .rows
+            .iter()
+            .filter(|r| scope.is_none_or(|c| &r.collection == c))
+            .map(|r| (r.id, dot(&q, &r.vector)))
+            .collect();
+        let mut by_vector: Vec<(i64, f32)> = similarity.iter().map(|(id, s)| (*id, *s)).collect();
+        let n = by_vector.len().min(CANDIDATES);
+        if n > 0 && n < by_vector.len() {
+            by_vector.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        }
+        by_vector.truncate(n);
+        by_vector.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut fused: Vec<Ranked> = fuse(&text_ids, &by_vector)
+            .into_iter()
+            .filter(|r| similarity.get(&r.id).is_some_and(|s| *s >= min_score))
+            .collect();
+        fused.truncate(k);
+        let ids: Vec<i64> = fused.iter().map(|r| r.id).collect();
+        let mut chunks: HashMap<i64, StoredChunk> = self
+            .store
+            .chunks(&ids)
+            .await?
+            .into_iter()
+            .map(|c| (c.id, c))
+            .collect();
+        Ok(fused
+            .into_iter()
+            .filter_map(|r| {
+                Some(Hit {
+                    chunk: chunks.remove(&r.id)?,
+                    score: r.score,
+                    similarity: similarity.get(&r.id).copied().unwrap_or(0.0),
+                    text_rank: r.text_rank,
+                    vector_rank: r.vector_rank,
+                })
+            })
+            .collect())
+    }
+}
+
+/// A chunk's place in the fused ranking.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Ranked {
+    id: i64,
+    score: f64,
+    text_rank: Option<usize>,
+    vector_rank: Option<usize>,
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Reciprocal rank fusion of the two ranked lists, best first; ties by id.
+fn fuse(text: &[i64], vector: &[(i64, f32)]) -> Vec<Ranked> {
+    let mut all: HashMap<i64, Ranked> = HashMap::new();
+    let rrf = |i: usize| 1.0 / (RRF_K + (i + 1) as f64);
+    for (i, id) in text.iter().enumerate() {
+        let e = all.entry(*id).or_insert(Ranked {
+            id: *id,
+            ..Ranked::default()
+        });
+        e.score += rrf(i);
+        e.text_rank = Some(i + 1);
+    }
+    for (i, (id, _)) in vector.iter().enumerate() {
+        let e = all.entry(*id).or_insert(Ranked {
+            id: *id,
+            ..Ranked::default()
+        });
+        e.score += rrf(i);
+        e.vector_rank = Some(i + 1);
+    }
+    let mut out: Vec<Ranked> = all.into_values().collect();
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_rewards_agreement() {
+        // 7 is second in both lists; 1 is first in one only.
+        let fused = fuse(&[1, 7, 3], &[(9, 0.9), (7, 0.8), (3, 0.1)]);
+        assert_eq!(fused[0].id, 7);
+        assert_eq!(
+            (fused[0].text_rank, fused[0].vector_rank),
+            (Some(2), Some(2))
+        );
+        assert_eq!(fused[1].id, 3, "in both lists, third");
+        assert_eq!(fused.len(), 4);
+        let only_vector = fused.iter().find(|f| f.id == 9).unwrap();
+        assert_eq!(
+            (only_vector.text_rank, only_vector.vector_rank),
+            (None, Some(1))
+        );
+    }
+}
