@@ -42,6 +42,27 @@ pub struct BackendRequest {
 }
 
 impl BackendRequest {
+    /// The last user message (the prompt; empty when there is none) and the conversation
+    /// before it without system messages: what the web and RAG lanes rewrite a follow-up
+    /// from.
+    pub fn prompt_and_history(&self) -> (&str, Vec<crate::chat::ChatMessage>) {
+        let last_user = self
+            .messages
+            .iter()
+            .rposition(|m| m.role == crate::chat::Role::User);
+        let prompt = last_user.map_or("", |i| self.messages[i].content.as_str());
+        let history = last_user
+            .map(|i| {
+                self.messages[..i]
+                    .iter()
+                    .filter(|m| m.role != crate::chat::Role::System)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        (prompt, history)
+    }
+
     /// The prompt's tokens as [`crate::context::request_tokens`] estimates them (one per
     /// CJK character), for placement and the window.
     pub fn estimated_prompt_tokens(&self) -> u32 {

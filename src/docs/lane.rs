@@ -104,17 +104,7 @@ pub struct RagPlan {
 /// user's original prompt as the last user message. A store failure becomes the honest
 /// no-match answer, with its reason recorded.
 pub async fn plan_rag_reply(ctx: &RagContext, request: &BackendRequest) -> RagPlan {
-    let last_user = request.messages.iter().rposition(|m| m.role == Role::User);
-    let prompt = last_user.map_or("", |i| request.messages[i].content.as_str());
-    let history: Vec<ChatMessage> = last_user
-        .map(|i| {
-            request.messages[..i]
-                .iter()
-                .filter(|m| m.role != Role::System)
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
+    let (prompt, history) = request.prompt_and_history();
     let lang = detect_language(prompt);
     let scope = match RagModel::parse(request.model.as_str()) {
         Some(Ok(m)) => m,

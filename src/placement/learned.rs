@@ -156,21 +156,9 @@ pub async fn restore(registry: &crate::backend::Registry, config: &StoreConfig) 
 
 /// Opens the learned figures in the database `[store]` names (applying the migrations).
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn LearnedStore>, StoreError> {
-    Ok(match config {
-        StoreConfig::Sqlite { path } => {
-            let tasks = crate::store::sqlite::SqliteStore::open(path).await?;
-            Arc::new(SqliteLearned(tasks.pool().clone()))
-        }
-        StoreConfig::Postgres { url, schema } => {
-            let tasks = match schema {
-                Some(s) => {
-                    crate::store::postgres::PostgresStore::connect_with_schema(url.expose(), s)
-                        .await?
-                }
-                None => crate::store::postgres::PostgresStore::connect(url.expose()).await?,
-            };
-            Arc::new(PostgresLearned(tasks.pool().clone()))
-        }
+    Ok(match crate::store::Database::open(config).await? {
+        crate::store::Database::Sqlite(pool) => Arc::new(SqliteLearned(pool)),
+        crate::store::Database::Postgres(pool) => Arc::new(PostgresLearned(pool)),
     })
 }
 

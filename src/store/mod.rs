@@ -158,3 +158,30 @@ pub trait TaskStore: Send + Sync + 'static {
         Ok(())
     }
 }
+
+/// The database `[store]` names, opened with every migration applied: what the memory,
+/// document and learned-figure stores open their own pool on.
+pub enum Database {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl Database {
+    pub async fn open(config: &crate::config::StoreConfig) -> Result<Self, StoreError> {
+        use crate::config::StoreConfig;
+        Ok(match config {
+            StoreConfig::Sqlite { path } => {
+                Self::Sqlite(sqlite::SqliteStore::open(path).await?.pool().clone())
+            }
+            StoreConfig::Postgres { url, schema } => {
+                let tasks = match schema {
+                    Some(s) => {
+                        postgres::PostgresStore::connect_with_schema(url.expose(), s).await?
+                    }
+                    None => postgres::PostgresStore::connect(url.expose()).await?,
+                };
+                Self::Postgres(tasks.pool().clone())
+            }
+        })
+    }
+}

@@ -22,7 +22,7 @@ use super::query::{QuerySource, derive_query};
 use super::rewrite::QueryRewriter;
 use super::searxng::{SearchError, SearxngClient};
 use crate::backend::{Backend, BackendError, BackendRequest, ChunkStream};
-use crate::chat::{ChatMessage, Chunk, Role};
+use crate::chat::Chunk;
 use crate::lang::{Lang, detect_language};
 
 /// What the web lane needs, built once per worker.
@@ -88,17 +88,7 @@ pub struct WebReply {
 /// user's original prompt as the last user message. Never fails: every search problem
 /// becomes a fallback plan with its reason.
 pub async fn plan_web_reply(ctx: &WebContext, request: &BackendRequest) -> WebPlan {
-    let last_user = request.messages.iter().rposition(|m| m.role == Role::User);
-    let prompt = last_user.map_or("", |i| request.messages[i].content.as_str());
-    let history: Vec<ChatMessage> = last_user
-        .map(|i| {
-            request.messages[..i]
-                .iter()
-                .filter(|m| m.role != Role::System)
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
+    let (prompt, history) = request.prompt_and_history();
     let cleaned = clean_text(prompt);
     let lang = detect_language(if cleaned.is_empty() { prompt } else { &cleaned });
     let mut outcome = WebOutcome {

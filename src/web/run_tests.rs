@@ -2,6 +2,7 @@
 //! stream decoration, and (ignored until the real Ollama client lands) end to end.
 
 use super::*;
+use crate::chat::ChatMessage;
 use crate::config::{BackendConfig, BackendKind, TimeoutsConfig};
 use crate::domain::ModelName;
 use crate::testkit::fake_searxng::{FakeMode, FakeResult, FakeSearxng};

@@ -114,21 +114,9 @@ pub trait DocStore: Send + Sync {
 
 /// Opens the document store in the database `[store]` names (applying the migrations).
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn DocStore>, StoreError> {
-    Ok(match config {
-        StoreConfig::Sqlite { path } => {
-            let tasks = crate::store::sqlite::SqliteStore::open(path).await?;
-            Arc::new(sqlite::SqliteDocStore::new(tasks.pool().clone()))
-        }
-        StoreConfig::Postgres { url, schema } => {
-            let tasks = match schema {
-                Some(s) => {
-                    crate::store::postgres::PostgresStore::connect_with_schema(url.expose(), s)
-                        .await?
-                }
-                None => crate::store::postgres::PostgresStore::connect(url.expose()).await?,
-            };
-            Arc::new(postgres::PostgresDocStore::new(tasks.pool().clone()))
-        }
+    Ok(match crate::store::Database::open(config).await? {
+        crate::store::Database::Sqlite(pool) => Arc::new(sqlite::SqliteDocStore::new(pool)),
+        crate::store::Database::Postgres(pool) => Arc::new(postgres::PostgresDocStore::new(pool)),
     })
 }
 

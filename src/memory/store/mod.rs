@@ -124,20 +124,10 @@ pub trait MemoryStore: Send + Sync + 'static {
 
 /// Opens the memory store in the database `[store]` names (applying the migrations).
 pub async fn open(config: &StoreConfig) -> Result<Arc<dyn MemoryStore>, StoreError> {
-    Ok(match config {
-        StoreConfig::Sqlite { path } => {
-            let tasks = crate::store::sqlite::SqliteStore::open(path).await?;
-            Arc::new(sqlite::SqliteMemoryStore::new(tasks.pool().clone()))
-        }
-        StoreConfig::Postgres { url, schema } => {
-            let tasks = match schema {
-                Some(s) => {
-                    crate::store::postgres::PostgresStore::connect_with_schema(url.expose(), s)
-                        .await?
-                }
-                None => crate::store::postgres::PostgresStore::connect(url.expose()).await?,
-            };
-            Arc::new(postgres::PostgresMemoryStore::new(tasks.pool().clone()))
+    Ok(match crate::store::Database::open(config).await? {
+        crate::store::Database::Sqlite(pool) => Arc::new(sqlite::SqliteMemoryStore::new(pool)),
+        crate::store::Database::Postgres(pool) => {
+            Arc::new(postgres::PostgresMemoryStore::new(pool))
         }
     })
 }
