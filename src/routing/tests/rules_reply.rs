@@ -1,7 +1,5 @@
 //! Rule answers: the JSON Open WebUI parses, in the chat's language, fast.
 
-use std::time::Instant;
-
 use serde_json::Value;
 
 use super::*;
@@ -110,24 +108,25 @@ fn fixed_answers_for_the_other_tasks() {
     }
 }
 
+/// Every task on a 5,000-character template gets its rule answer, but the two that need
+/// a model. How long they take is measured by `cargo bench --bench routing`
+/// (`title_template_5k`), not here: a timed unit test fails on a loaded machine.
 #[test]
-fn rule_answers_take_well_under_a_millisecond() {
+fn every_rule_answer_comes_from_a_long_template() {
     let chat = t::history(&[
         ("USER", &"長い会話の本文です。".repeat(500)),
         ("ASSISTANT", "ok"),
     ]);
     let turn = task_turn(&t::title(&chat), None, Some(1000));
-    let _ = rules_reply(InternalTask::TagsGeneration, &turn);
-    let start = Instant::now();
     for task in InternalTask::ALL {
-        let _ = rules_reply(task, &turn);
+        let needs_a_model = matches!(
+            task,
+            InternalTask::MoaResponseGeneration | InternalTask::ContextCompaction
+        );
+        assert_eq!(
+            rules_reply(task, &turn).is_none(),
+            needs_a_model,
+            "{task:?}"
+        );
     }
-    // Eleven answers on a 5,000-character template. Unoptimised test builds get 10x the
-    // budget; `cargo bench --bench routing` measures the release numbers.
-    let budget_us = if cfg!(debug_assertions) { 5_000 } else { 500 };
-    assert!(
-        start.elapsed().as_micros() < 11 * budget_us,
-        "{:?}",
-        start.elapsed()
-    );
 }
