@@ -323,6 +323,25 @@ impl Backend {
         }
     }
 
+    /// [`Self::chat`] up to its first chunk, returned apart from the rest: a stream that
+    /// ends before one is a protocol error. For the lanes that decorate an answer (web,
+    /// RAG) and must not emit anything before the backend has answered.
+    pub async fn chat_first(
+        &self,
+        req: &BackendRequest,
+    ) -> Result<(crate::chat::Chunk, ChunkStream), BackendError> {
+        use futures::StreamExt;
+        let mut chunks = self.chat(req).await?;
+        match chunks.next().await {
+            Some(Ok(first)) => Ok((first, chunks)),
+            Some(Err(e)) => Err(e),
+            None => Err(BackendError::Protocol {
+                backend: self.name().to_string(),
+                message: "the stream ended before its first chunk".to_owned(),
+            }),
+        }
+    }
+
     /// The text of a short answer (its content, not its reasoning or tool calls): for
     /// Coordinator's own small asks of a model (query rewriting, classification, fact
     /// extraction).

@@ -14,8 +14,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-
 use super::retrieve::{Hit, Retriever};
 use super::{DocsConfig, RagModel};
 use crate::backend::{Backend, BackendError, BackendRequest, ChunkStream};
@@ -274,17 +272,7 @@ pub async fn rag_stream(
 ) -> Result<RagReply, BackendError> {
     let mut plan = plan_rag_reply(ctx, request).await;
     plan.request.model = answer_with;
-    let mut chunks = backend.chat(&plan.request).await?;
-    let first = match chunks.next().await {
-        Some(Ok(chunk)) => chunk,
-        Some(Err(e)) => return Err(e),
-        None => {
-            return Err(BackendError::Protocol {
-                backend: backend.name().to_string(),
-                message: "the stream ended before its first chunk".to_owned(),
-            });
-        }
-    };
+    let (first, chunks) = backend.chat_first(&plan.request).await?;
     Ok(RagReply {
         chunks: decorate(first, chunks, plan.prefix, plan.suffix),
         fallback: plan.fallback,

@@ -164,17 +164,7 @@ pub async fn web_stream(
     request: &BackendRequest,
 ) -> Result<WebReply, BackendError> {
     let plan = plan_web_reply(ctx, request).await;
-    let mut chunks = backend.chat(&plan.request).await?;
-    let first = match chunks.next().await {
-        Some(Ok(chunk)) => chunk,
-        Some(Err(e)) => return Err(e),
-        None => {
-            return Err(BackendError::Protocol {
-                backend: backend.name().to_string(),
-                message: "the stream ended before its first chunk".to_owned(),
-            });
-        }
-    };
+    let (first, chunks) = backend.chat_first(&plan.request).await?;
     Ok(WebReply {
         outcome: plan.outcome,
         chunks: decorate(first, chunks, plan.prefix, plan.suffix),
