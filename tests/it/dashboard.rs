@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use coordinator::config::{BackendConfig, BackendKind, KeyConfig, KeyRole};
+use coordinator::config::{BackendConfig, KeyConfig, KeyRole};
 use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, Realism, Speed};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -42,16 +42,9 @@ pub async fn household(keys: bool) -> Household {
         c.timeouts.queued_head_ms = 50;
         c.backends.push(BackendConfig {
             name: "sun".into(),
-            kind: BackendKind::Ollama,
             url: sun_url,
-            models: None,
-            api_key_env: None,
             max_concurrency: 4,
-            max_loaded: None,
-            keep_alive: Default::default(),
-            context_length: None,
-            model_context_length: Default::default(),
-            max_num_ctx: None,
+            ..BackendConfig::default_ollama()
         });
         if keys {
             c.server.keys = vec![
