@@ -253,7 +253,7 @@ impl AppState {
         )?;
         task.context = fitted.note;
         let request = fitted.request;
-        let prompt_tokens = request.estimated_prompt_tokens();
+        let prompt_tokens = fitted.tokens;
         let worker_hint = decision.pinned_worker().cloned().or_else(|| {
             let ask = crate::placement::Ask::of(&request, Some(&turn.thread_id));
             crate::placement::best_of(&statuses, &ask)

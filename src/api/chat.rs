@@ -97,7 +97,10 @@ pub async fn chat<W: ChatWire>(
     body: Result<JsonBody, ApiError>,
 ) -> Result<Response, W::Error> {
     let JsonBody(body) = body?;
-    reply::<W>(&state, &caller, &headers, &body)
+    // Boxed: the whole turn's state machine is large, and the server's layers move the
+    // handler's future several times before and while they poll it; they now move a
+    // pointer.
+    Box::pin(reply::<W>(&state, &caller, &headers, &body))
         .await
         .map_err(W::Error::from)
 }

@@ -33,16 +33,45 @@ const MESSAGE_OVERHEAD: u32 = 4;
 
 /// A token estimate of `text`: about four characters per token for alphabetic scripts,
 /// one per CJK character (kana, kanji, hangul, full-width forms).
+///
+/// Every composed request is counted several times on its way (fitting, placement, the
+/// worker's slot), so runs of ASCII are counted eight bytes at a time and only the other
+/// characters are decoded.
 pub fn estimate_text_tokens(text: &str) -> u32 {
-    let (mut wide, mut narrow) = (0u32, 0u32);
-    for c in text.chars() {
-        if is_wide(c) {
-            wide = wide.saturating_add(1);
-        } else {
-            narrow = narrow.saturating_add(1);
+    let (mut narrow, mut wide) = (0usize, 0usize);
+    let mut rest = text;
+    loop {
+        let ascii = ascii_prefix_len(rest.as_bytes());
+        narrow += ascii;
+        rest = &rest[ascii..];
+        let Some(c) = rest.chars().next() else {
+            break;
+        };
+        match is_wide(c) {
+            true => wide += 1,
+            false => narrow += 1,
         }
+        rest = &rest[c.len_utf8()..];
     }
-    wide.saturating_add(narrow.div_ceil(4))
+    saturate(wide).saturating_add(saturate(narrow).div_ceil(4))
+}
+
+/// How many bytes at the start of `bytes` are ASCII.
+fn ascii_prefix_len(bytes: &[u8]) -> usize {
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let mut n = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let word = u64::from_ne_bytes(chunk.try_into().unwrap_or([0x80; 8]));
+        if word & HIGH_BITS != 0 {
+            break;
+        }
+        n += 8;
+    }
+    n + bytes[n..].iter().take_while(|b| b.is_ascii()).count()
+}
+
+fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 fn is_wide(c: char) -> bool {

@@ -15,6 +15,25 @@ fn japanese_counts_a_token_per_character_and_english_four_characters() {
     assert_eq!(request_tokens(&[m.clone(), m]), 18);
 }
 
+/// The character-by-character count, as the estimate was first written (the byte count
+/// must agree with it on every text).
+fn counted_per_character(text: &str) -> u32 {
+    let (wide, narrow) = text
+        .chars()
+        .fold((0u32, 0u32), |(w, n), c| match is_wide(c) {
+            true => (w + 1, n),
+            false => (w, n + 1),
+        });
+    wide + narrow.div_ceil(4)
+}
+
+proptest::proptest! {
+    #[test]
+    fn counting_ascii_runs_counts_as_decoding_characters(text in "([ -~]{0,19}[あ-ん→…é])*[ -~]{0,30}|[ -~\\n\\t]{0,300}|\\PC{0,120}|[a-z\u{3000}-\u{3040}\u{9ff0}-\u{ac10}\u{d7a0}-\u{d7ff}\u{f8f0}-\u{fb10}\u{fef0}-\u{fff0}\u{10000}-\u{10010}]{0,60}") {
+        proptest::prop_assert_eq!(estimate_text_tokens(&text), counted_per_character(&text));
+    }
+}
+
 #[test]
 fn num_ctx_is_rounded_capped_and_at_least_ollamas_default() {
     assert_eq!(choose_num_ctx(100, None, None, 32_768), 4096);

@@ -77,47 +77,58 @@ pub fn context_block(
             continue;
         }
         let label = age_label(lang, hit.item.created_at, now);
-        let room = max_chars.saturating_sub(used + 3 + label.chars().count());
+        let label_chars = char_count(&label);
+        let room = max_chars.saturating_sub(used + 3 + label_chars);
         if room < 10 {
             break;
         }
         out.push_str("\n- ");
         out.push_str(&label);
-        let written = match line.char_indices().nth(room) {
-            None => {
-                out.push_str(&line);
-                line.chars().count()
-            }
-            Some(_) => {
-                let end = line
-                    .char_indices()
-                    .nth(room - 1)
-                    .map_or(line.len(), |(at, _)| at);
-                out.push_str(&line[..end]);
-                out.push('…');
-                room
-            }
+        let chars = char_count(&line);
+        let written = if chars <= room {
+            out.push_str(&line);
+            chars
+        } else {
+            let end = line
+                .char_indices()
+                .nth(room - 1)
+                .map_or(line.len(), |(at, _)| at);
+            out.push_str(&line[..end]);
+            out.push('…');
+            room
         };
-        used += written + 3 + label.chars().count();
+        used += written + 3 + label_chars;
         lines += 1;
     }
     out.push_str(CLOSE);
     (lines > 0).then_some(out)
 }
 
+/// Characters in `s` (its length when it is ASCII, the common case).
+fn char_count(s: &str) -> usize {
+    match s.is_ascii() {
+        true => s.len(),
+        false => s.chars().count(),
+    }
+}
+
 /// A memory as one line inside the fence: its words joined by single spaces, and angle
 /// brackets as their look-alikes.
 fn fenced_line(text: &str) -> String {
-    let mut line = String::with_capacity(text.len());
-    for (i, word) in words(text).enumerate() {
-        if i > 0 {
+    let mut line = String::with_capacity(text.len() + 4);
+    for word in words(text) {
+        if !line.is_empty() {
             line.push(' ');
         }
-        line.extend(word.chars().map(|c| match c {
-            '<' => '‹',
-            '>' => '›',
-            c => c,
-        }));
+        if word.bytes().any(|b| b == b'<' || b == b'>') {
+            line.extend(word.chars().map(|c| match c {
+                '<' => '‹',
+                '>' => '›',
+                c => c,
+            }));
+        } else {
+            line.push_str(word);
+        }
     }
     line
 }
@@ -126,10 +137,21 @@ fn fenced_line(text: &str) -> String {
 /// of its first newline) joined by the word "→" when both have words.
 fn words(text: &str) -> impl Iterator<Item = &str> {
     let (prompt, answer) = text.split_once('\n').unwrap_or((text, ""));
-    let arrow =
-        prompt.split_whitespace().next().is_some() && answer.split_whitespace().next().is_some();
-    prompt
-        .split_whitespace()
+    let arrow = words_of(prompt).next().is_some() && words_of(answer).next().is_some();
+    words_of(prompt)
         .chain(arrow.then_some("→"))
-        .chain(answer.split_whitespace())
+        .chain(words_of(answer))
+}
+
+/// `text.split_whitespace()`, by bytes when `text` is ASCII (where Unicode's whitespace
+/// is ASCII's plus the vertical tab).
+pub(super) fn words_of(text: &str) -> impl Iterator<Item = &str> {
+    let ascii = text.is_ascii() && !text.contains('\u{b}');
+    let mut by_bytes = ascii.then(|| text.split_ascii_whitespace());
+    let mut by_chars = (!ascii).then(|| text.split_whitespace());
+    std::iter::from_fn(move || match (&mut by_bytes, &mut by_chars) {
+        (Some(words), _) => words.next(),
+        (None, Some(words)) => words.next(),
+        (None, None) => None,
+    })
 }

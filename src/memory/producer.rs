@@ -170,9 +170,16 @@ pub fn fact_pieces(facts: Vec<Fact>) -> Vec<Piece> {
         .collect()
 }
 
-/// Whitespace runs as single spaces.
-fn flatten(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+/// Whitespace runs as single spaces, and no whitespace at either end.
+pub(super) fn flatten(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in super::context::words_of(text) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 fn truncate(text: &str, max: usize) -> String {

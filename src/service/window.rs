@@ -37,6 +37,8 @@ pub(super) fn limit_for(
 /// A request that fits, and what fitting it did.
 pub(super) struct Fitted {
     pub request: BackendRequest,
+    /// The request's estimated prompt tokens.
+    pub tokens: u32,
     pub note: ContextNote,
 }
 
@@ -77,13 +79,18 @@ pub(super) fn fit(
             "request trimmed to its model's window"
         );
     }
+    let tokens = request.estimated_prompt_tokens();
     let note = ContextNote {
         history_dropped: Some(count(dropped)),
         memory_dropped: Some(count(hits.len() - kept.len())),
-        estimated_prompt_tokens: Some(i64::from(request.estimated_prompt_tokens())),
+        estimated_prompt_tokens: Some(i64::from(tokens)),
         num_ctx: None,
     };
-    Ok(Fitted { request, note })
+    Ok(Fitted {
+        request,
+        tokens,
+        note,
+    })
 }
 
 fn count(n: usize) -> i64 {

@@ -122,6 +122,7 @@ fn context_block_fits_every_cap() {
             now - chrono::Duration::minutes(3),
         ),
         hit("tabs\tand  runs   of\r\nspaces"),
+        hit("a vertical\u{b}tab<b>"),
         hit(&"long ".repeat(60)),
         hit("exactly ten"),
     ];
@@ -131,6 +132,7 @@ fn context_block_fits_every_cap() {
         "[just now] only a prompt",
         "[3 min ago] 猫の名前は ミケ → かわいい名前ですね。 もう一行",
         "[just now] tabs and runs of → spaces",
+        "[just now] a vertical tab‹b›",
     ]
     .iter()
     .map(|s| (*s).to_owned())

@@ -653,6 +653,16 @@ fn condensing_keeps_the_prompt_and_splits_long_answers() {
     assert_eq!(long.iter().map(|p| p.seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
 }
 
+proptest::proptest! {
+    /// Flattening by bytes (ASCII) and by characters gives what joining
+    /// `split_whitespace` gives.
+    #[test]
+    fn flattening_is_joining_the_words(text in "[ -~\\t\\n\\r\\x0b\\x0c]{0,200}|\\PC{0,80}") {
+        let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        proptest::prop_assert_eq!(crate::memory::producer::flatten(&text), joined);
+    }
+}
+
 #[test]
 fn config_defaults_validation_and_toml() {
     let d = MemoryConfig::default();
