@@ -3,14 +3,17 @@
 //! gets the right chunks fenced as data, the answer ends with Coordinator's citations,
 //! a question the documents do not answer is answered honestly, and Open WebUI sees the
 //! collection as a model. The documents over HTTP are in [`http`],
-//! `[routing.rag]` rules in [`routing`].
+//! `[routing.rag]` rules in [`routing`],
+//! follow-ups in [`followup`].
 
+mod followup;
 mod http;
 mod routing;
 
 use coordinator::config::{Config, StoreConfig};
 use coordinator::docs::ingest::ingest_paths;
 use coordinator::docs::{Collection, DocsConfig};
+use coordinator::testkit::fake_llm::FakeLlmServer;
 use serde_json::{Value, json};
 
 use crate::helpers::{MODEL, TestApp, spawn_app_with, spawn_fake};
@@ -27,7 +30,12 @@ pub async fn app_with_notes() -> TestApp {
 
 /// [`app_with_notes`] with `tweak` applied to the config.
 pub async fn app_with_notes_and(tweak: impl FnOnce(&mut Config)) -> TestApp {
-    let app = spawn_app_with(spawn_fake().await, tweak).await;
+    app_with_notes_on(spawn_fake().await, tweak).await
+}
+
+/// [`app_with_notes_and`] against a given fake backend.
+pub async fn app_with_notes_on(fake: FakeLlmServer, tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let app = spawn_app_with(fake, tweak).await;
     let root = app.dir.path().join("notes");
     std::fs::create_dir_all(root.join("home")).unwrap();
     std::fs::write(root.join("backup.md"), BACKUP).unwrap();
