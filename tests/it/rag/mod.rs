@@ -6,6 +6,7 @@
 //! `[routing.rag]` rules in [`routing`],
 //! follow-ups in [`followup`].
 
+mod cluster;
 mod followup;
 mod http;
 mod routing;
