@@ -161,8 +161,29 @@ async fn hybrid_search_finds_the_right_heading_in_both_languages() {
         .await
         .unwrap();
     assert!(none.is_empty(), "{none:#?}");
-    // A change in the store is seen by the next search (the vectors are reloaded).
+    // A question that shares one word and many letters with a chunk is not answered by
+    // it: the similarity alone would take it (the eval's "quantum chromodynamics lecture
+    // notes" against README's documents section).
     let notes = Collection::parse("notes").unwrap();
+    let source = upload_source(
+        "notes.md",
+        "# Notes\n\n## Lecture notes\n\nMy lecture notes about chromatic scales are kept in the notes folder.\n".to_owned(),
+    )
+    .unwrap();
+    ingest_upload(s.as_ref(), &DocsConfig::default(), &notes, &source)
+        .await
+        .unwrap();
+    let one_word = r
+        .search(None, "quantum electrodynamics seminar notes", 3, min)
+        .await
+        .unwrap();
+    assert!(one_word.is_empty(), "{one_word:#?}");
+    let all_words = r
+        .search(None, "where are my lecture notes kept", 3, min)
+        .await
+        .unwrap();
+    assert_eq!(all_words[0].chunk.display, "notes.md", "{all_words:#?}");
+    // A change in the store is seen by the next search (the vectors are reloaded).
     s.forget(&notes, None).await.unwrap();
     assert!(
         r.search(None, "NAS backup", 3, min)
