@@ -114,12 +114,14 @@ impl Retriever {
             .await?;
         let q = self.embedder.embed(query);
         let vectors = self.vectors().await?;
-        let similarity: HashMap<i64, f32> = vectors
-            .rows
-            .iter()
-            .filter(|r| scope.is_none_or(|c| &r.collection == c))
-            .map(|r| (r.id, dot(&q, &r.vector)))
-            .collect();
+        let mut similarity: HashMap<i64, f32> = HashMap::with_capacity(vectors.rows.len());
+        similarity.extend(
+            vectors
+                .rows
+                .iter()
+                .filter(|r| scope.is_none_or(|c| &r.collection == c))
+                .map(|r| (r.id, dot(&q, &r.vector))),
+        );
         let mut by_vector: Vec<(i64, f32)> = similarity.iter().map(|(id, s)| (*id, *s)).collect();
         let n = by_vector.len().min(CANDIDATES);
         if n > 0 && n < by_vector.len() {
@@ -204,11 +206,28 @@ struct Ranked {
     vector_rank: Option<usize>,
 }
 
+/// The dot product, in eight running sums so that the compiler can use vector
+/// instructions (one sum in order cannot be reordered); it is the largest single cost of
+/// a query over 10,000 chunks.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 8;
     if a.len() != b.len() {
         return 0.0;
     }
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    let (xs, ys) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = xs
+        .remainder()
+        .iter()
+        .zip(ys.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    let mut sums = [0f32; LANES];
+    for (x, y) in xs.zip(ys) {
+        for i in 0..LANES {
+            sums[i] += x[i] * y[i];
+        }
+    }
+    sums.iter().sum::<f32>() + tail
 }
 
 /// Reciprocal rank fusion of the two ranked lists, best first; ties by id.
@@ -239,6 +258,17 @@ fn fuse(text: &[i64], vector: &[(i64, f32)]) -> Vec<Ranked> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot_in_lanes_is_the_dot_product() {
+        for len in [0, 3, 8, 13, 256] {
+            let a: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..len).map(|i| (i as f32 * 0.11).cos()).collect();
+            let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            assert!((dot(&a, &b) - plain).abs() < 1e-4, "{len}");
+        }
+        assert_eq!(dot(&[1.0, 2.0], &[1.0]), 0.0, "vectors of other embedders");
+    }
 
     #[test]
     fn relevance_takes_the_similarity_and_the_words() {
