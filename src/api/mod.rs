@@ -1,11 +1,12 @@
-//! HTTP ingress: the seed's own API (`/route`, `/tasks`), health, memory management, and (in
-//! their own modules) the OpenAI- (chat completions, Responses), Ollama- and
-//! Anthropic-compatible front doors. Every route maps its request to one `Turn` and hands it
+//! HTTP ingress: the seed's own API (`/route`, `/tasks`), health, memory and document
+//! management, and (in their own modules) the OpenAI- (chat completions, Responses),
+//! Ollama- and Anthropic-compatible front doors. Every route maps its request to one `Turn` and hands it
 //! to the service layer.
 
 pub mod anthropic;
 pub mod browser;
 pub mod chat;
+mod docs;
 pub mod embeddings;
 pub mod error;
 mod health;
@@ -94,6 +95,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/embeddings", post(openai::embeddings::embeddings))
         .route("/memory", get(memory::list).delete(memory::forget_thread))
         .route("/memory/{id}", delete(memory::forget_one))
+        .route("/docs", get(docs::list).post(docs::upload))
+        .route("/docs/{collection}", delete(docs::forget))
         .merge(crate::dashboard::guarded_routes(&state))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

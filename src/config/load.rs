@@ -422,6 +422,40 @@ mod tests {
     }
 
     #[test]
+    fn rag_routing_rules_load_and_their_problems_are_all_named() {
+        let ok = load_str(
+            "[routing.rag]\nnegative = [\"implement*\"]\n[[routing.rag.rules]]\n\
+             collection = \"notes\"\nkeywords = [\"my notes\"]\n",
+            no_env(),
+        )
+        .unwrap();
+        assert_eq!(ok.routing.rag.rules[0].collection.as_deref(), Some("notes"));
+        assert_eq!(ok.routing.rag.negative, vec!["implement*".to_owned()]);
+        let err = load_str(
+            "[[routing.rag.rules]]\ncolection = \"notes\"\nkeywords = [\"x\"]\n\
+             [[routing.rag.rules]]\ncollection = \"Bad\"\nkeywords = []\n",
+            no_env(),
+        )
+        .unwrap_err()
+        .problems();
+        assert!(
+            err.contains(&"unknown key `routing.rag.rules.0.colection`".to_owned()),
+            "{err:?}"
+        );
+        assert!(
+            err.iter()
+                .any(|p| p.starts_with("routing.rag.rules[1].collection: \"Bad\"")),
+            "{err:?}"
+        );
+        assert!(
+            err.contains(
+                &"routing.rag.rules[1].keywords: a rule needs at least one keyword".to_owned()
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
     fn a_value_of_the_wrong_type_names_its_path() {
         let err = load_str("[[backends]]\nname = 3\n", no_env())
             .unwrap_err()

@@ -18,8 +18,10 @@ pub struct DocsConfig {
     pub chunk_overlap_chars: usize,
     /// How many chunks go into the answer's prompt and its sources.
     pub top_k: usize,
-    /// The lowest cosine similarity (built-in embedder) a chunk needs to be relevant;
-    /// calibrated on `eval/rag.jsonl` (docs/BENCHMARKS.md).
+    /// The lowest cosine similarity (built-in embedder) a chunk needs to be relevant,
+    /// when it also holds half of the question's words (half of it suffices for a chunk
+    /// that holds three quarters of them; see `docs::retrieve`); calibrated on
+    /// `eval/rag.jsonl` (docs/BENCHMARKS.md).
     pub min_score: f32,
     /// The model that answers from the documents; `[routing] default_model`, else the
     /// model of whichever worker takes the job, when absent.

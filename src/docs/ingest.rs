@@ -293,7 +293,100 @@ pub async fn ingest_paths(
 
 /// The key of an uploaded document (`POST /docs`).
 pub fn upload_key(name: &str) -> String {
-    format!("upload:{name}")
+    format!("{UPLOAD_PREFIX}{name}")
+}
+
+const UPLOAD_PREFIX: &str = "upload:";
+
+/// The most characters an uploaded file's name may have.
+pub const MAX_UPLOAD_NAME_CHARS: usize = 200;
+
+/// An uploaded file (`POST /docs`) as a source: `name` (`home/cat.md`) decides its kind by
+/// its extension, is what citations show, and keys it as `upload:<name>`, so uploading the
+/// same name again replaces it (or changes nothing when the text is the same).
+pub fn upload_source(name: &str, content: String) -> Result<Source, DocsError> {
+    let bad = |why: &str| DocsError::BadUpload {
+        field: "path",
+        why: why.to_owned(),
+    };
+    if name.trim().is_empty() {
+        return Err(bad("the file name is empty"));
+    }
+    if name.trim() != name {
+        return Err(bad("the file name starts or ends with white space"));
+    }
+    if name.chars().count() > MAX_UPLOAD_NAME_CHARS {
+        return Err(bad("the file name is longer than 200 characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(bad("the file name holds a control character"));
+    }
+    let kind = Kind::of(name).ok_or_else(|| DocsError::UnsupportedKind {
+        path: name.to_owned(),
+    })?;
+    if content.trim().is_empty() {
+        return Err(DocsError::BadUpload {
+            field: "content",
+            why: "the file is empty".to_owned(),
+        });
+    }
+    Ok(Source {
+        path: upload_key(name),
+        display: name.to_owned(),
+        kind,
+        content,
+    })
+}
+
+/// What one upload did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UploadReport {
+    pub collection: Collection,
+    /// The stored key (`upload:<name>`), as `GET /docs` lists it.
+    pub path: String,
+    pub outcome: Outcome,
+    /// Chunks written (none when unchanged).
+    pub chunks: usize,
+}
+
+/// Ingests one uploaded source into `collection` the way a file is ingested: skipped
+/// when its stored hash is the same, replaced whole when it changed.
+pub async fn ingest_upload(
+    store: &dyn DocStore,
+    config: &DocsConfig,
+    collection: &Collection,
+    source: &Source,
+) -> Result<UploadReport, DocsError> {
+    let known = store
+        .documents(Some(collection))
+        .await?
+        .into_iter()
+        .find(|d| d.path == source.path)
+        .map(|d| d.hash);
+    let (outcome, chunks) =
+        ingest_source(store, config, collection, source, known.as_deref()).await?;
+    Ok(UploadReport {
+        collection: collection.clone(),
+        path: source.path.clone(),
+        outcome,
+        chunks,
+    })
+}
+
+/// The stored key a client names a document by: the key itself as listed (a canonical
+/// path or `upload:<name>`), or an uploaded file's bare name.
+pub fn resolve_key<'a>(listed: impl IntoIterator<Item = &'a str>, given: &str) -> Option<String> {
+    let upload = upload_key(given);
+    let mut by_upload = None;
+    for key in listed {
+        if key == given {
+            return Some(key.to_owned());
+        }
+        if key == upload {
+            by_upload = Some(upload.clone());
+        }
+    }
+    by_upload
 }
 
 /// The key a command-line `FILE` has in the store (its canonical path), or the name as

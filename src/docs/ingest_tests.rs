@@ -161,8 +161,29 @@ async fn hybrid_search_finds_the_right_heading_in_both_languages() {
         .await
         .unwrap();
     assert!(none.is_empty(), "{none:#?}");
-    // A change in the store is seen by the next search (the vectors are reloaded).
+    // A question that shares one word and many letters with a chunk is not answered by
+    // it: the similarity alone would take it (the eval's "quantum chromodynamics lecture
+    // notes" against README's documents section).
     let notes = Collection::parse("notes").unwrap();
+    let source = upload_source(
+        "notes.md",
+        "# Notes\n\n## Lecture notes\n\nMy lecture notes about chromatic scales are kept in the notes folder.\n".to_owned(),
+    )
+    .unwrap();
+    ingest_upload(s.as_ref(), &DocsConfig::default(), &notes, &source)
+        .await
+        .unwrap();
+    let one_word = r
+        .search(None, "quantum electrodynamics seminar notes", 3, min)
+        .await
+        .unwrap();
+    assert!(one_word.is_empty(), "{one_word:#?}");
+    let all_words = r
+        .search(None, "where are my lecture notes kept", 3, min)
+        .await
+        .unwrap();
+    assert_eq!(all_words[0].chunk.display, "notes.md", "{all_words:#?}");
+    // A change in the store is seen by the next search (the vectors are reloaded).
     s.forget(&notes, None).await.unwrap();
     assert!(
         r.search(None, "NAS backup", 3, min)
@@ -170,4 +191,64 @@ async fn hybrid_search_finds_the_right_heading_in_both_languages() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn an_upload_is_keyed_by_its_name_and_idempotent_like_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path()).await;
+    let notes = Collection::parse("notes").unwrap();
+    let config = DocsConfig::default();
+    let source = upload_source("pets/cat.md", JA.to_owned()).unwrap();
+    assert_eq!(
+        (source.path.as_str(), source.kind),
+        ("upload:pets/cat.md", Kind::Markdown)
+    );
+    let first = ingest_upload(s.as_ref(), &config, &notes, &source)
+        .await
+        .unwrap();
+    assert_eq!(first.outcome, Outcome::Added);
+    assert!(first.chunks >= 2);
+    let again = ingest_upload(s.as_ref(), &config, &notes, &source)
+        .await
+        .unwrap();
+    assert_eq!((again.outcome, again.chunks), (Outcome::Unchanged, 0));
+    let changed = upload_source("pets/cat.md", JA.replace("七時", "八時")).unwrap();
+    let replaced = ingest_upload(s.as_ref(), &config, &notes, &changed)
+        .await
+        .unwrap();
+    assert_eq!(replaced.outcome, Outcome::Replaced);
+    let docs = s.documents(None).await.unwrap();
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].display, "pets/cat.md");
+
+    for (name, content) in [
+        ("", "x"),
+        (" a.md", "x"),
+        ("a.pdf", "x"),
+        ("a\n.md", "x"),
+        ("a.md", " \n"),
+    ] {
+        assert!(upload_source(name, content.to_owned()).is_err(), "{name:?}");
+    }
+    assert!(
+        upload_source(
+            &format!("{}.md", "x".repeat(MAX_UPLOAD_NAME_CHARS)),
+            "x".into()
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn a_document_is_named_by_its_key_or_its_uploaded_name() {
+    let listed = ["/home/me/notes/a.md", "upload:a.md", "upload:b.md"];
+    let find = |given| resolve_key(listed, given);
+    assert_eq!(
+        find("/home/me/notes/a.md").as_deref(),
+        Some("/home/me/notes/a.md")
+    );
+    assert_eq!(find("upload:a.md").as_deref(), Some("upload:a.md"));
+    assert_eq!(find("b.md").as_deref(), Some("upload:b.md"));
+    assert_eq!(find("c.md"), None);
 }

@@ -37,6 +37,9 @@ pub struct RagContext {
     pub model: Option<ModelName>,
     /// The application's model rewrite of follow-ups; rules alone when `None`.
     pub rewriter: Option<Arc<dyn QueryRewriter>>,
+    /// How long a rewrite may take before the rules' query is used (`[web]
+    /// rewrite_timeout_ms`, shared with the web lane).
+    pub rewrite_timeout: Duration,
 }
 
 impl RagContext {
@@ -58,6 +61,7 @@ impl RagContext {
             config: config.docs.clone(),
             model,
             rewriter,
+            rewrite_timeout: Duration::from_millis(config.web.rewrite_timeout_ms.max(1)),
         })
     }
 }
@@ -112,7 +116,7 @@ pub async fn plan_rag_reply(ctx: &RagContext, request: &BackendRequest) -> RagPl
         &history,
         prompt,
         ctx.rewriter.as_deref(),
-        Duration::from_secs(3),
+        ctx.rewrite_timeout,
     )
     .await
     .map_or_else(|| prompt.to_owned(), |q| q.text);

@@ -150,6 +150,8 @@ pub enum DocsError {
     NotText { path: String },
     #[error("{path}: only Markdown (.md, .markdown) and plain text (.txt, .text) are ingested")]
     UnsupportedKind { path: String },
+    #[error("{field}: {why}")]
+    BadUpload { field: &'static str, why: String },
     #[error("{path} does not exist")]
     Missing { path: String },
     #[error(transparent)]

@@ -85,6 +85,12 @@ pub fn query_terms(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether a term is a word (letters and digits of a spaced script), not a Japanese
+/// character or bigram.
+pub fn is_word(term: &str) -> bool {
+    !term.chars().any(is_cjk)
+}
+
 /// An FTS5 `MATCH` expression for a query: its terms quoted and OR-ed. Terms hold only
 /// letters and digits, so quoting cannot be escaped. `None` when nothing is left.
 pub fn fts5_query(text: &str) -> Option<String> {
@@ -111,6 +117,11 @@ mod tests {
         assert_eq!(terms("猫"), ["猫"]);
         // Full-width letters fold to ASCII.
         assert_eq!(terms("ＮＡＳ"), ["nas"]);
+        let words: Vec<String> = terms("食洗機でE15エラー")
+            .into_iter()
+            .filter(|t| is_word(t))
+            .collect();
+        assert_eq!(words, ["e15"]);
     }
 
     #[test]

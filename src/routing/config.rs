@@ -18,6 +18,12 @@
 //! recency = true                             # "今年のノーベル賞は誰？" → web
 //! max_scan_chars = 2000                      # prose characters looked at
 //!
+//! [routing.rag]                             # off until a rule is written
+//! negative = ["implement*"]                  # keep such prompts out of the documents
+//! [[routing.rag.rules]]
+//! collection = "notes"                       # unset = every collection (model `rag`)
+//! keywords = ["my notes", "メモ", "NAS backup"]
+//!
 //! [routing.classifier]
 //! model = "qwen2.5:1.5b"   # unset = no LLM classifier
 //! deadline_ms = 1500
@@ -46,6 +52,8 @@ pub struct RoutingConfig {
     pub domains: BTreeMap<String, DomainConfig>,
     /// `[routing.web]`: automatic web-search detection.
     pub web: WebConfig,
+    /// `[routing.rag]`: `auto` prompts sent to the documents by keyword.
+    pub rag: RagRoutingConfig,
     /// `[routing.classifier]`: the optional LLM domain classifier.
     pub classifier: ClassifierConfig,
 }
@@ -86,6 +94,27 @@ impl Default for WebConfig {
             max_scan_chars: 2000,
         }
     }
+}
+
+/// `[routing.rag]`: rules that send an `auto` prompt to a document collection (the RAG
+/// lane, as if the client had named `rag:<collection>`). No rules, no effect.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RagRoutingConfig {
+    /// In order: the first rule with a keyword in the prompt decides the collection.
+    pub rules: Vec<RagRuleConfig>,
+    /// Words that keep a prompt out of the documents whichever rule matched.
+    pub negative: Vec<String>,
+}
+
+/// One `[[routing.rag.rules]]` entry.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RagRuleConfig {
+    /// The collection asked; every collection when unset.
+    pub collection: Option<String>,
+    /// Words that point at it (the keyword syntax of the module doc).
+    pub keywords: Vec<String>,
 }
 
 /// `[routing.classifier]`.
@@ -174,6 +203,19 @@ impl RoutingConfig {
         if w.max_scan_chars == 0 {
             problems.push("routing.web.max_scan_chars: must be at least 1".to_owned());
         }
+        for (i, rule) in self.rag.rules.iter().enumerate() {
+            let at = format!("routing.rag.rules[{i}]");
+            if let Some(name) = &rule.collection
+                && let Err(e) = crate::docs::Collection::parse(name)
+            {
+                problems.push(format!("{at}.collection: {e}"));
+            }
+            if rule.keywords.is_empty() {
+                problems.push(format!("{at}.keywords: a rule needs at least one keyword"));
+            }
+            check_keywords(&format!("{at}.keywords"), &rule.keywords, &mut problems);
+        }
+        check_keywords("routing.rag.negative", &self.rag.negative, &mut problems);
         let c = &self.classifier;
         if let Some(m) = &c.model
             && let Err(e) = ModelName::parse(m)
@@ -233,8 +275,34 @@ mod tests {
                 keywords: vec![String::new()],
             },
         );
+        c.rag.rules = vec![
+            RagRuleConfig {
+                collection: Some("My Notes".into()),
+                keywords: vec!["notes".into()],
+            },
+            RagRuleConfig {
+                collection: None,
+                keywords: vec![],
+            },
+            RagRuleConfig {
+                collection: Some("manuals".into()),
+                keywords: vec!["*".into()],
+            },
+        ];
+        c.rag.negative.push(" ".into());
         let problems = c.validate();
-        assert_eq!(problems.len(), 9, "{problems:#?}");
+        assert_eq!(problems.len(), 13, "{problems:#?}");
+        for p in [
+            "routing.rag.rules[0].collection: \"My Notes\" is not a collection name",
+            "routing.rag.rules[1].keywords: a rule needs at least one keyword",
+            "routing.rag.rules[2].keywords: \"*\" is an empty keyword",
+            "routing.rag.negative: \" \" is an empty keyword",
+        ] {
+            assert!(
+                problems.iter().any(|q| q.starts_with(p)),
+                "{p}: {problems:#?}"
+            );
+        }
     }
 
     #[test]

@@ -5,10 +5,12 @@
 //! only the user's original prompt and the request's shape, never the history. Order:
 //! 1. Open WebUI background tasks ([`internal`]) are recognised first; they never reach
 //!    web search, the classifier or memory, and in rules mode get their answer at once.
-//! 2. The domain: rules ([`domain`]), and the optional LLM classifier ([`classifier`]) only
+//! 2. Documents ([`rag`]): a client that names `rag`/`rag:<collection>`, or an `auto`
+//!    prompt a `[routing.rag]` rule sends to a collection, goes to the RAG lane.
+//! 3. The domain: rules ([`domain`]), and the optional LLM classifier ([`classifier`]) only
 //!    when the rules are unsure, within its deadline.
-//! 3. Web search ([`web`]) on the prose of the prompt, positives suppressed by negatives.
-//! 4. The model: named by the client, or the domain's / default model; a turn with tools
+//! 4. Web search ([`web`]) on the prose of the prompt, positives suppressed by negatives.
+//! 5. The model: named by the client, or the domain's / default model; a turn with tools
 //!    goes to a model that accepts them.
 //!
 //! Every decision is logged at INFO with its reasons. [`eval`] measures the rules against
@@ -38,7 +40,7 @@ pub use catalog::{Catalog, CatalogEntry};
 pub use classifier::ClassifierBackend;
 pub use config::{
     ClassifierConfig, DEFAULT_WEB_NEGATIVE, DEFAULT_WEB_POSITIVE, DEFAULT_WEB_WEAK_POSITIVE,
-    DomainConfig, RoutingConfig, WebConfig,
+    DomainConfig, RagRoutingConfig, RagRuleConfig, RoutingConfig, WebConfig,
 };
 
 use crate::config::{InternalTasksConfig, InternalTasksMode};
@@ -213,6 +215,7 @@ pub struct Decider {
 struct Rules {
     web: WebRules,
     domains: DomainRules,
+    rag: rag::RagRules,
 }
 
 impl Decider {
@@ -221,6 +224,7 @@ impl Decider {
         let rules = Rules {
             web: WebRules::new(&config.web),
             domains: DomainRules::new(&config.domains),
+            rag: rag::RagRules::new(&config.rag),
         };
         Self {
             config: Arc::new(config),
@@ -273,10 +277,10 @@ impl Decider {
         };
         let decision = match (kind, asked_rag) {
             (TurnKind::Rag { reason, .. } | TurnKind::User { note: Some(reason) }, Some(rag)) => {
-                rag.and_then(|rag| self.decide_rag(rag, catalog, vec![reason]))
+                rag.and_then(|rag| self.decide_rag(rag, catalog, vec![reason], true))
             }
             (TurnKind::User { note: None }, Some(rag)) => {
-                rag.and_then(|rag| self.decide_rag(rag, catalog, Vec::new()))
+                rag.and_then(|rag| self.decide_rag(rag, catalog, Vec::new(), true))
             }
             (TurnKind::Internal { task, reason }, _) => {
                 self.decide_internal(turn, catalog, task, reason)
@@ -286,9 +290,14 @@ impl Decider {
                     .await
             }
             (TurnKind::User { note }, None) => {
-                let reasons = note.into_iter().collect();
-                self.decide_user(turn, catalog, &turn.prompt, reasons, false)
-                    .await
+                let mut reasons = note.into_iter().collect();
+                match self.rag_by_rule(turn, &mut reasons) {
+                    Some(rag) => self.decide_rag(rag, catalog, reasons, false),
+                    None => {
+                        self.decide_user(turn, catalog, &turn.prompt, reasons, false)
+                            .await
+                    }
+                }
             }
         };
         // The service logs each submitted turn's decision with its task id (at info); this

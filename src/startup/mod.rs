@@ -31,21 +31,22 @@ use crate::service::AppState;
 /// How often cluster mode compares the store with the queue.
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
 
-/// Opens conversation memory in the task store's database, with the embedder `[memory]`
-/// names (served by one of the registry's backends) or the built-in one. Memory that
-/// cannot be opened is logged and left out: chat keeps working without it.
-/// The RAG lane's documents, with the web lane's follow-up rewriter when it has one.
+/// The RAG lane's documents, with the follow-up rewriter the web lane uses (whether or
+/// not web search is on).
 async fn open_rag(
     config: &Config,
     registry: &Registry,
 ) -> anyhow::Result<Option<Arc<crate::docs::lane::RagContext>>> {
-    let rewriter = web_context(config, registry)?.and_then(|w| w.rewriter.clone());
+    let rewriter = parts::query_rewriter(config, registry);
     let ctx = crate::docs::lane::RagContext::open(config, rewriter)
         .await
         .context("opening the documents")?;
     Ok(Some(Arc::new(ctx)))
 }
 
+/// Opens conversation memory in the task store's database, with the embedder `[memory]`
+/// names (served by one of the registry's backends) or the built-in one. Memory that
+/// cannot be opened is logged and left out: chat keeps working without it.
 async fn open_memory(config: &Config, registry: &Registry) -> Option<Memory> {
     let backends: Vec<Backend> = registry
         .handles()

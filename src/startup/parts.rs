@@ -22,7 +22,7 @@ use crate::queue::redis::{RedisQueue, RedisQueueOptions};
 use crate::store::TaskStore;
 use crate::store::postgres::PostgresStore;
 use crate::store::sqlite::SqliteStore;
-use crate::web::{BackendQueryRewriter, WebContext};
+use crate::web::{BackendQueryRewriter, QueryRewriter, WebContext};
 use crate::worker::{Directory, Worker};
 
 /// Opens the task store the config names.
@@ -158,9 +158,7 @@ pub async fn open_transport(
     })
 }
 
-/// The web lane's context, unless web search is switched off. Follow-up queries are
-/// rewritten by rules, and by the utility-lane model (`[internal_tasks] model`) when one
-/// of this process's backends serves it.
+/// The web lane's context, unless web search is switched off, with [`query_rewriter`].
 pub fn web_context(
     config: &Config,
     registry: &Registry,
@@ -169,21 +167,27 @@ pub fn web_context(
         return Ok(None);
     }
     let mut ctx = WebContext::new(config.web.clone()).context("setting up the web lane")?;
-    let utility = config
+    if let Some(rewriter) = query_rewriter(config, registry) {
+        ctx = ctx.with_rewriter(rewriter);
+    }
+    Ok(Some(Arc::new(ctx)))
+}
+
+/// The model rewrite of follow-ups into standalone queries, for the web and the RAG lanes
+/// alike: the utility-lane model (`[internal_tasks] model`) when one of this process's
+/// backends serves it; rules alone (`None`) otherwise.
+pub fn query_rewriter(config: &Config, registry: &Registry) -> Option<Arc<dyn QueryRewriter>> {
+    let model = config
         .internal_tasks
         .model
         .as_deref()
-        .and_then(|m| ModelName::parse(m).ok());
-    if let Some(model) = utility
-        && let Some(handle) = registry.handles().iter().find(|h| h.serves(&model))
-    {
-        tracing::info!(model = %model, worker = %handle.name(), "web follow-up queries are rewritten by the utility model");
-        ctx = ctx.with_rewriter(Arc::new(BackendQueryRewriter {
-            backend: handle.backend.clone(),
-            model,
-        }));
-    }
-    Ok(Some(Arc::new(ctx)))
+        .and_then(|m| ModelName::parse(m).ok())?;
+    let handle = registry.handles().iter().find(|h| h.serves(&model))?;
+    tracing::info!(model = %model, worker = %handle.name(), "follow-up queries are rewritten by the utility model");
+    Some(Arc::new(BackendQueryRewriter {
+        backend: handle.backend.clone(),
+        model,
+    }))
 }
 
 /// Everything a process's workers share.

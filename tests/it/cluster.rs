@@ -244,7 +244,7 @@ impl Drop for Child {
     }
 }
 
-fn command(env: &Env, args: &[&str]) -> tokio::process::Command {
+pub(crate) fn command(env: &Env, args: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_coordinator"));
     cmd.args(args)
         .env("COORDINATOR_STORE__TYPE", "postgres")

@@ -6,6 +6,7 @@ mod eval_set;
 mod internal;
 mod internal_props;
 mod props;
+mod rag_rules;
 mod rules_reply;
 
 use std::collections::BTreeMap;
