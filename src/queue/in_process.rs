@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::priority::{Aging, Priority};
 use super::{Delivery, Job, Queue, QueueError, Takes};
 use crate::domain::{Lane, TaskId, WorkerName};
+use crate::placement::Ahead;
 
 #[derive(Debug, Default)]
 pub struct InProcessQueue {
@@ -33,6 +34,8 @@ struct Inner {
 struct Waiting {
     seq: u64,
     since: Instant,
+    /// The composed prompt's estimated tokens, figured once when queued.
+    prompt_tokens: u32,
     job: Job,
 }
 
@@ -126,6 +129,7 @@ impl InProcessQueue {
             let mut inner = self.lock();
             inner.seq += 1;
             let seq = inner.seq;
+            let prompt_tokens = job.request.estimated_prompt_tokens();
             inner
                 .lanes
                 .entry(job.lane.clone())
@@ -133,6 +137,7 @@ impl InProcessQueue {
                 .push(Waiting {
                     seq,
                     since: Instant::now(),
+                    prompt_tokens,
                     job,
                 });
         }
@@ -150,6 +155,28 @@ impl InProcessQueue {
                     .fresh_goes_before(priority, w.job.priority, now.duration_since(w.since))
             })
         })
+    }
+
+    /// The jobs waiting in `lane` that a fresh job of `priority` would be taken after, and
+    /// their prompts (see [`Queue::ahead`]), without an await.
+    pub fn ahead_now(&self, lane: &Lane, priority: Priority) -> Ahead {
+        let now = Instant::now();
+        let inner = self.lock();
+        let mut ahead = Ahead {
+            jobs: 0,
+            prompt_tokens: Some(0),
+        };
+        for w in inner.lanes.get(lane).into_iter().flatten() {
+            let waited = now.duration_since(w.since);
+            if !self
+                .aging
+                .fresh_goes_before(priority, w.job.priority, waited)
+            {
+                ahead.jobs += 1;
+                ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
+            }
+        }
+        ahead
     }
 
     /// The place of `task_id` among the jobs waiting in `lane`, in the order they will be
@@ -197,6 +224,10 @@ impl Queue for InProcessQueue {
 
     async fn awaited(&self, lanes: &[Lane]) -> Result<Vec<Lane>, QueueError> {
         Ok(self.awaited_now(lanes))
+    }
+
+    async fn ahead(&self, lane: &Lane, priority: Priority) -> Result<Ahead, QueueError> {
+        Ok(self.ahead_now(lane, priority))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -273,6 +304,51 @@ mod tests {
         assert_eq!(
             take_all(&q, &[a, b]).await,
             [chat1, chat2, bg1, bg2, batch].map(|j| j.task_id)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_jobs_ahead_of_a_fresh_one_are_those_it_does_not_overtake_with_their_prompts() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let (a, b) = (
+            Lane::parse("tasks:llm:a").unwrap(),
+            Lane::parse("tasks:llm:b").unwrap(),
+        );
+        let asking = |chars: usize, priority| {
+            let mut j = of(&a, priority);
+            j.request.messages = vec![crate::chat::ChatMessage::user("x".repeat(chars))];
+            j
+        };
+        let chat = asking(400, Priority::Interactive);
+        let batch = asking(4000, Priority::Batch);
+        let tokens = |j: &Job| u64::from(j.request.estimated_prompt_tokens());
+        assert!(tokens(&chat) > 0 && tokens(&batch) > tokens(&chat));
+        q.push(chat.clone());
+        q.push(batch.clone());
+        q.push(of(&b, Priority::Interactive));
+        // A person's turn goes before the batch job, after the other person's: one ahead.
+        assert_eq!(
+            q.ahead(&a, Priority::Interactive).await.unwrap(),
+            Ahead {
+                jobs: 1,
+                prompt_tokens: Some(tokens(&chat)),
+            }
+        );
+        // A batch job goes after both.
+        assert_eq!(
+            q.ahead_now(&a, Priority::Batch),
+            Ahead {
+                jobs: 2,
+                prompt_tokens: Some(tokens(&chat) + tokens(&batch)),
+            }
+        );
+        // Once the batch job has waited two promotions, a fresh turn goes after it too.
+        tokio::time::advance(AGING * 2).await;
+        assert_eq!(q.ahead_now(&a, Priority::Interactive).jobs, 2);
+        assert_eq!(
+            q.ahead_now(&Lane::parse("tasks:web").unwrap(), Priority::Batch)
+                .jobs,
+            0
         );
     }
 

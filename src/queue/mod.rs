@@ -202,6 +202,17 @@ pub trait Queue: Send + Sync + 'static {
     /// Confirms a delivered job is finished (done, failed, or handed on).
     async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError>;
 
+    /// The jobs waiting in `lane` that a fresh job of `priority` would be taken after (a
+    /// better or equal effective priority: see [`priority`]), for placement
+    /// ([`crate::placement::Ahead`]): a machine the lane's backlog will keep busy looks
+    /// busy. In process with their prompts' sizes; in Redis only their count, by class
+    /// (waiting promotes no entry here).
+    async fn ahead(
+        &self,
+        lane: &Lane,
+        priority: Priority,
+    ) -> Result<crate::placement::Ahead, QueueError>;
+
     /// Jobs waiting in each lane.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError>;
 
