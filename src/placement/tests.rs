@@ -32,6 +32,7 @@ fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
         max_loaded: None,
         max_num_ctx: None,
         windows: vec![],
+        resident: vec![],
     }
 }
 

@@ -135,6 +135,7 @@ mod tests {
             max_loaded: None,
             max_num_ctx: None,
             windows: vec![],
+            resident: vec![],
         }
     }
 

@@ -380,3 +380,34 @@ async fn a_turn_goes_to_another_machine_when_the_fast_ones_queue_holds_work() {
     );
     app.stop().await;
 }
+
+/// `GET /workers` shows each resident model with its expiry from Ollama's `/api/ps`: the
+/// fake, like Ollama, keeps a model five minutes after its last use.
+#[tokio::test]
+async fn the_workers_show_when_each_resident_model_expires() {
+    let app = spawn_app_with(spawn_fake().await, |c| machines(c, "moon", &[])).await;
+    let before = chrono::Utc::now();
+    turn(
+        &app,
+        "c1",
+        MODEL,
+        json!([{"role": "user", "content": "hello"}]),
+    )
+    .await;
+    let w = worker_until(&app, "moon", |w| {
+        w["resident"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|m| m["expires_at"].is_string()))
+    })
+    .await;
+    assert_eq!(w["resident"][0]["model"], MODEL, "{w}");
+    assert_eq!(w["loaded"], json!([MODEL]), "{w}");
+    let expires: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(w["resident"][0]["expires_at"].clone()).unwrap();
+    let five = chrono::Duration::minutes(5);
+    assert!(
+        expires >= before + five && expires <= chrono::Utc::now() + five,
+        "{w}"
+    );
+    app.stop().await;
+}
