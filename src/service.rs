@@ -277,6 +277,7 @@ impl AppState {
             memory: memory_note,
             lang,
             priority,
+            waiting_since: None,
         };
         let text =
             serde_json::to_string(&job).map_err(|source| SubmitError::Job { task_id, source })?;

@@ -1,7 +1,9 @@
 //! In-process lanes for embedded mode, shared by the workers of one process: a worker
 //! takes the waiting job of best effective priority across its lanes, the oldest first
-//! among equals ([`Aging::rank`], see [`super::priority`]). Nothing survives a restart
-//! here; the store keeps the jobs of unfinished tasks and start-up queues them again.
+//! among equals ([`Aging::rank`], see [`super::priority`]). A job taken and queued again
+//! (held back by the guard, or left for another worker) keeps its age
+//! ([`Job::waiting_since`]). Nothing survives a restart here; the store keeps the jobs of
+//! unfinished tasks and start-up queues them again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -40,13 +42,34 @@ struct Waiting {
 }
 
 impl Waiting {
-    /// The order in which jobs are taken at `now`: smaller first.
-    fn order(&self, aging: Aging, now: Instant) -> (u8, u64) {
+    /// The order in which jobs are taken at `now`: smaller first (the better rank, then
+    /// the one waiting longer, then the one queued first).
+    fn order(&self, aging: Aging, now: Instant) -> (u8, Instant, u64) {
         (
             aging.rank(self.job.priority, now.duration_since(self.since)),
+            self.since,
             self.seq,
         )
     }
+
+    /// The job, handed out: it carries when it began to wait, on the wall clock, so it
+    /// keeps its age if it is queued again.
+    fn into_job(self, now: Instant) -> Job {
+        let waited = chrono::Duration::from_std(now.duration_since(self.since)).unwrap_or_default();
+        Job {
+            waiting_since: Some(chrono::Utc::now() - waited),
+            ..self.job
+        }
+    }
+}
+
+/// When a job queued at `now` began to wait: now for a fresh one; for one queued again,
+/// as long ago as it began (on this queue's clock, paused in tests).
+fn waiting_since(job: &Job, now: Instant) -> Instant {
+    job.waiting_since
+        .and_then(|t| (chrono::Utc::now() - t).to_std().ok())
+        .and_then(|waited| now.checked_sub(waited))
+        .unwrap_or(now)
 }
 
 impl InProcessQueue {
@@ -80,7 +103,7 @@ impl InProcessQueue {
     fn try_take(&self, takes: &Takes, consumer: &WorkerName) -> Option<Job> {
         let now = Instant::now();
         let mut inner = self.lock();
-        let mut best: Option<((u8, u64), &Lane, usize)> = None;
+        let mut best: Option<((u8, Instant, u64), &Lane, usize)> = None;
         for lane in &takes.lanes {
             let Some(q) = inner.lanes.get(lane) else {
                 continue;
@@ -98,7 +121,7 @@ impl InProcessQueue {
         let (_, lane, pos) = best?;
         let lane = lane.clone();
         let q = inner.lanes.get_mut(&lane)?;
-        let taken = q.remove(pos).job;
+        let taken = q.remove(pos).into_job(now);
         if q.is_empty() {
             inner.lanes.remove(&lane);
         }
@@ -130,13 +153,14 @@ impl InProcessQueue {
             inner.seq += 1;
             let seq = inner.seq;
             let prompt_tokens = job.request.estimated_prompt_tokens();
+            let since = waiting_since(&job, Instant::now());
             inner
                 .lanes
                 .entry(job.lane.clone())
                 .or_default()
                 .push(Waiting {
                     seq,
-                    since: Instant::now(),
+                    since,
                     prompt_tokens,
                     job,
                 });
@@ -349,6 +373,36 @@ mod tests {
             q.ahead_now(&Lane::parse("tasks:web").unwrap(), Priority::Batch)
                 .jobs,
             0
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_queued_again_keeps_its_age_and_its_place() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let w = WorkerName::parse("w").unwrap();
+        let a = Lane::parse("tasks:llm:a").unwrap();
+        let all = Takes::all(vec![a.clone()]);
+        let held = of(&a, Priority::Background);
+        let later = of(&a, Priority::Background);
+        q.push(held.clone());
+        tokio::time::advance(AGING * 5 / 6).await;
+        q.push(later.clone());
+        // A worker takes it after 50 s and holds it back: it is queued again.
+        let taken = q.try_take(&all, &w).unwrap();
+        assert_eq!(taken.task_id, held.task_id);
+        assert!(taken.waiting_since.is_some());
+        q.push(taken);
+        // It still goes before the background job queued after it.
+        assert_eq!(q.place(&a, held.task_id), Some(1));
+        assert_eq!(q.place(&a, later.task_id), Some(2));
+        // 20 s on it has waited 70 s in all, more than one promotion: a person's turn
+        // queued now goes after it, and the later background job (30 s) after that turn.
+        tokio::time::advance(AGING / 3).await;
+        let chat = of(&a, Priority::Interactive);
+        q.push(chat.clone());
+        assert_eq!(
+            take_all(&q, std::slice::from_ref(&a)).await,
+            [held.task_id, chat.task_id, later.task_id]
         );
     }
 

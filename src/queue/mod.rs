@@ -54,6 +54,11 @@ pub struct Job {
     /// before priorities existed.
     #[serde(default)]
     pub priority: Priority,
+    /// When the job first began to wait in the in-process queue, set as a worker takes
+    /// it there: a job queued again (held back by the guard, or left for another worker)
+    /// keeps its age and its place among equals. `None` for a job that has not waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<DateTime<Utc>>,
 }
 
 /// Jobs queued before `stream` existed were all streamed.
