@@ -254,10 +254,16 @@ impl AppState {
         task.context = fitted.note;
         let request = fitted.request;
         let prompt_tokens = fitted.tokens;
-        let worker_hint = decision.pinned_worker().cloned().or_else(|| {
-            let ask = crate::placement::Ask::of(&request, Some(&turn.thread_id));
-            crate::placement::best_of(&statuses, &ask)
-        });
+        let worker_hint = match decision.pinned_worker() {
+            Some(pinned) => Some(pinned.clone()),
+            None => {
+                // The jobs already waiting for the lane's workers: a machine with a
+                // backlog looks as busy as it is.
+                let ahead = self.dispatch.ahead(&lane, priority).await;
+                let ask = crate::placement::Ask::of(&request, Some(&turn.thread_id)).behind(ahead);
+                crate::placement::best_of(&statuses, &ask)
+            }
+        };
         let job = Job {
             task_id,
             thread_id: Some(turn.thread_id.clone()),
@@ -271,6 +277,7 @@ impl AppState {
             memory: memory_note,
             lang,
             priority,
+            waiting_since: None,
         };
         let text =
             serde_json::to_string(&job).map_err(|source| SubmitError::Job { task_id, source })?;

@@ -118,6 +118,9 @@ pub struct Loaded {
     pub model: ModelName,
     /// The window it was loaded with, when the backend says.
     pub num_ctx: Option<u32>,
+    /// When the backend unloads it unless it is used meanwhile (Ollama's `expires_at`),
+    /// when it says.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 pub type ChunkStream = BoxStream<'static, Result<Chunk, BackendError>>;

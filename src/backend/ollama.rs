@@ -96,6 +96,7 @@ impl OllamaClient {
                 Some(Loaded {
                     model: m.name()?,
                     num_ctx: m.context_length,
+                    expires_at: m.expires_at.as_deref().and_then(parse_expiry),
                 })
             })
             .collect())
@@ -203,6 +204,17 @@ struct ModelEntry {
     name: Option<String>,
     /// `/api/ps`: the window the resident model was loaded with.
     context_length: Option<u32>,
+    /// `/api/ps`: when the resident model is unloaded unless used meanwhile (RFC 3339,
+    /// in the server's time zone).
+    expires_at: Option<String>,
+}
+
+/// An `/api/ps` `expires_at` (RFC 3339 with any offset and fraction) in UTC; `None` when
+/// it does not parse or is Go's zero time (year 1), which says nothing.
+pub(crate) fn parse_expiry(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::Datelike;
+    let at = chrono::DateTime::parse_from_rfc3339(text.trim()).ok()?;
+    (at.year() > 1).then(|| at.with_timezone(&chrono::Utc))
 }
 
 impl ModelEntry {

@@ -265,13 +265,14 @@ async fn lists_models_with_tools_windows_and_loaded_models() {
     collect(client.chat(&req).await.unwrap()).await;
     let loaded = client.loaded_models().await.unwrap();
     let model = ModelName::parse("llama3.1:8b").unwrap();
-    // The fake's plain mode does not say which window a model was loaded with.
-    assert_eq!(
-        loaded,
-        [Loaded {
-            model,
-            num_ctx: None
-        }]
+    // The fake's plain mode does not say which window a model was loaded with; it keeps
+    // a model Ollama's default five minutes after its last use.
+    assert_eq!(loaded.len(), 1, "{loaded:?}");
+    assert_eq!((&loaded[0].model, loaded[0].num_ctx), (&model, None));
+    let left = loaded[0].expires_at.unwrap() - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::minutes(4) && left <= chrono::Duration::minutes(5),
+        "{loaded:?}"
     );
 }
 
@@ -296,13 +297,35 @@ async fn a_resident_models_window_is_read_from_api_ps() {
     collect(client.chat(&req).await.unwrap()).await;
     let loaded = client.loaded_models().await.unwrap();
     let model = ModelName::parse("qwen2.5:7b").unwrap();
-    assert_eq!(
-        loaded,
-        [Loaded {
-            model,
-            num_ctx: Some(6144)
-        }]
+    assert_eq!(loaded.len(), 1, "{loaded:?}");
+    assert_eq!((&loaded[0].model, loaded[0].num_ctx), (&model, Some(6144)));
+    // Five minutes of life at a thousand times: 300 ms of wall clock from now.
+    let left = loaded[0].expires_at.unwrap() - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::zero() && left <= chrono::Duration::milliseconds(300),
+        "{loaded:?}"
     );
+}
+
+#[test]
+fn an_expiry_from_api_ps_is_read_in_any_offset_and_nothing_else_is() {
+    let utc = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+    // Ollama writes its local time with nanoseconds and the offset.
+    assert_eq!(
+        super::parse_expiry("2026-12-02T14:05:00.123456789+09:00"),
+        Some(utc("2026-12-02T05:05:00.123456789Z"))
+    );
+    assert_eq!(
+        super::parse_expiry("2026-12-02T05:05:00Z"),
+        Some(utc("2026-12-02T05:05:00Z"))
+    );
+    // A model kept forever (`keep_alive: -1`) expires centuries away: still a time.
+    assert!(super::parse_expiry("2318-03-24T01:05:00.5-07:00").is_some());
+    // Go's zero time, and what is not a time, say nothing.
+    assert_eq!(super::parse_expiry("0001-01-01T00:00:00Z"), None);
+    for bad in ["", "soon", "2026-12-02 14:05", "2026-13-02T14:05:00Z"] {
+        assert_eq!(super::parse_expiry(bad), None, "{bad}");
+    }
 }
 
 #[tokio::test]

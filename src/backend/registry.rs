@@ -31,6 +31,9 @@ pub struct BackendHandle {
     loaded: Mutex<Vec<ModelName>>,
     /// The window each resident model was loaded with, as far as known.
     loaded_num_ctx: Mutex<Vec<(ModelName, u32)>>,
+    /// When each resident model is unloaded unless used meanwhile, as the last look at
+    /// `/api/ps` said.
+    loaded_expires: Mutex<Vec<(ModelName, DateTime<Utc>)>>,
     /// Windows from the config (`[[backends]] context_length`, `model_context_length`,
     /// `max_num_ctx`).
     windows: ConfiguredWindows,
@@ -83,6 +86,18 @@ pub struct WorkerStatus {
     /// Per model: its window and the one it is resident with.
     #[serde(default)]
     pub windows: Vec<ModelWindow>,
+    /// The resident models (those of `loaded`) with when each is unloaded unless used
+    /// meanwhile; older heartbeats carry none.
+    #[serde(default)]
+    pub resident: Vec<Resident>,
+}
+
+/// A resident model and its expiry (Ollama's `/api/ps` `expires_at`, in UTC; `None`
+/// while unknown, or where the backend does not say).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Resident {
+    pub model: ModelName,
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// One answer running on a backend, from its start until the guard is dropped: counted
@@ -165,6 +180,7 @@ impl BackendHandle {
             models: Mutex::new(models),
             loaded: Mutex::new(Vec::new()),
             loaded_num_ctx: Mutex::new(Vec::new()),
+            loaded_expires: Mutex::new(Vec::new()),
             windows,
             healthy: AtomicBool::new(false),
             last_error: Mutex::new(None),
@@ -405,6 +421,10 @@ impl BackendHandle {
             .filter_map(|l| Some((l.model.clone(), l.num_ctx?)))
             .collect();
         *lock(&self.loaded_num_ctx) = sizes;
+        *lock(&self.loaded_expires) = loaded
+            .iter()
+            .filter_map(|l| Some((l.model.clone(), l.expires_at?)))
+            .collect();
         let models: Vec<ModelName> = loaded.into_iter().map(|l| l.model).collect();
         lock(&self.activity).resident_now(&models);
         *lock(&self.loaded) = models;
@@ -493,6 +513,7 @@ impl BackendHandle {
         };
         // Before the others: the literal's lock guards live to its end.
         let windows = self.model_windows();
+        let resident = self.resident();
         WorkerStatus {
             name: self.name().clone(),
             kind: self.backend.kind(),
@@ -509,7 +530,21 @@ impl BackendHandle {
             max_loaded,
             max_num_ctx: self.windows.cap,
             windows,
+            resident,
         }
+    }
+
+    /// The resident models with their expiry, as far as `/api/ps` told it (a model this
+    /// process just loaded has none until the next look).
+    fn resident(&self) -> Vec<Resident> {
+        let expires = lock(&self.loaded_expires).clone();
+        lock(&self.loaded)
+            .iter()
+            .map(|m| Resident {
+                model: m.clone(),
+                expires_at: expires.iter().find(|(n, _)| n == m).map(|(_, at)| *at),
+            })
+            .collect()
     }
 }
 
@@ -573,5 +608,65 @@ impl Registry {
     /// Keeps what every backend learned, as the process ends.
     pub async fn keep_learned_at_exit(&self) {
         futures::future::join_all(self.handles.iter().map(|h| h.keep_learned_now())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BackendConfig, TimeoutsConfig};
+
+    #[test]
+    fn resident_models_carry_their_expiry_in_the_status_and_the_heartbeat() {
+        let config = BackendConfig {
+            url: "http://127.0.0.1:9".into(),
+            ..BackendConfig::default_ollama()
+        };
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        let (a, b) = (
+            ModelName::parse("a").unwrap(),
+            ModelName::parse("b").unwrap(),
+        );
+        let handle = BackendHandle::new(backend, 1, Some(vec![a.clone(), b.clone()]));
+        let at = DateTime::parse_from_rfc3339("2026-12-02T14:05:00Z")
+            .unwrap()
+            .to_utc();
+        handle.set_loaded(vec![
+            Loaded {
+                model: a.clone(),
+                num_ctx: None,
+                expires_at: Some(at),
+            },
+            Loaded {
+                model: b.clone(),
+                num_ctx: None,
+                expires_at: None,
+            },
+        ]);
+        let status = handle.status();
+        assert_eq!(
+            status.resident,
+            [
+                Resident {
+                    model: a,
+                    expires_at: Some(at),
+                },
+                Resident {
+                    model: b,
+                    expires_at: None,
+                },
+            ]
+        );
+        // The heartbeat is the status as JSON: the expiry travels as RFC 3339.
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["resident"][0]["expires_at"], "2026-12-02T14:05:00Z");
+        assert_eq!(json["resident"][1]["expires_at"], serde_json::Value::Null);
+        let back: WorkerStatus = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, status);
+        // A heartbeat of an older version has none.
+        let mut older = json;
+        older.as_object_mut().unwrap().remove("resident");
+        let older: WorkerStatus = serde_json::from_value(older).unwrap();
+        assert!(older.resident.is_empty());
     }
 }

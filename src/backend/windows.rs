@@ -125,6 +125,7 @@ mod tests {
                 context_length: Some(32_768),
                 loaded_num_ctx,
             }],
+            resident: vec![],
         }
     }
 

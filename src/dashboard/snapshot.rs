@@ -1,5 +1,5 @@
 //! One picture of the household for the dashboard page and `coordinator status`: the
-//! machines (health, models, resident ones, slots, the latest time to first token and
+//! machines (health, models, resident ones and until when, slots, the latest time to first token and
 //! tokens/s per model, last error), every waiting task in order per lane (with its place
 //! and expected wait, from [`crate::queue::eta`] as `GET /tasks/{id}` has them), the
 //! recent tasks, and memory and web figures.
@@ -46,6 +46,10 @@ pub struct Machine {
     pub healthy: bool,
     pub models: Vec<String>,
     pub resident: Vec<String>,
+    /// When each resident model is unloaded unless used meanwhile (Ollama's `/api/ps`),
+    /// where known.
+    #[serde(default)]
+    pub expires_at: BTreeMap<String, DateTime<Utc>>,
     pub in_flight: usize,
     pub slots: usize,
     pub last_error: Option<String>,
@@ -236,6 +240,11 @@ fn machine(s: &WorkerStatus, recent: &[TaskRecord]) -> Machine {
         healthy: s.healthy,
         models: s.models.iter().map(ToString::to_string).collect(),
         resident: s.loaded.iter().map(ToString::to_string).collect(),
+        expires_at: s
+            .resident
+            .iter()
+            .filter_map(|r| Some((r.model.to_string(), r.expires_at?)))
+            .collect(),
         in_flight: s.in_flight,
         slots: s.max_concurrency,
         last_error: s.last_error.clone(),

@@ -91,6 +91,18 @@ pub async fn run(
     }
 }
 
+/// How long a resident model stays, as of `now`: "until 10:05 (in 5 min)" (UTC, as the
+/// other times here), "kept" beyond a day (a model kept forever), "expiring" once due.
+fn until(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let left = (at - now).num_seconds();
+    match left {
+        ..=0 => "expiring".to_owned(),
+        1..60 => format!("until {} (in {left} s)", at.format("%H:%M")),
+        60..=86_400 => format!("until {} (in {} min)", at.format("%H:%M"), (left + 59) / 60),
+        _ => "kept".to_owned(),
+    }
+}
+
 /// The picture as text, with waiting times as of `now`.
 pub fn render(s: &Snapshot, now: DateTime<Utc>) -> String {
     let mut out = String::new();
@@ -104,6 +116,11 @@ pub fn render(s: &Snapshot, now: DateTime<Utc>) -> String {
         );
         for model in &m.models {
             let resident = if m.resident.contains(model) { "*" } else { " " };
+            let until = m
+                .expires_at
+                .get(model)
+                .map(|at| format!("  {}", until(*at, now)))
+                .unwrap_or_default();
             let figures = m
                 .latest
                 .iter()
@@ -116,7 +133,7 @@ pub fn render(s: &Snapshot, now: DateTime<Utc>) -> String {
                     )
                 })
                 .unwrap_or_default();
-            let _ = writeln!(out, "    {resident} {model}{figures}");
+            let _ = writeln!(out, "    {resident} {model}{until}{figures}");
         }
         if let Some(e) = &m.last_error {
             let _ = writeln!(out, "    last error: {e}");
@@ -187,8 +204,13 @@ mod tests {
                     name: "desk".into(),
                     kind: "ollama".into(),
                     healthy: true,
-                    models: vec!["qwen3:8b".into(), "llama3.2:3b".into()],
-                    resident: vec!["qwen3:8b".into()],
+                    models: vec!["qwen3:8b".into(), "llama3.2:3b".into(), "phi4".into()],
+                    resident: vec!["qwen3:8b".into(), "phi4".into()],
+                    expires_at: [
+                        ("qwen3:8b".into(), at("2026-12-02T10:04:12Z")),
+                        ("phi4".into(), at("2318-01-01T00:00:00Z")),
+                    ]
+                    .into(),
                     in_flight: 1,
                     slots: 2,
                     last_error: None,
@@ -204,6 +226,7 @@ mod tests {
                     healthy: false,
                     models: vec![],
                     resident: vec![],
+                    expires_at: Default::default(),
                     in_flight: 0,
                     slots: 1,
                     last_error: Some("cannot connect".into()),
@@ -243,8 +266,9 @@ mod tests {
         let expected = "\
 MACHINES
   desk           ollama up   slots 1/2
-    * qwen3:8b  ttft 420ms  38.5 tok/s
+    * qwen3:8b  until 10:04 (in 4 min)  ttft 420ms  38.5 tok/s
       llama3.2:3b
+    * phi4  kept
   laptop         openai DOWN slots 0/1
     last error: cannot connect
 
@@ -255,5 +279,17 @@ RECENT
   09:59:58  done      bob          qwen3:8b         desk       ttft    1.2s  total    4.0s  wie wird das Wetter  (no results)
 ";
         assert_eq!(render(&snapshot, at("2026-12-02T10:00:12Z")), expected);
+    }
+
+    #[test]
+    fn a_resident_models_stay_reads_in_minutes_then_seconds() {
+        let now = at("2026-12-02T10:00:00Z");
+        let after = |s: i64| until(now + chrono::Duration::seconds(s), now);
+        assert_eq!(after(300), "until 10:05 (in 5 min)");
+        assert_eq!(after(61), "until 10:01 (in 2 min)");
+        assert_eq!(after(42), "until 10:00 (in 42 s)");
+        assert_eq!(after(0), "expiring");
+        assert_eq!(after(-5), "expiring");
+        assert_eq!(after(2 * 86_400), "kept");
     }
 }

@@ -67,6 +67,14 @@ impl Embedded {
         self.queue.waiting(lane)
     }
 
+    pub(super) fn ahead(
+        &self,
+        lane: &crate::domain::Lane,
+        priority: crate::domain::Priority,
+    ) -> crate::placement::Ahead {
+        self.queue.ahead_now(lane, priority)
+    }
+
     pub(super) fn new(
         store: Arc<dyn TaskStore>,
         queue: Arc<InProcessQueue>,

@@ -122,6 +122,21 @@ impl Dispatcher {
         }
     }
 
+    /// The jobs waiting in `lane` that a fresh job of `priority` would be taken after, for
+    /// placement: exactly, with their prompts, in embedded mode; in cluster mode the
+    /// lane's waiting jobs of every class from [`Self::waiting`] (no Redis round trip on
+    /// the request path; the worker that takes the job asks the queue itself).
+    pub async fn ahead(
+        &self,
+        lane: &crate::domain::Lane,
+        priority: crate::domain::Priority,
+    ) -> crate::placement::Ahead {
+        match self {
+            Self::Embedded(e) => e.ahead(lane, priority),
+            Self::Cluster(c) => crate::placement::Ahead::jobs(c.waiting(lane).await),
+        }
+    }
+
     /// Records a task that is finished already (an internal task answered by rules);
     /// returns once its row is durable.
     pub async fn record_finished(&self, task: NewTask) -> Result<(), DispatchError> {

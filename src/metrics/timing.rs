@@ -309,6 +309,7 @@ mod tests {
             max_loaded: None,
             max_num_ctx: None,
             windows: Vec::new(),
+            resident: vec![],
         };
         let depths = [(Lane::Web, 1)];
         let text = metrics.render(&Household {

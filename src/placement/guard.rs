@@ -81,6 +81,7 @@ mod tests {
             max_loaded: Some(1),
             max_num_ctx: None,
             windows: vec![],
+            resident: vec![],
         }
     }
 

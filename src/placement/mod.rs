@@ -8,6 +8,12 @@
 //! costs the conversations that came back to it lately is added to the score, so one
 //! person's occasional model does not push out the model two others are using.
 //!
+//! The wait for a slot counts the jobs already waiting in Coordinator's queue that go
+//! before the task ([`Ahead`]): they take the slots first, each where its own first token
+//! comes soonest ([`queued::after_ahead`]), so a machine with a backlog looks as busy as it
+//! is. The queue's expected wait for a waiting task ([`crate::queue::eta`]) is the same
+//! figure.
+//!
 //! The rates are what each machine has shown ([`crate::backend::perf`]); where a machine
 //! has not run the model, the fleet's best for it, scaled by how this machine compares on
 //! the models both ran, or taken with caution when nothing at all is known of it.
@@ -52,6 +58,44 @@ pub struct Ask<'a> {
     /// The request itself, when placement may look at the window it needs (a resident
     /// model whose window must change reloads).
     pub request: Option<&'a BackendRequest>,
+    /// The jobs waiting in the queue that workers take before this task.
+    pub ahead: Ahead,
+}
+
+/// The jobs waiting in Coordinator's queue that the workers take before a task: those of
+/// its lane that a fresh job of its priority does not overtake (see
+/// [`crate::queue::Queue::ahead`]). Read once per placement.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ahead {
+    pub jobs: usize,
+    /// Their composed prompts' estimated tokens, summed; `None` when the queue does not
+    /// know them (Redis): each then counts as long as the task's own prompt.
+    pub prompt_tokens: Option<u64>,
+}
+
+impl Ahead {
+    /// Nothing waits before the task.
+    pub const NONE: Self = Self {
+        jobs: 0,
+        prompt_tokens: None,
+    };
+
+    /// `jobs` waiting whose prompts are not known.
+    pub fn jobs(jobs: usize) -> Self {
+        Self {
+            jobs,
+            prompt_tokens: None,
+        }
+    }
+
+    /// The prompt assumed for each job ahead, in tokens: their mean when known, else
+    /// `otherwise`.
+    fn prompt_each(&self, otherwise: u32) -> f64 {
+        match (self.prompt_tokens, self.jobs) {
+            (Some(sum), n) if n > 0 => sum as f64 / n as f64,
+            _ => f64::from(otherwise),
+        }
+    }
 }
 
 impl<'a> Ask<'a> {
@@ -72,7 +116,13 @@ impl<'a> Ask<'a> {
             fresh_tokens,
             thread,
             request: Some(request),
+            ahead: Ahead::NONE,
         }
+    }
+
+    /// The same ask, behind `ahead` in the queue.
+    pub fn behind(self, ahead: Ahead) -> Self {
+        Self { ahead, ..self }
     }
 
     /// An ask with no conversation behind it: the whole prompt is new.
@@ -83,6 +133,7 @@ impl<'a> Ask<'a> {
             fresh_tokens: prompt_tokens,
             thread: None,
             request: None,
+            ahead: Ahead::NONE,
         }
     }
 }
@@ -117,7 +168,7 @@ impl Estimate {
 /// in the figures does not move work around.
 pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
     let estimates = estimates(statuses, ask, Utc::now());
-    tracing::debug!(model = %ask.model, prompt_tokens = ask.prompt_tokens, estimates = ?estimates, "placement");
+    tracing::debug!(model = %ask.model, prompt_tokens = ask.prompt_tokens, ahead = ask.ahead.jobs, estimates = ?estimates, "placement");
     let best = estimates.iter().map(Estimate::score).reduce(f64::min)?;
     let (factor, seconds) = SAME_WITHIN;
     let close: Vec<&Estimate> = estimates
@@ -140,27 +191,65 @@ pub fn estimates(statuses: &[WorkerStatus], ask: &Ask<'_>, now: DateTime<Utc>) -
         .filter(|s| s.models.contains(ask.model))
         .collect();
     let any_healthy = serving.iter().any(|s| s.healthy);
-    serving
+    let serving: Vec<&WorkerStatus> = serving
         .into_iter()
         .filter(|s| s.healthy || !any_healthy)
-        .map(|s| estimate_on(s, ask, statuses, now))
+        .collect();
+    estimates_among(&serving, statuses, ask, now)
+}
+
+/// The estimate on each of `serving` (among `statuses`), once the jobs ahead of the ask
+/// in the queue have taken their slots there ([`queued::after_ahead`]).
+pub fn estimates_among(
+    serving: &[&WorkerStatus],
+    statuses: &[WorkerStatus],
+    ask: &Ask<'_>,
+    now: DateTime<Utc>,
+) -> Vec<Estimate> {
+    let after = queued::after_ahead(serving, statuses, ask, now);
+    serving
+        .iter()
+        .zip(after)
+        .map(|(s, after)| estimate_after(s, ask, statuses, now, after))
         .collect()
 }
 
-/// Seconds until the first token of `ask` on `s`, and what its load would cost others.
+/// Seconds until the first token of `ask` on `s`, and what its load would cost others,
+/// with nothing waiting in the queue before it.
 pub fn estimate_on(
     s: &WorkerStatus,
     ask: &Ask<'_>,
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
 ) -> Estimate {
-    let start = start_on(s, ask, statuses, now);
-    let slot = slot_wait(s, statuses, now);
+    let after = queued::After {
+        free_s: slot_wait(s, statuses, now),
+        loaded_ahead: false,
+    };
+    estimate_after(s, ask, statuses, now, after)
+}
+
+/// The estimate on `s` when its soonest slot is free as `after` says.
+fn estimate_after(
+    s: &WorkerStatus,
+    ask: &Ask<'_>,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+    after: queued::After,
+) -> Estimate {
+    let mut start = start_on(s, ask, statuses, now);
+    if after.loaded_ahead && !start.resident {
+        // A job ahead loads the model (and evicts what that load evicts): the task finds
+        // it resident.
+        start.seconds = (start.seconds - rates_on(s, ask.model, statuses).load_s).max(0.0);
+        start.evicts = None;
+        start.eviction_s = 0.0;
+    }
     Estimate {
         worker: s.name.clone(),
         // A load that must wait for a busy resident model to finish waits for it once, in
         // the same time the slot frees: the two waits overlap, they do not add up.
-        ttft_s: slot.max(start.busy_wait_s) + start.seconds,
+        ttft_s: after.free_s.max(start.busy_wait_s) + start.seconds,
         eviction_s: start.eviction_s,
         evicts: start.evicts,
         resident: start.resident,

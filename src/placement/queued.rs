@@ -1,75 +1,93 @@
-//! When a task waiting in its lane is expected to give its first token, by the same
-//! figures placement uses: each serving machine's slots free as their running answers end
-//! (from how far along they are), the jobs ahead of the task take the soonest free slots
-//! one by one (a load the first time a machine takes the model, then a whole answer), and
-//! the task then starts where its first token comes soonest.
+//! The jobs waiting in Coordinator's queue before a task, by the same figures placement
+//! uses: each serving machine's slots free as their running answers end (from how far
+//! along they are); the jobs ahead take slots one by one, each where its first token comes
+//! soonest (a load the first time a machine takes the model, its prompt at the machine's
+//! rate), and hold it for a whole answer. What is left is when each machine can start the
+//! task: placement's wait for a slot ([`super::estimates_among`]), and the queue's
+//! expected wait for a waiting task ([`first_token_in`]).
 
 use chrono::{DateTime, Utc};
 
-use super::{Ask, answer_s, rates_on, slot_free_times, start_on};
+use super::{Ask, answer_s, estimates_among, rates_on, slot_free_times};
 use crate::backend::registry::WorkerStatus;
 
-/// Expected seconds until the first token of `ask`, with `ahead` jobs before it in its
-/// lane, served by `serving` (a subset of `statuses`); `None` when nobody serves it.
-///
-/// What the jobs ahead will ask is not known: each counts as a whole answer of the lane's
-/// model (its prompt is not counted), after a load on a machine that does not hold the
-/// model yet.
+/// One machine once the jobs ahead have taken their slots.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct After {
+    /// Seconds until its soonest slot is free for the task.
+    pub free_s: f64,
+    /// Whether a job ahead loads the task's model there (the task then finds it resident).
+    pub loaded_ahead: bool,
+}
+
+/// Where the jobs ahead of `ask` ([`Ask::ahead`]) leave each of `serving` (among
+/// `statuses`), in the order given. What they ask is known only as a mean prompt (or, when
+/// the queue does not know it, as long as the ask's own); each is a whole answer of the
+/// ask's model. One pass over the jobs ahead, over every serving machine each: figured
+/// once per placement.
+pub fn after_ahead(
+    serving: &[&WorkerStatus],
+    statuses: &[WorkerStatus],
+    ask: &Ask<'_>,
+    now: DateTime<Utc>,
+) -> Vec<After> {
+    // Each machine's slots, soonest first.
+    let mut slots: Vec<Vec<f64>> = serving
+        .iter()
+        .map(|s| slot_free_times(s, statuses, now))
+        .collect();
+    let mut loaded_ahead = vec![false; serving.len()];
+    if ask.ahead.jobs > 0 {
+        let rates: Vec<_> = serving
+            .iter()
+            .map(|s| rates_on(s, ask.model, statuses))
+            .collect();
+        let mut holds: Vec<bool> = serving
+            .iter()
+            .map(|s| s.loaded.contains(ask.model))
+            .collect();
+        let prompt = ask.ahead.prompt_each(ask.prompt_tokens);
+        for _ in 0..ask.ahead.jobs {
+            // Where this job's first token comes soonest.
+            let first_token = |i: usize| {
+                let load = if holds[i] { 0.0 } else { rates[i].load_s };
+                slots[i]
+                    .first()
+                    .map(|free| free + load + prompt / rates[i].prompt_tps.max(1.0))
+            };
+            let Some((i, at)) = (0..serving.len())
+                .filter_map(|i| first_token(i).map(|at| (i, at)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+            else {
+                break;
+            };
+            loaded_ahead[i] |= !holds[i];
+            holds[i] = true;
+            slots[i][0] = at + answer_s(&rates[i]);
+            slots[i].sort_by(f64::total_cmp);
+        }
+    }
+    slots
+        .iter()
+        .zip(loaded_ahead)
+        .map(|(free, loaded_ahead)| After {
+            free_s: free.first().copied().unwrap_or(0.0),
+            loaded_ahead,
+        })
+        .collect()
+}
+
+/// Expected seconds until the first token of `ask` with the jobs [`Ask::ahead`] before
+/// it, served by `serving` (a subset of `statuses`): the soonest of placement's estimates
+/// on them. `None` when nobody serves it.
 pub fn first_token_in(
     serving: &[&WorkerStatus],
     statuses: &[WorkerStatus],
     ask: &Ask<'_>,
-    ahead: usize,
     now: DateTime<Utc>,
 ) -> Option<f64> {
-    // Every slot of every serving machine: when it frees, and whose it is.
-    let mut slots: Vec<(f64, usize)> = serving
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| {
-            slot_free_times(s, statuses, now)
-                .into_iter()
-                .map(move |t| (t, i))
-        })
-        .collect();
-    if slots.is_empty() {
-        return None;
-    }
-    // Per serving machine, figured once: its rates for the model and the task's start there.
-    let rates: Vec<_> = serving
-        .iter()
-        .map(|s| rates_on(s, ask.model, statuses))
-        .collect();
-    let starts: Vec<_> = serving
-        .iter()
-        .map(|s| start_on(s, ask, statuses, now))
-        .collect();
-    let mut holds: Vec<bool> = serving
-        .iter()
-        .map(|s| s.loaded.contains(ask.model))
-        .collect();
-    // Where a job ahead loads the model, the task finds it resident.
-    let mut loaded_ahead = vec![false; serving.len()];
-    for _ in 0..ahead {
-        let Some(soonest) = slots.iter_mut().min_by(|a, b| a.0.total_cmp(&b.0)) else {
-            break;
-        };
-        let i = soonest.1;
-        let load = if holds[i] { 0.0 } else { rates[i].load_s };
-        loaded_ahead[i] |= !holds[i];
-        holds[i] = true;
-        soonest.0 += load + answer_s(&rates[i]);
-    }
-    slots
-        .iter()
-        .map(|&(free_at, i)| {
-            let start = &starts[i];
-            let seconds = if loaded_ahead[i] && !start.resident {
-                start.seconds - rates[i].load_s
-            } else {
-                start.seconds
-            };
-            free_at.max(start.busy_wait_s) + seconds.max(0.0)
-        })
+    estimates_among(serving, statuses, ask, now)
+        .into_iter()
+        .map(|e| e.ttft_s)
         .reduce(f64::min)
 }

@@ -32,6 +32,7 @@ fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
         max_loaded: None,
         max_num_ctx: None,
         windows: vec![],
+        resident: vec![],
     }
 }
 
@@ -281,6 +282,7 @@ fn a_conversation_goes_back_to_the_machine_whose_cache_holds_it() {
         fresh_tokens: 50,
         thread: Some(&t),
         request: None,
+        ahead: Ahead::NONE,
     };
     let statuses = [moon.clone(), twin.clone()];
     assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "twin");
@@ -338,4 +340,95 @@ fn the_new_part_of_a_request_is_its_last_user_message_and_what_follows() {
     assert_eq!(ask.fresh_tokens, 10);
     assert!(ask.prompt_tokens >= 2100, "{ask:?}");
     assert_eq!(ask.thread, Some(&t));
+}
+
+/// Moon (fast) busy with one answer (300 tokens at 80/s: 3.75 s), ai-core (a fifth of
+/// its prompt rate, a third of its answers) idle; both hold the model.
+fn moon_busy_ai_core_idle() -> [WorkerStatus; 2] {
+    [
+        with_rates(status("moon", true, 1), 3.0, 1500.0, 80.0),
+        with_rates(status("ai-core", true, 0), 6.0, 300.0, 27.0),
+    ]
+}
+
+fn ahead(jobs: usize, prompt_tokens: Option<u64>) -> Ahead {
+    Ahead {
+        jobs,
+        prompt_tokens,
+    }
+}
+
+#[test]
+fn the_jobs_waiting_in_the_queue_make_a_machine_look_as_busy_as_it_is() {
+    let statuses = moon_busy_ai_core_idle();
+    let m = model("m");
+    let ask = Ask::fresh(&m, 3000);
+    let ttft = |ask: &Ask<'_>| -> Vec<f64> {
+        estimates(&statuses, ask, Utc::now())
+            .iter()
+            .map(|e| e.ttft_s)
+            .collect()
+    };
+    // Nothing waits: moon frees in 3.75 s and takes 2 s for the prompt (5.75 s), sooner
+    // than ai-core's 10 s.
+    assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "moon");
+    let t = ttft(&ask);
+    assert!(
+        (t[0] - 5.75).abs() < 1e-6 && (t[1] - 10.0).abs() < 1e-6,
+        "{t:?}"
+    );
+    // One job of 3,000 tokens waits before it: that job starts soonest on moon too (at
+    // 5.75 s), and holds moon for its answer (3.75 s more); the task would get its first
+    // token there at 11.5 s, later than on idle ai-core.
+    let behind = ask.behind(ahead(1, Some(3000)));
+    let t = ttft(&behind);
+    assert!(
+        (t[0] - 11.5).abs() < 1e-6 && (t[1] - 10.0).abs() < 1e-6,
+        "{t:?}"
+    );
+    assert_eq!(best_of(&statuses, &behind).unwrap().to_string(), "ai-core");
+    // Their prompts unknown (a queue in Redis): each counts as long as the task's own.
+    let unknown = ask.behind(Ahead::jobs(1));
+    assert_eq!(ttft(&unknown), ttft(&behind));
+    assert_eq!(best_of(&statuses, &unknown).unwrap().to_string(), "ai-core");
+}
+
+#[test]
+fn a_job_ahead_takes_the_slot_where_its_own_first_token_comes_soonest() {
+    let statuses = moon_busy_ai_core_idle();
+    let serving: Vec<&WorkerStatus> = statuses.iter().collect();
+    let m = model("m");
+    let now = Utc::now();
+    let after = |jobs, tokens| {
+        let ask = Ask::fresh(&m, 3000).behind(ahead(jobs, Some(tokens)));
+        queued::after_ahead(&serving, &statuses, &ask, now)
+            .iter()
+            .map(|a| a.free_s)
+            .collect::<Vec<f64>>()
+    };
+    // A short prompt starts sooner on idle ai-core (0 s) than on busy moon (3.75 s): it
+    // holds ai-core for its answer (300 tokens at 27/s), and moon still frees at 3.75 s.
+    let t = after(1, 30);
+    assert!((t[0] - 3.75).abs() < 1e-6, "{t:?}");
+    assert!((t[1] - (0.1 + 300.0 / 27.0)).abs() < 1e-6, "{t:?}");
+    // A long one (3,000 tokens) starts sooner on moon: moon frees at 5.75 + 3.75 s.
+    let t = after(1, 3000);
+    assert!((t[0] - 9.5).abs() < 1e-6 && t[1] == 0.0, "{t:?}");
+    // Two long ones: the second goes to ai-core (10 s against 11.5 s on moon).
+    let t = after(2, 6000);
+    assert!((t[0] - 9.5).abs() < 1e-6, "{t:?}");
+    assert!((t[1] - (10.0 + 300.0 / 27.0)).abs() < 1e-6, "{t:?}");
+}
+
+#[test]
+fn a_job_ahead_that_loads_the_model_leaves_it_resident_for_the_task() {
+    // One machine, the model not resident (3 s to load), one slot free: the job ahead
+    // loads it and answers (3 + 0 + 3.75 s); the task then pays no load of its own.
+    let moon = with_rates(status("moon", false, 0), 3.0, 1500.0, 80.0);
+    let statuses = [moon];
+    let m = model("m");
+    let ask = Ask::fresh(&m, 1500).behind(ahead(1, Some(0)));
+    let e = &estimates(&statuses, &ask, Utc::now())[0];
+    assert!((e.ttft_s - (3.0 + 3.75 + 1.0)).abs() < 1e-6, "{e:?}");
+    assert_eq!((e.evicts.clone(), e.eviction_s), (None, 0.0));
 }

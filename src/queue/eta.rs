@@ -83,7 +83,9 @@ fn serving<'a>(
 /// Expected seconds until the first token of a task at `position` in the lane of `model`,
 /// served by the workers `serving` (among `statuses`): placement's own estimate
 /// ([`placement::queued::first_token_in`]), with the `position − 1` jobs before it taking
-/// the soonest free slots first. `None` when no worker serves the model.
+/// slots first, each where it starts soonest. What they ask is not read from the queue
+/// here: each counts as a whole answer, its prompt not counted. `None` when no worker
+/// serves the model.
 pub fn expected_wait_s(
     serving: &[&WorkerStatus],
     statuses: &[WorkerStatus],
@@ -91,14 +93,12 @@ pub fn expected_wait_s(
     position: usize,
     prompt_tokens: u32,
 ) -> Option<f64> {
-    let ask = placement::Ask::fresh(model, prompt_tokens);
-    placement::queued::first_token_in(
-        serving,
-        statuses,
-        &ask,
-        position.saturating_sub(1),
-        Utc::now(),
-    )
+    let ahead = placement::Ahead {
+        jobs: position.saturating_sub(1),
+        prompt_tokens: Some(0),
+    };
+    let ask = placement::Ask::fresh(model, prompt_tokens).behind(ahead);
+    placement::queued::first_token_in(serving, statuses, &ask, Utc::now())
 }
 
 #[cfg(test)]
@@ -135,6 +135,7 @@ mod tests {
             max_loaded: None,
             max_num_ctx: None,
             windows: vec![],
+            resident: vec![],
         }
     }
 

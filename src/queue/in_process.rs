@@ -1,7 +1,9 @@
 //! In-process lanes for embedded mode, shared by the workers of one process: a worker
 //! takes the waiting job of best effective priority across its lanes, the oldest first
-//! among equals ([`Aging::rank`], see [`super::priority`]). Nothing survives a restart
-//! here; the store keeps the jobs of unfinished tasks and start-up queues them again.
+//! among equals ([`Aging::rank`], see [`super::priority`]). A job taken and queued again
+//! (held back by the guard, or left for another worker) keeps its age
+//! ([`Job::waiting_since`]). Nothing survives a restart here; the store keeps the jobs of
+//! unfinished tasks and start-up queues them again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,6 +15,7 @@ use tokio::time::Instant;
 use super::priority::{Aging, Priority};
 use super::{Delivery, Job, Queue, QueueError, Takes};
 use crate::domain::{Lane, TaskId, WorkerName};
+use crate::placement::Ahead;
 
 #[derive(Debug, Default)]
 pub struct InProcessQueue {
@@ -33,17 +36,40 @@ struct Inner {
 struct Waiting {
     seq: u64,
     since: Instant,
+    /// The composed prompt's estimated tokens, figured once when queued.
+    prompt_tokens: u32,
     job: Job,
 }
 
 impl Waiting {
-    /// The order in which jobs are taken at `now`: smaller first.
-    fn order(&self, aging: Aging, now: Instant) -> (u8, u64) {
+    /// The order in which jobs are taken at `now`: smaller first (the better rank, then
+    /// the one waiting longer, then the one queued first).
+    fn order(&self, aging: Aging, now: Instant) -> (u8, Instant, u64) {
         (
             aging.rank(self.job.priority, now.duration_since(self.since)),
+            self.since,
             self.seq,
         )
     }
+
+    /// The job, handed out: it carries when it began to wait, on the wall clock, so it
+    /// keeps its age if it is queued again.
+    fn into_job(self, now: Instant) -> Job {
+        let waited = chrono::Duration::from_std(now.duration_since(self.since)).unwrap_or_default();
+        Job {
+            waiting_since: Some(chrono::Utc::now() - waited),
+            ..self.job
+        }
+    }
+}
+
+/// When a job queued at `now` began to wait: now for a fresh one; for one queued again,
+/// as long ago as it began (on this queue's clock, paused in tests).
+fn waiting_since(job: &Job, now: Instant) -> Instant {
+    job.waiting_since
+        .and_then(|t| (chrono::Utc::now() - t).to_std().ok())
+        .and_then(|waited| now.checked_sub(waited))
+        .unwrap_or(now)
 }
 
 impl InProcessQueue {
@@ -77,7 +103,7 @@ impl InProcessQueue {
     fn try_take(&self, takes: &Takes, consumer: &WorkerName) -> Option<Job> {
         let now = Instant::now();
         let mut inner = self.lock();
-        let mut best: Option<((u8, u64), &Lane, usize)> = None;
+        let mut best: Option<((u8, Instant, u64), &Lane, usize)> = None;
         for lane in &takes.lanes {
             let Some(q) = inner.lanes.get(lane) else {
                 continue;
@@ -95,7 +121,7 @@ impl InProcessQueue {
         let (_, lane, pos) = best?;
         let lane = lane.clone();
         let q = inner.lanes.get_mut(&lane)?;
-        let taken = q.remove(pos).job;
+        let taken = q.remove(pos).into_job(now);
         if q.is_empty() {
             inner.lanes.remove(&lane);
         }
@@ -126,13 +152,16 @@ impl InProcessQueue {
             let mut inner = self.lock();
             inner.seq += 1;
             let seq = inner.seq;
+            let prompt_tokens = job.request.estimated_prompt_tokens();
+            let since = waiting_since(&job, Instant::now());
             inner
                 .lanes
                 .entry(job.lane.clone())
                 .or_default()
                 .push(Waiting {
                     seq,
-                    since: Instant::now(),
+                    since,
+                    prompt_tokens,
                     job,
                 });
         }
@@ -150,6 +179,28 @@ impl InProcessQueue {
                     .fresh_goes_before(priority, w.job.priority, now.duration_since(w.since))
             })
         })
+    }
+
+    /// The jobs waiting in `lane` that a fresh job of `priority` would be taken after, and
+    /// their prompts (see [`Queue::ahead`]), without an await.
+    pub fn ahead_now(&self, lane: &Lane, priority: Priority) -> Ahead {
+        let now = Instant::now();
+        let inner = self.lock();
+        let mut ahead = Ahead {
+            jobs: 0,
+            prompt_tokens: Some(0),
+        };
+        for w in inner.lanes.get(lane).into_iter().flatten() {
+            let waited = now.duration_since(w.since);
+            if !self
+                .aging
+                .fresh_goes_before(priority, w.job.priority, waited)
+            {
+                ahead.jobs += 1;
+                ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
+            }
+        }
+        ahead
     }
 
     /// The place of `task_id` among the jobs waiting in `lane`, in the order they will be
@@ -197,6 +248,10 @@ impl Queue for InProcessQueue {
 
     async fn awaited(&self, lanes: &[Lane]) -> Result<Vec<Lane>, QueueError> {
         Ok(self.awaited_now(lanes))
+    }
+
+    async fn ahead(&self, lane: &Lane, priority: Priority) -> Result<Ahead, QueueError> {
+        Ok(self.ahead_now(lane, priority))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -273,6 +328,81 @@ mod tests {
         assert_eq!(
             take_all(&q, &[a, b]).await,
             [chat1, chat2, bg1, bg2, batch].map(|j| j.task_id)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_jobs_ahead_of_a_fresh_one_are_those_it_does_not_overtake_with_their_prompts() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let (a, b) = (
+            Lane::parse("tasks:llm:a").unwrap(),
+            Lane::parse("tasks:llm:b").unwrap(),
+        );
+        let asking = |chars: usize, priority| {
+            let mut j = of(&a, priority);
+            j.request.messages = vec![crate::chat::ChatMessage::user("x".repeat(chars))];
+            j
+        };
+        let chat = asking(400, Priority::Interactive);
+        let batch = asking(4000, Priority::Batch);
+        let tokens = |j: &Job| u64::from(j.request.estimated_prompt_tokens());
+        assert!(tokens(&chat) > 0 && tokens(&batch) > tokens(&chat));
+        q.push(chat.clone());
+        q.push(batch.clone());
+        q.push(of(&b, Priority::Interactive));
+        // A person's turn goes before the batch job, after the other person's: one ahead.
+        assert_eq!(
+            q.ahead(&a, Priority::Interactive).await.unwrap(),
+            Ahead {
+                jobs: 1,
+                prompt_tokens: Some(tokens(&chat)),
+            }
+        );
+        // A batch job goes after both.
+        assert_eq!(
+            q.ahead_now(&a, Priority::Batch),
+            Ahead {
+                jobs: 2,
+                prompt_tokens: Some(tokens(&chat) + tokens(&batch)),
+            }
+        );
+        // Once the batch job has waited two promotions, a fresh turn goes after it too.
+        tokio::time::advance(AGING * 2).await;
+        assert_eq!(q.ahead_now(&a, Priority::Interactive).jobs, 2);
+        assert_eq!(
+            q.ahead_now(&Lane::parse("tasks:web").unwrap(), Priority::Batch)
+                .jobs,
+            0
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_queued_again_keeps_its_age_and_its_place() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let w = WorkerName::parse("w").unwrap();
+        let a = Lane::parse("tasks:llm:a").unwrap();
+        let all = Takes::all(vec![a.clone()]);
+        let held = of(&a, Priority::Background);
+        let later = of(&a, Priority::Background);
+        q.push(held.clone());
+        tokio::time::advance(AGING * 5 / 6).await;
+        q.push(later.clone());
+        // A worker takes it after 50 s and holds it back: it is queued again.
+        let taken = q.try_take(&all, &w).unwrap();
+        assert_eq!(taken.task_id, held.task_id);
+        assert!(taken.waiting_since.is_some());
+        q.push(taken);
+        // It still goes before the background job queued after it.
+        assert_eq!(q.place(&a, held.task_id), Some(1));
+        assert_eq!(q.place(&a, later.task_id), Some(2));
+        // 20 s on it has waited 70 s in all, more than one promotion: a person's turn
+        // queued now goes after it, and the later background job (30 s) after that turn.
+        tokio::time::advance(AGING / 3).await;
+        let chat = of(&a, Priority::Interactive);
+        q.push(chat.clone());
+        assert_eq!(
+            take_all(&q, std::slice::from_ref(&a)).await,
+            [held.task_id, chat.task_id, later.task_id]
         );
     }
 

@@ -54,6 +54,11 @@ pub struct Job {
     /// before priorities existed.
     #[serde(default)]
     pub priority: Priority,
+    /// When the job first began to wait in the in-process queue, set as a worker takes
+    /// it there: a job queued again (held back by the guard, or left for another worker)
+    /// keeps its age and its place among equals. `None` for a job that has not waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<DateTime<Utc>>,
 }
 
 /// Jobs queued before `stream` existed were all streamed.
@@ -201,6 +206,17 @@ pub trait Queue: Send + Sync + 'static {
 
     /// Confirms a delivered job is finished (done, failed, or handed on).
     async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError>;
+
+    /// The jobs waiting in `lane` that a fresh job of `priority` would be taken after (a
+    /// better or equal effective priority: see [`priority`]), for placement
+    /// ([`crate::placement::Ahead`]): a machine the lane's backlog will keep busy looks
+    /// busy. In process with their prompts' sizes; in Redis only their count, by class
+    /// (waiting promotes no entry here).
+    async fn ahead(
+        &self,
+        lane: &Lane,
+        priority: Priority,
+    ) -> Result<crate::placement::Ahead, QueueError>;
 
     /// Jobs waiting in each lane.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError>;

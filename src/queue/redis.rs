@@ -459,6 +459,14 @@ impl Queue for RedisQueue {
         inventory::depths(&self.inner).await
     }
 
+    async fn ahead(
+        &self,
+        lane: &Lane,
+        priority: Priority,
+    ) -> Result<crate::placement::Ahead, QueueError> {
+        inventory::ahead(&self.inner, lane, priority).await
+    }
+
     /// Counts the waiting entries of `lane`'s streams (those after each group's last
     /// delivered id) that go before the task's, by [`Aging::rank`] and age now.
     async fn position(&self, lane: &Lane, task_id: TaskId) -> Result<Option<usize>, QueueError> {

@@ -142,6 +142,7 @@ impl AppState {
             fresh_tokens: tokens,
             thread: None,
             request: None,
+            ahead: crate::placement::Ahead::NONE,
         };
         if let Some(best) = crate::placement::best_of(&candidates, &ask)
             && let Some(i) = candidates.iter().position(|s| s.name == best)

@@ -27,6 +27,7 @@ pub fn sample_job(lane: &Lane) -> Job {
         memory: None,
         lang: crate::lang::Lang::En,
         priority: crate::domain::Priority::Interactive,
+        waiting_since: None,
     }
 }
 

@@ -552,7 +552,14 @@ impl Worker {
                     || !crate::placement::guard::may_push_out(s, model)
             })
             .collect();
-        let ask = crate::placement::Ask::of(&job.request, job.thread_id.as_ref());
+        let ahead = match self.queue.ahead(&job.lane, job.priority).await {
+            Ok(ahead) => ahead,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the jobs waiting in the lane; placing without them");
+                crate::placement::Ahead::NONE
+            }
+        };
+        let ask = crate::placement::Ask::of(&job.request, job.thread_id.as_ref()).behind(ahead);
         let Some(best) = crate::placement::best_of(&statuses, &ask) else {
             return false;
         };

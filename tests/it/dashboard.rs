@@ -226,6 +226,31 @@ async fn the_snapshot_shows_the_machines_the_queue_in_order_and_the_recent_tasks
         !s["recent"][1]["reasons"].as_array().unwrap().is_empty(),
         "{s}"
     );
+    // Once a task has ended, the look at `/api/ps` after it says until when moon keeps
+    // the model: five minutes of life from now (3 s here, at a hundred times).
+    assert_eq!(app.finished_task(&running).await["status"], "done");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let expires = loop {
+        let s: Value = snapshot(&app, None).await.json().await.unwrap();
+        let moon = s["machines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "moon")
+            .unwrap()
+            .clone();
+        if let Some(at) = moon["expires_at"][MODEL].as_str() {
+            assert_eq!(moon["resident"], json!([MODEL]), "{s}");
+            break chrono::DateTime::parse_from_rfc3339(at).unwrap().to_utc();
+        }
+        assert!(std::time::Instant::now() < deadline, "no expiry: {s}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let left = expires - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::zero() && left <= chrono::Duration::seconds(3),
+        "{expires}"
+    );
 }
 
 #[tokio::test]

@@ -413,6 +413,13 @@ impl Queue for OtherProcessQueue {
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
         Ok(Vec::new())
     }
+    async fn ahead(
+        &self,
+        _: &Lane,
+        _: coordinator::domain::Priority,
+    ) -> Result<coordinator::placement::Ahead, QueueError> {
+        Ok(coordinator::placement::Ahead::NONE)
+    }
     async fn position(&self, _: &Lane, _: TaskId) -> Result<Option<usize>, QueueError> {
         Ok(None)
     }

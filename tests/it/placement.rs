@@ -9,6 +9,7 @@ use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, Realism, Speed};
 use serde_json::{Value, json};
 
 use crate::helpers::{MODEL, TestApp, spawn_app_with, spawn_fake};
+use crate::household::stats_until;
 
 #[tokio::test]
 async fn a_worker_with_the_model_loaded_gets_the_task() {
@@ -283,6 +284,130 @@ async fn what_placement_learned_of_a_machine_survives_a_restart() {
         app.fake.stats().requests,
         2,
         "nothing ran since the restart"
+    );
+    app.stop().await;
+}
+
+/// A realistic one-slot machine serving `MODEL` at `prompt_tps` and `eval_tps`, answers of
+/// 300 tokens, ten times faster than life.
+async fn machine_at(prompt_tps: f64, eval_tps: f64) -> FakeLlmServer {
+    FakeLlm::builder()
+        .model(MODEL)
+        .realistic(Realism {
+            time_scale: 10.0,
+            max_loaded: 1,
+            speed: Speed {
+                load: Duration::from_secs(3),
+                prompt_tps,
+                eval_tps,
+            },
+            answer_tokens: (300, 300),
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap()
+}
+
+/// `POST /route` for `MODEL` (or `model`): the task id and the worker placement chose.
+async fn route(app: &TestApp, model: &str, prompt: String) -> (String, String) {
+    let res = app
+        .post("/route", json!({"prompt": prompt, "model": model}))
+        .await;
+    assert_eq!(res.status(), 200);
+    let body: Value = res.json().await.unwrap();
+    (
+        body["task_id"].as_str().unwrap().to_owned(),
+        body["worker_id"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// A prompt of about 1,000 tokens, marked `tag`.
+fn long_prompt(tag: &str) -> String {
+    format!(
+        "{} [{tag}]",
+        "Please go over these meeting notes and list what was decided. ".repeat(64)
+    )
+}
+
+/// Moon is fast (a second of prompt, 6 s per answer), ai-core a tenth of its prompt rate
+/// (10 s of prompt). With moon busy, the next long turn still starts sooner there (7 + 1 s
+/// against 10 s) and waits in the queue for it; the turn after that would wait for both
+/// (7 + 7 + 1 s): it goes to ai-core, which answers it sooner.
+#[tokio::test]
+async fn a_turn_goes_to_another_machine_when_the_fast_ones_queue_holds_work() {
+    let moon = machine_at(1000.0, 50.0).await;
+    let ai_core = machine_at(100.0, 25.0).await;
+    let ai_core_url = ai_core.base_url();
+    let app = spawn_app_with(moon, |c| machines(c, "moon", &[("ai-core", ai_core_url)])).await;
+    // A day of use in brief: each machine has run the model once and shown its rates.
+    let warm: Vec<String> = futures::future::join_all(["moon", "ai-core"].map(|m| {
+        let app = &app;
+        async move { route(app, &format!("{MODEL}@{m}"), long_prompt(m)).await.0 }
+    }))
+    .await;
+    for id in &warm {
+        assert_eq!(app.finished_task(id).await["status"], "done");
+    }
+    for m in ["moon", "ai-core"] {
+        worker_until(&app, m, |w| {
+            w["perf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["prompt_tps"].is_number() && p["eval_tps"].is_number())
+        })
+        .await;
+    }
+    let (a, a_on) = route(&app, MODEL, long_prompt("a")).await;
+    assert_eq!(a_on, "moon");
+    stats_until(&app.fake, |s| s.requests >= 2).await;
+    let (b, b_on) = route(&app, MODEL, long_prompt("b")).await;
+    assert_eq!(
+        b_on, "moon",
+        "moon is still sooner for the first turn waiting"
+    );
+    let (c, c_on) = route(&app, MODEL, long_prompt("c")).await;
+    assert_eq!(c_on, "ai-core", "moon's queue holds a turn already");
+    let ran_on = |row: Value| row["worker_id"].as_str().unwrap().to_owned();
+    assert_eq!(ran_on(app.finished_task(&a).await), "moon");
+    assert_eq!(ran_on(app.finished_task(&b).await), "moon");
+    assert_eq!(ran_on(app.finished_task(&c).await), "ai-core");
+    assert_eq!(
+        ai_core.stats().requests,
+        2,
+        "the warm-up and the third turn"
+    );
+    app.stop().await;
+}
+
+/// `GET /workers` shows each resident model with its expiry from Ollama's `/api/ps`: the
+/// fake, like Ollama, keeps a model five minutes after its last use.
+#[tokio::test]
+async fn the_workers_show_when_each_resident_model_expires() {
+    let app = spawn_app_with(spawn_fake().await, |c| machines(c, "moon", &[])).await;
+    let before = chrono::Utc::now();
+    turn(
+        &app,
+        "c1",
+        MODEL,
+        json!([{"role": "user", "content": "hello"}]),
+    )
+    .await;
+    let w = worker_until(&app, "moon", |w| {
+        w["resident"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|m| m["expires_at"].is_string()))
+    })
+    .await;
+    assert_eq!(w["resident"][0]["model"], MODEL, "{w}");
+    assert_eq!(w["loaded"], json!([MODEL]), "{w}");
+    let expires: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(w["resident"][0]["expires_at"].clone()).unwrap();
+    let five = chrono::Duration::minutes(5);
+    assert!(
+        expires >= before + five && expires <= chrono::Utc::now() + five,
+        "{w}"
     );
     app.stop().await;
 }

@@ -49,12 +49,20 @@ pub async fn tags(State(state): State<AppState>) -> Response {
     json(&TagsResponse { models })
 }
 
-/// Models loaded right now on any worker.
+/// Models loaded right now on any worker, each with its expiry as the machine's `/api/ps`
+/// said (five minutes from now, Ollama's default keep-alive, where it has not said).
 pub async fn ps(State(state): State<AppState>) -> Response {
-    let expires = timestamp(Utc::now() + chrono::Duration::minutes(5));
+    let default = Utc::now() + chrono::Duration::minutes(5);
     let mut models = Vec::new();
     for w in state.directory.statuses() {
-        for m in w.loaded {
+        for m in &w.loaded {
+            let at = w
+                .resident
+                .iter()
+                .find(|r| &r.model == m)
+                .and_then(|r| r.expires_at)
+                .unwrap_or(default);
+            let expires = timestamp(at);
             let tag = ModelTag::new(m.to_string(), expires.clone());
             models.push(RunningModel {
                 name: tag.name.clone(),
@@ -62,7 +70,7 @@ pub async fn ps(State(state): State<AppState>) -> Response {
                 size: 0,
                 digest: tag.digest.clone(),
                 details: ModelDetails::default(),
-                expires_at: expires.clone(),
+                expires_at: expires,
                 size_vram: 0,
             });
         }

@@ -40,6 +40,17 @@ function clock(iso) {
   return new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
 }
 
+// How long a resident model stays: "until 14:05 · in 4 min" (local time), "kept" beyond a
+// day (a model kept forever), "expiring" once due; "" when not known.
+function until(iso) {
+  if (!iso) return "";
+  const left = Math.round((new Date(iso) - Date.now()) / 1000);
+  if (left <= 0) return "expiring";
+  if (left > 86400) return "kept";
+  const at = new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return "until " + at + " · in " + (left < 60 ? left + " s" : Math.ceil(left / 60) + " min");
+}
+
 function drawMachines(machines) {
   const box = $("machines");
   box.replaceChildren(...machines.map((m) => {
@@ -47,10 +58,12 @@ function drawMachines(machines) {
     const models = m.models.map((name) => {
       const f = figures.get(name);
       const resident = m.resident.includes(name);
+      const stay = resident ? until((m.expires_at || {})[name]) : "";
       const perf = f ? ms(f.ttft_ms) + " · " + (f.tokens_per_s ?? "–") + " tok/s" : "";
       return el("div", { class: "model" },
         el("span", { class: resident ? "resident" : "", title: resident ? "resident" : "" },
           name + (resident ? " ●" : "")),
+        stay ? el("span", { class: "quiet expiry", "data-expires": m.expires_at[name] }, stay) : null,
         el("span", { class: "quiet" }, perf));
     });
     return el("div", { class: "card", "data-machine": m.name },

@@ -117,27 +117,12 @@ pub(super) async fn task_ids(inner: &Inner) -> Result<HashSet<TaskId>, QueueErro
 /// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less the
 /// group's pending count of each stream; lanes with none are left out.
 pub(super) async fn depths(inner: &Inner) -> Result<Vec<(Lane, usize)>, QueueError> {
-    let mut commands = inner.redis.commands();
     let mut out: HashMap<Lane, usize> = HashMap::new();
     for key in lane_keys(inner).await? {
         let Some((lane, _)) = inner.lane_of(&key) else {
             continue;
         };
-        let (len, groups): (usize, StreamInfoGroupsReply) = redis::pipe()
-            .cmd("XLEN")
-            .arg(&key)
-            .cmd("XINFO")
-            .arg("GROUPS")
-            .arg(&key)
-            .query_async(&mut commands)
-            .await
-            .map_err(backend)?;
-        let pending = groups
-            .groups
-            .iter()
-            .find(|g| g.name == GROUP)
-            .map_or(0, |g| g.pending);
-        let waiting = len.saturating_sub(pending);
+        let waiting = waiting_in(inner, &key).await?;
         if waiting > 0 {
             *out.entry(lane).or_default() += waiting;
         }
@@ -145,4 +130,44 @@ pub(super) async fn depths(inner: &Inner) -> Result<Vec<(Lane, usize)>, QueueErr
     let mut out: Vec<(Lane, usize)> = out.into_iter().collect();
     out.sort();
     Ok(out)
+}
+
+/// The jobs waiting in `lane`'s streams of `priority` and the better classes (see
+/// [`crate::queue::Queue::ahead`]); their prompts are not read.
+pub(super) async fn ahead(
+    inner: &Inner,
+    lane: &Lane,
+    priority: Priority,
+) -> Result<crate::placement::Ahead, QueueError> {
+    let mut jobs = 0;
+    for class in Priority::ALL.into_iter().filter(|p| *p <= priority) {
+        jobs += waiting_in(inner, &inner.key(lane, class)).await?;
+    }
+    Ok(crate::placement::Ahead::jobs(jobs))
+}
+
+/// The entries of stream `key` not yet handed out: `XLEN` less the group's pending count
+/// (0 for a stream that does not exist).
+async fn waiting_in(inner: &Inner, key: &str) -> Result<usize, QueueError> {
+    let mut commands = inner.redis.commands();
+    let len: usize = redis::cmd("XLEN")
+        .arg(key)
+        .query_async(&mut commands)
+        .await
+        .map_err(backend)?;
+    if len == 0 {
+        return Ok(0);
+    }
+    let groups: StreamInfoGroupsReply = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(key)
+        .query_async(&mut commands)
+        .await
+        .map_err(backend)?;
+    let pending = groups
+        .groups
+        .iter()
+        .find(|g| g.name == GROUP)
+        .map_or(0, |g| g.pending);
+    Ok(len.saturating_sub(pending))
 }

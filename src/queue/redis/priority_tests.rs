@@ -247,3 +247,38 @@ async fn a_lane_taken_for_people_only_leaves_background_work_waiting() {
     assert_eq!(take(&q, &[x]).await.job, background, "it waited, not lost");
     delete_keys(&url, &prefix).await.unwrap();
 }
+
+#[tokio::test]
+async fn the_jobs_ahead_of_a_fresh_one_count_the_classes_it_does_not_overtake() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let (l, other) = (lane("tasks:llm:m"), lane("tasks:llm:n"));
+    let count = |p| {
+        let (q, l) = (&q, &l);
+        async move { q.ahead(l, p).await.unwrap() }
+    };
+    assert_eq!(count(Priority::Batch).await, crate::placement::Ahead::NONE);
+    let chat = of(&l, Priority::Interactive);
+    for j in [
+        &chat,
+        &of(&l, Priority::Interactive),
+        &of(&l, Priority::Background),
+        &of(&other, Priority::Interactive),
+    ] {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    assert_eq!(count(Priority::Interactive).await.jobs, 2);
+    assert_eq!(count(Priority::Batch).await.jobs, 3);
+    // Their prompts are not read from Redis.
+    assert_eq!(count(Priority::Batch).await.prompt_tokens, None);
+    // A job handed out no longer waits.
+    let d = dequeue_within(&q, std::slice::from_ref(&l), &worker("w"), PATIENCE)
+        .await
+        .unwrap();
+    assert_eq!(d.job, chat);
+    assert_eq!(count(Priority::Interactive).await.jobs, 1);
+    delete_keys(&url, &prefix).await.unwrap();
+}

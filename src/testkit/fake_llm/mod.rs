@@ -491,6 +491,8 @@ pub(crate) struct Model {
     spec: ModelSpec,
     digest: String,
     loaded: AtomicBool,
+    /// When a request last used it (ms since the epoch), for its expiry in `/api/ps`.
+    used_at_ms: std::sync::atomic::AtomicI64,
 }
 
 /// What changes at run time, behind one lock.
@@ -541,6 +543,7 @@ impl Shared {
                 digest: format!("{:x}", Sha256::digest(spec.name.as_bytes())),
                 spec,
                 loaded: AtomicBool::new(false),
+                used_at_ms: std::sync::atomic::AtomicI64::new(0),
             })
             .collect();
         Self {
@@ -607,6 +610,16 @@ impl Shared {
 impl Model {
     fn mark_loaded(&self) {
         self.loaded.store(true, Ordering::Relaxed);
+        self.used_at_ms
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+    }
+
+    /// When the plain mode unloads it, as Ollama would: Ollama's default keep-alive (five
+    /// minutes) after its last use. The plain mode never does unload it.
+    pub(crate) fn expires_at(&self) -> chrono::DateTime<chrono::Utc> {
+        let used = self.used_at_ms.load(Ordering::Relaxed);
+        chrono::DateTime::from_timestamp_millis(used).unwrap_or_default()
+            + chrono::Duration::minutes(5)
     }
 }
 

@@ -124,7 +124,8 @@ async fn tags(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// In the realistic mode, the resident models (most recently used first) with their
-/// expiry on the wall clock; otherwise the models used since start count as loaded.
+/// expiry on the wall clock (a model kept forever expires in 2099); otherwise the models
+/// used since start count as loaded, expiring five minutes after their last use.
 async fn ps(State(shared): State<Arc<Shared>>) -> Response {
     fn entry(m: &Model, expires_at: String, context_length: Option<u32>) -> PsEntry<'_> {
         PsEntry {
@@ -159,7 +160,14 @@ async fn ps(State(shared): State<Arc<Shared>>) -> Response {
             .models
             .iter()
             .filter(|m| m.loaded.load(Ordering::Relaxed))
-            .map(|m| entry(m, EXPIRES_AT.to_owned(), None))
+            .map(|m| {
+                let at = m.expires_at();
+                entry(
+                    m,
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    None,
+                )
+            })
             .collect(),
     };
     axum::Json(ModelList { models }).into_response()

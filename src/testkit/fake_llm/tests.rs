@@ -559,6 +559,7 @@ fn realistic_answers_stay_within_their_bounds() {
         spec: ModelSpec::new("m"),
         digest: String::new(),
         loaded: std::sync::atomic::AtomicBool::new(false),
+        used_at_ms: std::sync::atomic::AtomicI64::new(0),
     };
     for i in 0..500 {
         for text in [format!("question {i}"), format!("質問{i}")] {
@@ -716,6 +717,7 @@ fn slow_prose_follows_the_prompts_language_with_exact_token_counts() {
         spec: ModelSpec::new("m"),
         digest: String::new(),
         loaded: std::sync::atomic::AtomicBool::new(false),
+        used_at_ms: std::sync::atomic::AtomicI64::new(0),
     };
     let plan = |text: &str| {
         let prompt = reply::Prompt {
