@@ -206,28 +206,14 @@ struct Ranked {
     vector_rank: Option<usize>,
 }
 
-/// The dot product, in eight running sums so that the compiler can use vector
-/// instructions (one sum in order cannot be reordered); it is the largest single cost of
-/// a query over 10,000 chunks.
+/// The dot product of two vectors of one embedder (the memory index's, which
+/// vectorises: the largest single cost of a query over 10,000 chunks); 0 for vectors of
+/// different lengths (different embedders).
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const LANES: usize = 8;
-    if a.len() != b.len() {
-        return 0.0;
+    match a.len() == b.len() {
+        true => crate::memory::index::dot(a, b),
+        false => 0.0,
     }
-    let (xs, ys) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f32 = xs
-        .remainder()
-        .iter()
-        .zip(ys.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    let mut sums = [0f32; LANES];
-    for (x, y) in xs.zip(ys) {
-        for i in 0..LANES {
-            sums[i] += x[i] * y[i];
-        }
-    }
-    sums.iter().sum::<f32>() + tail
 }
 
 /// Reciprocal rank fusion of the two ranked lists, best first; ties by id.
