@@ -179,9 +179,11 @@ fn summaries(documents: &[DocumentInfo]) -> Vec<CollectionSummary> {
 pub async fn upload(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    ApiJson(body): ApiJson<UploadBody>,
+    body: Result<ApiJson<UploadBody>, ApiError>,
 ) -> Result<(StatusCode, Json<UploadReport>), ApiError> {
+    // Who asks comes first: a non-admin hears 403 whatever the body holds.
     admin_only(&caller)?;
+    let ApiJson(body) = body?;
     let ctx = docs(&state)?;
     let collection = collection(
         body.collection

@@ -283,6 +283,12 @@ async fn with_keys_any_key_lists_and_only_an_admin_changes() {
                 .contains("needs an admin key")
         );
     }
+    // Who asks is checked before the body: a bad body from a non-admin is still a 403.
+    let bad = Some(json!({"collection": "notes", "nope": true}));
+    let (status, body) = send(&app, Some(BOB_), Method::POST, "/docs", bad.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body) = send(&app, Some(ADMIN), Method::POST, "/docs", bad).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, listing) = send(&app, Some(BOB_), Method::GET, "/docs", None).await;
     assert_eq!(
         (status, listed(&listing)),
