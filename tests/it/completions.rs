@@ -9,7 +9,7 @@ use coordinator::config::BackendKind;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::helpers::{MODEL, TestApp, read_sse, spawn_app, spawn_app_with, spawn_fake};
+use crate::helpers::{MODEL, TestApp, read_sse, spawn_app, spawn_app_with, spawn_fake, task_id};
 
 async fn openai_backend_app() -> TestApp {
     let fake = spawn_fake().await;
@@ -25,13 +25,6 @@ fn ndjson(body: &str) -> Vec<Value> {
     body.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-fn task_id(res: &reqwest::Response) -> String {
-    res.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned()
 }
 
 #[tokio::test]

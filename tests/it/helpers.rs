@@ -166,6 +166,14 @@ pub async fn read_sse(res: reqwest::Response) -> Vec<(String, Value)> {
     out
 }
 
+/// The task id Coordinator names in a response's `x-coordinator-task-id` header.
+pub fn task_id(res: &reqwest::Response) -> String {
+    res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
 /// A config for tests: port 0, SQLite in `dir`, one Ollama backend `moon` at `backend_url`.
 pub fn test_config(dir: &tempfile::TempDir, backend_url: &str) -> Config {
     let mut config = Config::default();

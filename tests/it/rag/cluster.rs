@@ -13,7 +13,7 @@ use crate::cluster::{
     cleanup, cluster_config, command, env, eventually, pg, serve_in_process, spawn_worker,
     worker_names,
 };
-use crate::helpers::{MODEL, spawn_fake};
+use crate::helpers::{MODEL, spawn_fake, task_id};
 
 /// Asks `model` through `serve`; the answer's text and the task id.
 async fn ask(http: &reqwest::Client, base: &str, model: &str, question: &str) -> (String, String) {
@@ -25,10 +25,7 @@ async fn ask(http: &reqwest::Client, base: &str, model: &str, question: &str) ->
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["x-coordinator-queue"], "tasks:rag");
-    let task_id = res.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let task_id = task_id(&res);
     let body: Value = res.json().await.unwrap();
     let text = body["choices"][0]["message"]["content"]
         .as_str()

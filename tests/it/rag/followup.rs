@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt;
 
 use super::{app_with_notes_on, messages};
-use crate::helpers::MODEL;
+use crate::helpers::{MODEL, task_id};
 
 const REWRITER: &str = "rewriter:1b";
 const FOLLOW_UP: &str = "and what about its schedule?";
@@ -46,10 +46,7 @@ async fn a_follow_up_is_searched_with_the_rewritten_query() {
         .await;
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["x-coordinator-queue"], "tasks:rag");
-    let task_id = res.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let task_id = task_id(&res);
     let body: Value = res.json().await.unwrap();
     let text = body["choices"][0]["message"]["content"].as_str().unwrap();
 
