@@ -29,11 +29,10 @@ pub struct BackendHandle {
     configured_models: Option<Vec<ModelName>>,
     models: Mutex<Vec<ModelInfo>>,
     loaded: Mutex<Vec<ModelName>>,
-    /// The window each resident model was loaded with, as far as known.
-    loaded_num_ctx: Mutex<Vec<(ModelName, u32)>>,
-    /// When each resident model is unloaded unless used meanwhile, as the last look at
-    /// `/api/ps` said.
-    loaded_expires: Mutex<Vec<(ModelName, DateTime<Utc>)>>,
+    /// What is known of each resident model: the window it was loaded with (from
+    /// `/api/ps`, or the `num_ctx` this process sent it) and when it is unloaded unless
+    /// used meanwhile (the last look at `/api/ps`).
+    loaded_known: Mutex<Vec<Loaded>>,
     /// Windows from the config (`[[backends]] context_length`, `model_context_length`,
     /// `max_num_ctx`).
     windows: ConfiguredWindows,
@@ -179,8 +178,7 @@ impl BackendHandle {
             configured_models,
             models: Mutex::new(models),
             loaded: Mutex::new(Vec::new()),
-            loaded_num_ctx: Mutex::new(Vec::new()),
-            loaded_expires: Mutex::new(Vec::new()),
+            loaded_known: Mutex::new(Vec::new()),
             windows,
             healthy: AtomicBool::new(false),
             last_error: Mutex::new(None),
@@ -317,10 +315,18 @@ impl BackendHandle {
                 loaded.push(model.clone());
             }
             if let Some(n) = num_ctx {
-                let mut sizes = lock(&self.loaded_num_ctx);
-                cold |= sizes.iter().any(|(m, was)| m == model && *was != n);
-                sizes.retain(|(m, _)| m != model);
-                sizes.push((model.clone(), n));
+                let mut known = lock(&self.loaded_known);
+                match known.iter_mut().find(|l| &l.model == model) {
+                    Some(l) => {
+                        cold |= l.num_ctx.is_some_and(|was| was != n);
+                        l.num_ctx = Some(n);
+                    }
+                    None => known.push(Loaded {
+                        model: model.clone(),
+                        num_ctx: Some(n),
+                        expires_at: None,
+                    }),
+                }
             }
             cold
         };
@@ -399,10 +405,9 @@ impl BackendHandle {
             context_length,
             max_num_ctx: self.windows.cap,
         };
-        let resident = lock(&self.loaded_num_ctx)
-            .iter()
-            .find(|(n, _)| n == model)
-            .map(|(_, c)| *c)
+        let resident = self
+            .known(model)
+            .and_then(|l| l.num_ctx)
             .filter(|_| self.has_loaded(model));
         super::windows::num_ctx_given(self.backend.kind(), window, resident, request)
     }
@@ -416,16 +421,8 @@ impl BackendHandle {
 
     /// What `/api/ps` said: the resident models, and the windows it told.
     fn set_loaded(&self, loaded: Vec<Loaded>) {
-        let sizes = loaded
-            .iter()
-            .filter_map(|l| Some((l.model.clone(), l.num_ctx?)))
-            .collect();
-        *lock(&self.loaded_num_ctx) = sizes;
-        *lock(&self.loaded_expires) = loaded
-            .iter()
-            .filter_map(|l| Some((l.model.clone(), l.expires_at?)))
-            .collect();
-        let models: Vec<ModelName> = loaded.into_iter().map(|l| l.model).collect();
+        let models: Vec<ModelName> = loaded.iter().map(|l| l.model.clone()).collect();
+        *lock(&self.loaded_known) = loaded;
         lock(&self.activity).resident_now(&models);
         *lock(&self.loaded) = models;
     }
@@ -441,15 +438,26 @@ impl BackendHandle {
     }
 
     fn model_windows(&self) -> Vec<ModelWindow> {
-        let sizes = lock(&self.loaded_num_ctx).clone();
+        let known = lock(&self.loaded_known).clone();
         lock(&self.models)
             .iter()
             .map(|m| ModelWindow {
                 model: m.name.clone(),
                 context_length: self.context_length(m),
-                loaded_num_ctx: sizes.iter().find(|(n, _)| n == &m.name).map(|(_, c)| *c),
+                loaded_num_ctx: known
+                    .iter()
+                    .find(|l| l.model == m.name)
+                    .and_then(|l| l.num_ctx),
             })
             .collect()
+    }
+
+    /// What is known of `model` while resident (see `loaded_known`).
+    fn known(&self, model: &ModelName) -> Option<Loaded> {
+        lock(&self.loaded_known)
+            .iter()
+            .find(|l| &l.model == model)
+            .cloned()
     }
 
     /// Asks the backend for its models (or only checks it answers, when models are configured).
@@ -537,12 +545,15 @@ impl BackendHandle {
     /// The resident models with their expiry, as far as `/api/ps` told it (a model this
     /// process just loaded has none until the next look).
     fn resident(&self) -> Vec<Resident> {
-        let expires = lock(&self.loaded_expires).clone();
+        let known = lock(&self.loaded_known).clone();
         lock(&self.loaded)
             .iter()
             .map(|m| Resident {
                 model: m.clone(),
-                expires_at: expires.iter().find(|(n, _)| n == m).map(|(_, at)| *at),
+                expires_at: known
+                    .iter()
+                    .find(|l| &l.model == m)
+                    .and_then(|l| l.expires_at),
             })
             .collect()
     }
