@@ -98,11 +98,12 @@ mod tests {
         let writer = lines.clone();
         let subscriber =
             tracing_subscriber::registry().with(format_layer(json, false, move || writer.clone()));
-        tracing::subscriber::with_default(subscriber, || {
+        {
+            let _subscriber = crate::testkit::log_capture::scoped_default(subscriber);
             let id = TaskId::new();
             let span = task_span(id, None, &Lane::Web);
             span.in_scope(|| tracing::info!(worker = "desk", "task done"));
-        });
+        }
         let bytes = lines.0.lock().unwrap().clone();
         String::from_utf8(bytes).unwrap()
     }

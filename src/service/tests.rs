@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use tracing_subscriber::layer::SubscriberExt;
-
 use super::*;
 use crate::backend::{Backend, BackendHandle, Registry};
 use crate::config::{BackendConfig, BackendKind, TimeoutsConfig};
@@ -70,8 +68,7 @@ async fn service(dir: &tempfile::TempDir) -> AppState {
 #[tokio::test]
 async fn what_is_logged_for_a_submitted_task_carries_its_span() {
     let capture = Capture::default();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let _subscriber = capture.set_default();
     let dir = tempfile::tempdir().unwrap();
     let state = service(&dir).await;
     let input = TurnInput {

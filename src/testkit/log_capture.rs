@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Subscriber};
-use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
 /// Field names and values, as they were written.
@@ -24,6 +24,27 @@ impl Visit for Fields {
     }
 }
 
+/// Makes `subscriber` the calling thread's until the guard is dropped, in a test binary
+/// whose other tests run on other threads with no subscriber or with their own.
+///
+/// Whether a span or event is built at all is cached per call site for the whole process.
+/// While only one dispatcher is registered, tracing-core works that cache out from
+/// whichever thread first reaches the call site: a test running alongside, with no
+/// subscriber, would switch the call site off for this thread too, and a task's span would
+/// silently be missing from what this one sees. A second dispatcher that lives as long as
+/// the process makes every call site ask each thread's own subscriber instead, and the
+/// rebuild re-asks the call sites reached before this one was installed.
+pub fn scoped_default<S>(subscriber: S) -> tracing::subscriber::DefaultGuard
+where
+    S: Subscriber + Send + Sync + 'static,
+{
+    static BESIDE: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    BESIDE.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::new()));
+    let guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    guard
+}
+
 /// One log event: its own fields (the message among them) and those of its spans.
 #[derive(Debug, Clone)]
 pub struct Captured {
@@ -37,12 +58,18 @@ impl Captured {
     }
 }
 
-/// A layer that keeps every event with the fields of the spans it is in. Install it with
-/// `tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()))`.
+/// A layer that keeps every event with the fields of the spans it is in, installed for the
+/// calling thread by [`Capture::set_default`].
 #[derive(Clone, Default)]
 pub struct Capture(Arc<Mutex<Vec<Captured>>>);
 
 impl Capture {
+    /// Makes this capture the calling thread's subscriber until the guard is dropped (see
+    /// [`scoped_default`]).
+    pub fn set_default(&self) -> tracing::subscriber::DefaultGuard {
+        scoped_default(tracing_subscriber::registry().with(self.clone()))
+    }
+
     /// Every event captured so far, oldest first.
     pub fn events(&self) -> Vec<Captured> {
         self.0

@@ -8,7 +8,6 @@ use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing_subscriber::layer::SubscriberExt;
 
 use super::*;
 use crate::backend::{Backend, BackendHandle, Registry};
@@ -94,8 +93,7 @@ async fn run_to_its_end(
 #[tokio::test]
 async fn a_jobs_log_events_carry_its_task_thread_and_lane() {
     let capture = Capture::default();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let _subscriber = capture.set_default();
     let fake = FakeLlm::builder().model("m").spawn().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let worker = worker(fake.base_url(), &dir).await;
@@ -184,10 +182,10 @@ fn the_span_of_a_job_without_its_thread_takes_it_from_the_memory_note() {
         ..job_with_a_memory_note()
     };
     let capture = Capture::default();
-    let subscriber = tracing_subscriber::registry().with(capture.clone());
-    tracing::subscriber::with_default(subscriber, || {
+    {
+        let _subscriber = capture.set_default();
         task_span(&job).in_scope(|| tracing::info!("inside"));
-    });
+    }
     let captured = capture.events();
     let span = &captured.first().expect("one event").spans;
     assert_eq!(span.get("thread_id").map(String::as_str), Some("t-old"));
@@ -200,8 +198,7 @@ fn the_span_of_a_job_without_its_thread_takes_it_from_the_memory_note() {
 #[tokio::test]
 async fn a_failed_job_logs_the_whole_error_once_and_shows_only_a_safe_message() {
     let capture = Capture::default();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let _subscriber = capture.set_default();
     let dir = tempfile::tempdir().unwrap();
     let closed = crate::testkit::chunks::closed_port().unwrap();
     let worker = worker(format!("http://{closed}"), &dir).await;

@@ -6,7 +6,6 @@
 use coordinator::testkit::fake_llm::{FakeLlm, Script};
 use coordinator::testkit::log_capture::Capture;
 use serde_json::{Value, json};
-use tracing_subscriber::layer::SubscriberExt;
 
 use super::{app_with_notes_on, messages};
 use crate::helpers::{MODEL, task_id};
@@ -19,8 +18,7 @@ const FOLLOW_UP: &str = "and what about its schedule?";
 #[tokio::test]
 async fn a_follow_up_is_searched_with_the_rewritten_query() {
     let capture = Capture::default();
-    let _subscriber =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let _subscriber = capture.set_default();
     let fake = FakeLlm::builder()
         .model(MODEL)
         .model(REWRITER)
