@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::RedisResult;
-use redis::streams::StreamReadReply;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +32,7 @@ use uuid::Uuid;
 
 use super::{Metrics, TaskTimes};
 use crate::domain::{ModelName, WorkerName};
-use crate::queue::redis::{Backoff, Redis, with_retries};
+use crate::queue::redis::{Backoff, Redis, read_json_after, with_retries};
 
 const FIELD: &str = "times";
 /// Entries the stream keeps (approximately): far more than a household finishes while a
@@ -282,7 +281,7 @@ impl Follower {
         let mut backoff = Backoff::new();
         loop {
             let read = tokio::select! {
-                read = read_after(&self.redis, &self.key, &self.last) => read,
+                read = read_json_after::<Shared>(&self.redis, &self.key, &self.last, FIELD, BATCH, BLOCK) => read,
                 () = stop.cancelled() => return,
             };
             match read {
@@ -329,44 +328,6 @@ async fn end_of(redis: &Redis, key: &str) -> String {
             "$".to_owned()
         }
     }
-}
-
-/// Waits up to one block for the entries after `last`. Unreadable entries come back as
-/// `None` (logged), so the reader moves past them.
-async fn read_after(
-    redis: &Redis,
-    key: &str,
-    last: &str,
-) -> RedisResult<Vec<(String, Option<Shared>)>> {
-    let mut lent = redis.lend().await?;
-    let Some(conn) = lent.conn() else {
-        return Ok(Vec::new());
-    };
-    let reply: Option<StreamReadReply> = redis::cmd("XREAD")
-        .arg("COUNT")
-        .arg(BATCH)
-        .arg("BLOCK")
-        .arg(u64::try_from(BLOCK.as_millis()).unwrap_or(u64::MAX))
-        .arg("STREAMS")
-        .arg(key)
-        .arg(last)
-        .query_async(conn)
-        .await?;
-    lent.give_back();
-    Ok(reply
-        .into_iter()
-        .flat_map(|r| r.keys)
-        .flat_map(|k| k.ids)
-        .map(|e| {
-            let shared = e
-                .get::<String>(FIELD)
-                .and_then(|t| serde_json::from_str::<Shared>(&t).ok());
-            if shared.is_none() {
-                tracing::warn!(stream = %key, entry = %e.id, "unreadable task times skipped");
-            }
-            (e.id, shared)
-        })
-        .collect())
 }
 
 #[cfg(test)]
