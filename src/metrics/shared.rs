@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::RedisResult;
+use redis::streams::StreamRangeReply;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -310,7 +311,7 @@ impl Follower {
 /// it, so it records what is shared after it started and nothing twice. `$` when Redis
 /// cannot say (the first read then starts at whatever is last by then).
 async fn end_of(redis: &Redis, key: &str) -> String {
-    let last: RedisResult<Vec<(String, Vec<(String, String)>)>> = redis::cmd("XREVRANGE")
+    let last: RedisResult<StreamRangeReply> = redis::cmd("XREVRANGE")
         .arg(key)
         .arg("+")
         .arg("-")
@@ -319,10 +320,11 @@ async fn end_of(redis: &Redis, key: &str) -> String {
         .query_async(&mut redis.commands())
         .await;
     match last {
-        Ok(entries) => entries
+        Ok(reply) => reply
+            .ids
             .into_iter()
             .next()
-            .map_or_else(|| "0-0".to_owned(), |(id, _)| id),
+            .map_or_else(|| "0-0".to_owned(), |e| e.id),
         Err(e) => {
             tracing::warn!(error = %e, "could not read where the shared task times end; following from the next read");
             "$".to_owned()
