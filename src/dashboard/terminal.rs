@@ -1,11 +1,15 @@
 //! `coordinator status [--watch]`: the dashboard's picture in a terminal, read from a
 //! running service's `GET /dashboard/snapshot` (the same picture the page draws).
-//! [`render`] is pure, so its output is pinned by a snapshot test.
+//! [`render`] is pure, so its output is pinned by a snapshot test; the watch loop
+//! ([`Screen::watch`]) takes its ticks, its stop and where it draws as inputs, so a test
+//! drives it frame by frame.
 
 use std::fmt::Write;
+use std::future::Future;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::{Stream, StreamExt};
 
 use super::snapshot::Snapshot;
 
@@ -55,12 +59,13 @@ pub async fn fetch(
     }
 }
 
-/// Prints the picture once, or (`watch`) every `every` until Ctrl-C.
+/// Prints the picture once, or (`watch`) every `every` until `stop` (Ctrl-C), each time
+/// on a cleared screen.
 pub async fn run(
     base: &str,
     key: Option<&str>,
     watch: Option<Duration>,
-    stop: impl std::future::Future<Output = ()>,
+    stop: impl Future<Output = ()>,
 ) -> Result<(), StatusError> {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -73,20 +78,59 @@ pub async fn run(
         print!("{}", render(&fetch(&http, base, key).await?, Utc::now()));
         return Ok(());
     };
-    tokio::pin!(stop);
-    loop {
-        let picture = match fetch(&http, base, key).await {
-            Ok(s) => render(&s, Utc::now()),
-            Err(e @ (StatusError::NeedsKey { .. } | StatusError::NotAdmin { .. })) => {
-                return Err(e);
+    // The next frame `every` after the last one was drawn.
+    let ticks = futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(every).await;
+        Some(((), ()))
+    });
+    let screen = Screen { http, base, key };
+    screen
+        .watch(ticks, stop, |picture| print!("\x1b[2J\x1b[H{picture}"))
+        .await
+}
+
+/// Where `coordinator status` reads the picture from.
+#[derive(Debug, Clone)]
+pub struct Screen<'a> {
+    pub http: reqwest::Client,
+    pub base: &'a str,
+    pub key: Option<&'a str>,
+}
+
+impl Screen<'_> {
+    /// `--watch`: draws the picture, then again at each of `ticks`, until `stop` resolves
+    /// or the ticks end. Taking both as inputs is what lets a test drive it frame by
+    /// frame. A service that cannot be reached is drawn as that error and asked again at
+    /// the next tick; a key it refuses ends the loop with the error.
+    pub async fn watch(
+        &self,
+        ticks: impl Stream<Item = ()>,
+        stop: impl Future<Output = ()>,
+        mut draw: impl FnMut(&str),
+    ) -> Result<(), StatusError> {
+        tokio::pin!(stop);
+        tokio::pin!(ticks);
+        loop {
+            let fetched = tokio::select! {
+                fetched = fetch(&self.http, self.base, self.key) => fetched,
+                () = &mut stop => return Ok(()),
+            };
+            let picture = match fetched {
+                Ok(s) => render(&s, Utc::now()),
+                Err(e @ (StatusError::NeedsKey { .. } | StatusError::NotAdmin { .. })) => {
+                    return Err(e);
+                }
+                Err(e) => format!("{e}\n"),
+            };
+            draw(&picture);
+            tokio::select! {
+                tick = ticks.next() => {
+                    if tick.is_none() {
+                        return Ok(());
+                    }
+                }
+                () = &mut stop => return Ok(()),
             }
-            Err(e) => format!("{e}\n"),
-        };
-        // Clear the screen and draw from its top.
-        print!("\x1b[2J\x1b[H{picture}");
-        tokio::select! {
-            () = tokio::time::sleep(every) => {}
-            () = &mut stop => return Ok(()),
         }
     }
 }

@@ -15,12 +15,10 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::RedisResult;
-use redis::streams::StreamReadReply;
 
 use super::{EventBus, EventStream, TaskEvent};
 use crate::domain::TaskId;
-use crate::queue::redis::{Backoff, Redis, with_retries};
+use crate::queue::redis::{Backoff, Redis, read_json_after, with_retries};
 
 const FIELD_EVENT: &str = "event";
 /// Events kept per task (approximately): far more than one answer's chunks.
@@ -112,7 +110,7 @@ impl EventBus for RedisEvents {
             let mut last = "0-0".to_owned();
             let mut backoff = Backoff::new();
             loop {
-                match read_after(&redis, &key, &last).await {
+                match read_json_after::<TaskEvent>(&redis, &key, &last, FIELD_EVENT, READ_BATCH, BLOCK).await {
                     Ok(batch) => {
                         backoff.reset();
                         for (id, event) in batch {
@@ -135,44 +133,6 @@ impl EventBus for RedisEvents {
             }
         })
     }
-}
-
-/// Waits up to one block for the entries after `last`. Unreadable entries come back as
-/// `None` (logged), so the reader moves past them.
-async fn read_after(
-    redis: &Redis,
-    key: &str,
-    last: &str,
-) -> RedisResult<Vec<(String, Option<TaskEvent>)>> {
-    let mut lent = redis.lend().await?;
-    let Some(conn) = lent.conn() else {
-        return Ok(Vec::new());
-    };
-    let reply: Option<StreamReadReply> = redis::cmd("XREAD")
-        .arg("COUNT")
-        .arg(READ_BATCH)
-        .arg("BLOCK")
-        .arg(u64::try_from(BLOCK.as_millis()).unwrap_or(u64::MAX))
-        .arg("STREAMS")
-        .arg(key)
-        .arg(last)
-        .query_async(conn)
-        .await?;
-    lent.give_back();
-    Ok(reply
-        .into_iter()
-        .flat_map(|r| r.keys)
-        .flat_map(|k| k.ids)
-        .map(|e| {
-            let event = e
-                .get::<String>(FIELD_EVENT)
-                .and_then(|t| serde_json::from_str::<TaskEvent>(&t).ok());
-            if event.is_none() {
-                tracing::warn!(stream = %key, entry = %e.id, "unreadable task event skipped");
-            }
-            (e.id, event)
-        })
-        .collect())
 }
 
 #[cfg(test)]

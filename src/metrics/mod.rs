@@ -9,8 +9,10 @@
 //!
 //! Every [`Metrics`] has its own recorder (none is installed process-wide), so two
 //! services in one process (the tests) count apart. Handles are registered once; counting
-//! is an atomic add.
+//! is an atomic add. In cluster mode a process's task times are also shared with every
+//! `serve` through Redis ([`shared`]), so `/metrics` shows every machine's.
 
+pub mod shared;
 pub mod timing;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +43,8 @@ pub struct Metrics {
     embedded_inputs: Counter,
     unauthorized: Counter,
     timing: timing::Timing,
+    /// Cluster mode: where finished tasks' times go to reach `serve` (see [`shared`]).
+    outbox: Option<shared::Outbox>,
     /// Requests refused for their key, also kept here: the log's pacing reads it back.
     refusals: AtomicU64,
     /// The count of refusals when one was last logged (see [`Metrics::refused`]).
@@ -115,6 +119,7 @@ impl Default for Metrics {
                 "Requests refused for a missing or invalid API key.",
             ),
             timing: timing::Timing::register(&recorder),
+            outbox: None,
             recorder,
             handle,
             refusals: AtomicU64::new(0),
@@ -185,8 +190,25 @@ impl Metrics {
         self.timing.overhead.record(took.as_secs_f64());
     }
 
-    /// Records the times of one task that ended on a machine.
+    /// These metrics, sharing the times of the tasks this process runs through `outbox`.
+    pub fn sharing_to(self, outbox: shared::Outbox) -> Self {
+        Self {
+            outbox: Some(outbox),
+            ..self
+        }
+    }
+
+    /// Records the times of one task that ended on one of this process's machines, and in
+    /// cluster mode shares them (without waiting).
     pub fn task_ended(&self, times: &TaskTimes<'_>) {
+        self.record_times(times);
+        if let Some(outbox) = &self.outbox {
+            outbox.put(times);
+        }
+    }
+
+    /// Records the times of one task that ended on some machine.
+    fn record_times(&self, times: &TaskTimes<'_>) {
         self.timing.task_ended(&self.recorder, times);
     }
 

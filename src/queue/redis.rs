@@ -44,7 +44,9 @@ mod inventory;
 mod lease;
 mod take;
 
-pub(crate) use connection::{Backoff, Lent, MAX_BLOCK, Redis, is_transient, with_retries};
+pub(crate) use connection::{
+    Backoff, Lent, MAX_BLOCK, Redis, is_transient, read_json_after, with_retries,
+};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

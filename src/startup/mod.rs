@@ -19,11 +19,12 @@ use tokio_util::task::TaskTracker;
 pub use parts::{ClusterLink, build_registry, open_store, open_transport, web_context};
 pub use recover::{LOST_AFTER, reconcile, recover_unfinished};
 
-use self::parts::{WorkerParts, spawn_workers};
+use self::parts::{WorkerParts, open_metrics, spawn_workers};
 use crate::backend::classify::RegistryClassifier;
 use crate::backend::{Backend, Registry};
 use crate::config::{Config, QueueConfig};
 use crate::memory::Memory;
+use crate::metrics::shared::Sharing;
 use crate::routing::Decider;
 use crate::server;
 use crate::service::AppState;
@@ -70,6 +71,7 @@ pub struct Application {
     coordinator: AppState,
     registry: Registry,
     cluster: Option<ClusterLink>,
+    sharing: Option<Sharing>,
 }
 
 impl Application {
@@ -96,6 +98,7 @@ impl Application {
         crate::placement::learned::restore(&registry, &config.store).await;
         registry.refresh_all().await;
         let transport = open_transport(&config, &registry, store.clone()).await?;
+        let (metrics, sharing) = open_metrics(transport.cluster.as_ref(), true).await?;
         let decider = Decider::with_classifier(
             config.routing.clone(),
             config.internal_tasks.clone(),
@@ -111,7 +114,7 @@ impl Application {
             decider,
             directory: transport.directory,
             started_at: Utc::now(),
-            metrics: Arc::default(),
+            metrics,
             keys: Arc::new(
                 crate::people::Keys::from_config(&config.server)
                     .map_err(|p| anyhow::anyhow!("invalid configuration:\n{}", p.join("\n")))?,
@@ -132,6 +135,7 @@ impl Application {
             coordinator,
             registry,
             cluster: transport.cluster,
+            sharing,
         })
     }
 
@@ -160,6 +164,7 @@ impl Application {
             coordinator,
             registry,
             cluster,
+            sharing,
         } = self;
         let config = coordinator.config.clone();
         let stop = coordinator.shutdown.clone();
@@ -208,6 +213,7 @@ impl Application {
             &stop,
             &abort,
         );
+        let publishing = sharing.map(|s| s.start(&tracker, &stop));
 
         tracing::info!(addr = %addr, max_connections = limits.max_connections, "coordinator listening");
         let app = crate::api::router(coordinator.clone());
@@ -227,6 +233,9 @@ impl Application {
             Duration::from_secs(config.server.shutdown_grace_s),
         )
         .await;
+        if let Some(p) = publishing {
+            p.finish().await;
+        }
         registry.keep_learned_at_exit().await;
         match tokio::time::timeout(Duration::from_secs(1), &mut http).await {
             Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
@@ -296,6 +305,7 @@ pub struct WorkerProcess {
     registry: Registry,
     parts: WorkerParts,
     cluster: ClusterLink,
+    sharing: Option<Sharing>,
 }
 
 impl WorkerProcess {
@@ -324,12 +334,14 @@ impl WorkerProcess {
             .cluster
             .context("cluster mode has no Redis link")?;
         let memory = open_memory(&config, &registry).await;
+        // Nobody scrapes this process: its task times reach `serve` through Redis.
+        let (metrics, sharing) = open_metrics(Some(&cluster), false).await?;
         let parts = WorkerParts {
             dispatch: transport.dispatch,
             memory,
             directory: transport.directory,
             web: web_context(&config, &registry)?,
-            metrics: Arc::default(),
+            metrics,
             rag: open_rag(&config, &registry).await?,
         };
         Ok(Self {
@@ -337,6 +349,7 @@ impl WorkerProcess {
             registry,
             parts,
             cluster,
+            sharing,
         })
     }
 
@@ -374,6 +387,7 @@ impl WorkerProcess {
             &stop,
             &abort,
         );
+        let publishing = self.sharing.map(|s| s.start(&tracker, &stop));
         tracing::info!(workers = ?names, "worker process running");
         shutdown.await;
         stop.cancel();
@@ -383,6 +397,9 @@ impl WorkerProcess {
             Duration::from_secs(self.config.server.shutdown_grace_s),
         )
         .await;
+        if let Some(p) = publishing {
+            p.finish().await;
+        }
         self.registry.keep_learned_at_exit().await;
         tracing::info!("worker process stopped");
         Ok(())

@@ -17,6 +17,8 @@ use crate::dispatch::{CancelChannel, Dispatcher};
 use crate::domain::ModelName;
 use crate::events::InProcessEvents;
 use crate::events::redis::RedisEvents;
+use crate::metrics::Metrics;
+use crate::metrics::shared::Sharing;
 use crate::queue::in_process::InProcessQueue;
 use crate::queue::redis::{RedisQueue, RedisQueueOptions};
 use crate::store::TaskStore;
@@ -156,6 +158,22 @@ pub async fn open_transport(
             }
         }
     })
+}
+
+/// This process's metrics: in cluster mode they share its task times through Redis and,
+/// for `serve` (`follow`), record every other process's (see [`crate::metrics::shared`]);
+/// in embedded mode they are only this process's, with nothing more to do per task.
+pub async fn open_metrics(
+    cluster: Option<&ClusterLink>,
+    follow: bool,
+) -> anyhow::Result<(Arc<Metrics>, Option<Sharing>)> {
+    let Some(link) = cluster else {
+        return Ok((Arc::default(), None));
+    };
+    let (metrics, sharing) = Sharing::open(&link.url, &link.prefix, follow)
+        .await
+        .context("connecting to Redis to share task times")?;
+    Ok((metrics, Some(sharing)))
 }
 
 /// The web lane's context, unless web search is switched off, with [`query_rewriter`].

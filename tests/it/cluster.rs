@@ -19,7 +19,7 @@ pub(crate) struct Env {
     db: String,
     pub(crate) redis: String,
     pub(crate) schema: String,
-    prefix: String,
+    pub(crate) prefix: String,
 }
 
 pub(crate) fn env() -> Option<Env> {

@@ -357,3 +357,35 @@ pub mod raw {
         .ok()
     }
 }
+
+/// `(name, labels, value)` of every sample; panics on a line that is not Prometheus text.
+pub fn parse_prometheus(text: &str) -> Vec<(String, String, f64)> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if let Some(comment) = line.strip_prefix("# ") {
+            assert!(
+                comment.starts_with("HELP ") || comment.starts_with("TYPE "),
+                "{line}"
+            );
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("not a number: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((n, rest)) => (
+                n,
+                rest.strip_suffix('}').unwrap_or_else(|| panic!("{line}")),
+            ),
+            None => (series, ""),
+        };
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "{line}"
+        );
+        out.push((name.to_owned(), labels.to_owned(), value));
+    }
+    out
+}

@@ -6,6 +6,7 @@
 mod anthropic;
 mod browsers;
 mod cluster;
+mod cluster_metrics;
 mod cluster_stop;
 mod cluster_text;
 mod completions;
@@ -33,5 +34,6 @@ mod rag;
 mod responses;
 mod responses_previous;
 mod routing;
+mod status_watch;
 mod waiting;
 mod web;

@@ -165,6 +165,48 @@ impl Backoff {
     }
 }
 
+/// Waits up to `block` for at most `count` entries of stream `key` after id `last`, on a
+/// lent connection, each with its value read as JSON from `field`. An unreadable entry
+/// comes back as `None` (logged), so the reader moves past it.
+pub(crate) async fn read_json_after<T: serde::de::DeserializeOwned>(
+    redis: &Redis,
+    key: &str,
+    last: &str,
+    field: &str,
+    count: usize,
+    block: Duration,
+) -> RedisResult<Vec<(String, Option<T>)>> {
+    let mut lent = redis.lend().await?;
+    let Some(conn) = lent.conn() else {
+        return Ok(Vec::new());
+    };
+    let reply: Option<redis::streams::StreamReadReply> = redis::cmd("XREAD")
+        .arg("COUNT")
+        .arg(count)
+        .arg("BLOCK")
+        .arg(u64::try_from(block.as_millis()).unwrap_or(u64::MAX))
+        .arg("STREAMS")
+        .arg(key)
+        .arg(last)
+        .query_async(conn)
+        .await?;
+    lent.give_back();
+    Ok(reply
+        .into_iter()
+        .flat_map(|r| r.keys)
+        .flat_map(|k| k.ids)
+        .map(|e| {
+            let value = e
+                .get::<String>(field)
+                .and_then(|t| serde_json::from_str::<T>(&t).ok());
+            if value.is_none() {
+                tracing::warn!(stream = %key, entry = %e.id, "unreadable stream entry skipped");
+            }
+            (e.id, value)
+        })
+        .collect())
+}
+
 /// Attempts of a command while the connection is briefly gone.
 const COMMAND_ATTEMPTS: u32 = 3;
 
