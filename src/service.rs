@@ -257,10 +257,11 @@ impl AppState {
         let worker_hint = match decision.pinned_worker() {
             Some(pinned) => Some(pinned.clone()),
             None => {
-                // The jobs already waiting for the lane's workers: a machine with a
-                // backlog looks as busy as it is.
-                let ahead = self.dispatch.ahead(&lane, priority).await;
-                let ask = crate::placement::Ask::of(&request, Some(&turn.thread_id)).behind(ahead);
+                // The jobs already waiting for the lane's workers, and those each
+                // machine owes first: a machine with a backlog looks as busy as it is.
+                let waiting = self.dispatch.ahead(&lane, priority, &statuses).await;
+                let ask =
+                    crate::placement::Ask::of(&request, Some(&turn.thread_id)).after(&waiting);
                 crate::placement::best_of(&statuses, &ask)
             }
         };

@@ -50,22 +50,27 @@ impl Backlog {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn is_fresh(seen: &Seen) -> bool {
+        seen.at.is_some_and(|at| at.elapsed() < BACKLOG_FRESH_FOR)
+    }
+
     fn estimate(&self, lane: &Lane) -> Option<usize> {
         let seen = self.lock();
-        let fresh = seen.at.is_some_and(|at| at.elapsed() < BACKLOG_FRESH_FOR);
-        fresh.then(|| {
+        Self::is_fresh(&seen).then(|| {
             seen.depths.get(lane).copied().unwrap_or(0)
                 + seen.queued_since.get(lane).copied().unwrap_or(0)
         })
     }
 
-    async fn waiting(&self, queue: &dyn Queue, lane: &Lane) -> usize {
-        if let Some(n) = self.estimate(lane) {
-            return n;
+    /// Reads the queue's depths again when the last read is stale (one request reads them
+    /// for all).
+    async fn refresh(&self, queue: &dyn Queue) {
+        if Self::is_fresh(&self.lock()) {
+            return;
         }
         let _reading = self.reading.lock().await;
-        if let Some(n) = self.estimate(lane) {
-            return n;
+        if Self::is_fresh(&self.lock()) {
+            return;
         }
         match queue.depths().await {
             Ok(depths) => {
@@ -77,7 +82,29 @@ impl Backlog {
             // A queue that cannot be read bounds nothing; queueing then fails on its own.
             Err(e) => tracing::warn!(error = %e, "could not read the queue's depths"),
         }
+    }
+
+    async fn waiting(&self, queue: &dyn Queue, lane: &Lane) -> usize {
+        self.refresh(queue).await;
         self.estimate(lane).unwrap_or(0)
+    }
+
+    /// Calls `visit` with every lane that holds waiting jobs and how many (see
+    /// [`Self::waiting`]); with none when the depths cannot be read.
+    async fn each(&self, queue: &dyn Queue, mut visit: impl FnMut(&Lane, usize)) {
+        self.refresh(queue).await;
+        let seen = self.lock();
+        if !Self::is_fresh(&seen) {
+            return;
+        }
+        for (lane, n) in &seen.depths {
+            visit(lane, n + seen.queued_since.get(lane).copied().unwrap_or(0));
+        }
+        for (lane, n) in &seen.queued_since {
+            if !seen.depths.contains_key(lane) {
+                visit(lane, *n);
+            }
+        }
     }
 
     fn queued(&self, lane: &Lane) {
@@ -124,6 +151,22 @@ impl Cluster {
     /// About how many tasks wait in `lane`, across every process (see [`Backlog`]).
     pub(super) async fn waiting(&self, lane: &Lane) -> usize {
         self.backlog.waiting(self.queue.as_ref(), lane).await
+    }
+
+    /// What waits before a job in `lane` (see [`super::Dispatcher::ahead`]): from the
+    /// lanes' depths, every class counted, their prompts unknown.
+    pub(super) async fn ahead(
+        &self,
+        lane: &Lane,
+        statuses: &[crate::backend::registry::WorkerStatus],
+    ) -> crate::placement::Waiting {
+        let mut waiting = crate::placement::Waiting::default();
+        self.backlog
+            .each(self.queue.as_ref(), |l, n| {
+                waiting.count(statuses, lane, l, crate::placement::Ahead::jobs(n));
+            })
+            .await;
+        waiting
     }
 
     /// Tells the other processes' workers that task `id` was cancelled (this one's are

@@ -67,12 +67,17 @@ impl Embedded {
         self.queue.waiting(lane)
     }
 
+    /// What waits before a fresh job of `priority` in `lane` (see [`super::Dispatcher::ahead`]).
     pub(super) fn ahead(
         &self,
         lane: &crate::domain::Lane,
         priority: crate::domain::Priority,
-    ) -> crate::placement::Ahead {
-        self.queue.ahead_now(lane, priority)
+        statuses: &[crate::backend::registry::WorkerStatus],
+    ) -> crate::placement::Waiting {
+        let mut waiting = crate::placement::Waiting::default();
+        self.queue
+            .each_ahead(priority, |l, ahead| waiting.count(statuses, lane, l, ahead));
+        waiting
     }
 
     pub(super) fn new(

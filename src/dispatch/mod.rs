@@ -122,18 +122,22 @@ impl Dispatcher {
         }
     }
 
-    /// The jobs waiting in `lane` that a fresh job of `priority` would be taken after, for
-    /// placement: exactly, with their prompts, in embedded mode; in cluster mode the
-    /// lane's waiting jobs of every class from [`Self::waiting`] (no Redis round trip on
-    /// the request path; the worker that takes the job asks the queue itself).
+    /// What waits before a fresh job of `priority` in `lane`, for placement: the lane's
+    /// jobs it would be taken after, and each machine's own backlog (the jobs of lanes only
+    /// that machine among `statuses` serves: see [`crate::placement::backlog`]). Exactly,
+    /// with their prompts, in embedded mode (one pass over the in-process queue); in
+    /// cluster mode the waiting jobs of every class from the depths [`Self::waiting`]
+    /// reads (no Redis round trip on the request path; the worker that takes the job asks
+    /// the queue itself).
     pub async fn ahead(
         &self,
         lane: &crate::domain::Lane,
         priority: crate::domain::Priority,
-    ) -> crate::placement::Ahead {
+        statuses: &[crate::backend::registry::WorkerStatus],
+    ) -> crate::placement::Waiting {
         match self {
-            Self::Embedded(e) => e.ahead(lane, priority),
-            Self::Cluster(c) => crate::placement::Ahead::jobs(c.waiting(lane).await),
+            Self::Embedded(e) => e.ahead(lane, priority, statuses),
+            Self::Cluster(c) => c.ahead(lane, statuses).await,
         }
     }
 

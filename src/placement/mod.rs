@@ -12,12 +12,15 @@
 //! before the task ([`Ahead`]): they take the slots first, each where its own first token
 //! comes soonest ([`queued::after_ahead`]), so a machine with a backlog looks as busy as it
 //! is. The queue's expected wait for a waiting task ([`crate::queue::eta`]) is the same
-//! figure.
+//! figure. Before those, each machine takes its own backlog ([`backlog`]): the waiting
+//! jobs of other lanes that only it serves (pinned to it, or of a model no other machine
+//! has).
 //!
 //! The rates are what each machine has shown ([`crate::backend::perf`]); where a machine
 //! has not run the model, the fleet's best for it, scaled by how this machine compares on
 //! the models both ran, or taken with caution when nothing at all is known of it.
 
+pub mod backlog;
 pub mod guard;
 pub mod learned;
 pub mod queued;
@@ -32,6 +35,8 @@ use crate::backend::perf::{self, Rates};
 use crate::backend::registry::WorkerStatus;
 use crate::chat::Role;
 use crate::domain::{ModelName, ThreadId, WorkerName};
+
+pub use backlog::{Backlog, Waiting};
 
 /// Expected times within this factor and these seconds of the soonest count as the same.
 pub const SAME_WITHIN: (f64, f64) = (1.1, 0.1);
@@ -60,6 +65,8 @@ pub struct Ask<'a> {
     pub request: Option<&'a BackendRequest>,
     /// The jobs waiting in the queue that workers take before this task.
     pub ahead: Ahead,
+    /// What each machine owes first, in lanes only it serves.
+    pub backlog: &'a Backlog,
 }
 
 /// The jobs waiting in Coordinator's queue that the workers take before a task: those of
@@ -85,6 +92,22 @@ impl Ahead {
         Self {
             jobs,
             prompt_tokens: None,
+        }
+    }
+
+    /// These jobs and `more`: their prompts known only when both know them.
+    pub fn plus(self, more: Self) -> Self {
+        let prompt_tokens = match (self.jobs, more.jobs) {
+            (0, _) => more.prompt_tokens,
+            (_, 0) => self.prompt_tokens,
+            _ => self
+                .prompt_tokens
+                .zip(more.prompt_tokens)
+                .map(|(a, b)| a + b),
+        };
+        Self {
+            jobs: self.jobs + more.jobs,
+            prompt_tokens,
         }
     }
 
@@ -117,12 +140,23 @@ impl<'a> Ask<'a> {
             thread,
             request: Some(request),
             ahead: Ahead::NONE,
+            backlog: &backlog::NONE,
         }
     }
 
     /// The same ask, behind `ahead` in the queue.
     pub fn behind(self, ahead: Ahead) -> Self {
         Self { ahead, ..self }
+    }
+
+    /// The same ask, behind what `waiting` says: its lane's jobs ahead, and what each
+    /// machine owes first.
+    pub fn after(self, waiting: &'a Waiting) -> Self {
+        Self {
+            ahead: waiting.ahead,
+            backlog: &waiting.backlog,
+            ..self
+        }
     }
 
     /// An ask with no conversation behind it: the whole prompt is new.
@@ -134,6 +168,7 @@ impl<'a> Ask<'a> {
             thread: None,
             request: None,
             ahead: Ahead::NONE,
+            backlog: &backlog::NONE,
         }
     }
 }
@@ -168,7 +203,7 @@ impl Estimate {
 /// in the figures does not move work around.
 pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
     let estimates = estimates(statuses, ask, Utc::now());
-    tracing::debug!(model = %ask.model, prompt_tokens = ask.prompt_tokens, ahead = ask.ahead.jobs, estimates = ?estimates, "placement");
+    tracing::debug!(model = %ask.model, prompt_tokens = ask.prompt_tokens, ahead = ask.ahead.jobs, backlog = ?ask.backlog, estimates = ?estimates, "placement");
     let best = estimates.iter().map(Estimate::score).reduce(f64::min)?;
     let (factor, seconds) = SAME_WITHIN;
     let close: Vec<&Estimate> = estimates
@@ -225,6 +260,7 @@ pub fn estimate_on(
     let after = queued::After {
         free_s: slot_wait(s, statuses, now),
         loaded_ahead: false,
+        pushed_out: false,
     };
     estimate_after(s, ask, statuses, now, after)
 }
@@ -237,7 +273,7 @@ fn estimate_after(
     now: DateTime<Utc>,
     after: queued::After,
 ) -> Estimate {
-    let mut start = start_on(s, ask, statuses, now);
+    let mut start = start_after(s, ask, statuses, now, after.pushed_out);
     if after.loaded_ahead && !start.resident {
         // A job ahead loads the model (and evicts what that load evicts): the task finds
         // it resident.
@@ -277,10 +313,24 @@ pub fn start_on(
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
 ) -> Start {
+    start_after(s, ask, statuses, now, false)
+}
+
+/// The start of `ask` on `s`, its model `pushed_out` by a load of what the machine owes
+/// first or not.
+fn start_after(
+    s: &WorkerStatus,
+    ask: &Ask<'_>,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+    pushed_out: bool,
+) -> Start {
     let rates = rates_on(s, ask.model, statuses);
     // Resident with a window the request must change counts as not resident: Ollama
     // reloads it, and its prompt cache goes with the old one.
-    let resident = s.loaded.contains(ask.model) && !ask.request.is_some_and(|r| s.would_reload(r));
+    let resident = !pushed_out
+        && s.loaded.contains(ask.model)
+        && !ask.request.is_some_and(|r| s.would_reload(r));
     let (load, busy_wait_s, evicts, eviction_s) = if resident {
         (0.0, 0.0, None, 0.0)
     } else {

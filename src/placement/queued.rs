@@ -1,14 +1,15 @@
 //! The jobs waiting in Coordinator's queue before a task, by the same figures placement
 //! uses: each serving machine's slots free as their running answers end (from how far
-//! along they are); the jobs ahead take slots one by one, each where its first token comes
-//! soonest (a load the first time a machine takes the model, its prompt at the machine's
-//! rate), and hold it for a whole answer. What is left is when each machine can start the
-//! task: placement's wait for a slot ([`super::estimates_among`]), and the queue's
-//! expected wait for a waiting task ([`first_token_in`]).
+//! along they are); then each machine's own backlog ([`super::backlog`]) takes its slots
+//! there; then the jobs ahead in the task's lane take slots one by one, each where its
+//! first token comes soonest (a load the first time a machine takes the model, its prompt
+//! at the machine's rate), and hold it for a whole answer. What is left is when each
+//! machine can start the task: placement's wait for a slot ([`super::estimates_among`]),
+//! and the queue's expected wait for a waiting task ([`first_token_in`]).
 
 use chrono::{DateTime, Utc};
 
-use super::{Ask, answer_s, estimates_among, rates_on, slot_free_times};
+use super::{Ask, Pushes, answer_s, estimates_among, pushes_out, rates_on, slot_free_times};
 use crate::backend::registry::WorkerStatus;
 
 /// One machine once the jobs ahead have taken their slots.
@@ -18,13 +19,16 @@ pub struct After {
     pub free_s: f64,
     /// Whether a job ahead loads the task's model there (the task then finds it resident).
     pub loaded_ahead: bool,
+    /// Whether a load for the machine's own backlog pushes the task's model out there.
+    pub pushed_out: bool,
 }
 
-/// Where the jobs ahead of `ask` ([`Ask::ahead`]) leave each of `serving` (among
-/// `statuses`), in the order given. What they ask is known only as a mean prompt (or, when
-/// the queue does not know it, as long as the ask's own); each is a whole answer of the
-/// ask's model. One pass over the jobs ahead, over every serving machine each: figured
-/// once per placement.
+/// Where the jobs ahead of `ask` ([`Ask::ahead`]), and before them each machine's own
+/// backlog ([`Ask::backlog`]), leave each of `serving` (among `statuses`), in the order
+/// given. What they ask is known only as a mean prompt (or, when the queue does not know
+/// it, as long as the ask's own); each is a whole answer of its model. One pass over the
+/// jobs ahead, over every serving machine each, and one over each machine's backlog:
+/// figured once per placement.
 pub fn after_ahead(
     serving: &[&WorkerStatus],
     statuses: &[WorkerStatus],
@@ -36,7 +40,12 @@ pub fn after_ahead(
         .iter()
         .map(|s| slot_free_times(s, statuses, now))
         .collect();
-    let mut loaded_ahead = vec![false; serving.len()];
+    let owes: Vec<Owes> = serving
+        .iter()
+        .zip(&mut slots)
+        .map(|(s, slots)| owe(s, slots, statuses, ask))
+        .collect();
+    let mut loaded_ahead: Vec<bool> = owes.iter().map(|o| o.loads_it).collect();
     if ask.ahead.jobs > 0 {
         let rates: Vec<_> = serving
             .iter()
@@ -44,7 +53,8 @@ pub fn after_ahead(
             .collect();
         let mut holds: Vec<bool> = serving
             .iter()
-            .map(|s| s.loaded.contains(ask.model))
+            .zip(&owes)
+            .map(|(s, o)| o.loads_it || (s.loaded.contains(ask.model) && !o.pushed_out))
             .collect();
         let prompt = ask.ahead.prompt_each(ask.prompt_tokens);
         for _ in 0..ask.ahead.jobs {
@@ -70,11 +80,52 @@ pub fn after_ahead(
     slots
         .iter()
         .zip(loaded_ahead)
-        .map(|(free, loaded_ahead)| After {
+        .zip(owes)
+        .map(|((free, loaded_ahead), owes)| After {
             free_s: free.first().copied().unwrap_or(0.0),
             loaded_ahead,
+            pushed_out: owes.pushed_out,
         })
         .collect()
+}
+
+/// What a machine's own backlog does to the task's model there.
+#[derive(Debug, Clone, Copy, Default)]
+struct Owes {
+    /// A load of another model pushes it out (it is the idle resident model used longest
+    /// ago).
+    pushed_out: bool,
+    /// A job of a lane pinned there loads it.
+    loads_it: bool,
+}
+
+/// Puts what `s` owes ([`Ask::backlog`]) into its `slots` (soonest first), each job where
+/// one frees first: a load the first time a model not resident there comes, its prompt at
+/// the machine's rate, a whole answer.
+fn owe(s: &WorkerStatus, slots: &mut [f64], statuses: &[WorkerStatus], ask: &Ask<'_>) -> Owes {
+    let mut owes = Owes::default();
+    for owed in ask.backlog.of(&s.name) {
+        let rates = rates_on(s, &owed.model, statuses);
+        let prompt = owed.ahead.prompt_each(ask.prompt_tokens);
+        let mut resident = s.loaded.contains(&owed.model);
+        if !resident && owed.ahead.jobs > 0 {
+            if owed.model == *ask.model {
+                owes.loads_it = true;
+            } else {
+                owes.pushed_out |= pushes_out(s, &owed.model) == Pushes::Idle(ask.model);
+            }
+        }
+        for _ in 0..owed.ahead.jobs {
+            let Some(first) = slots.first_mut() else {
+                break;
+            };
+            let load = if resident { 0.0 } else { rates.load_s };
+            resident = true;
+            *first += load + prompt / rates.prompt_tps.max(1.0) + answer_s(&rates);
+            slots.sort_by(f64::total_cmp);
+        }
+    }
+    owes
 }
 
 /// Expected seconds until the first token of `ask` with the jobs [`Ask::ahead`] before

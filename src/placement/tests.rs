@@ -5,7 +5,7 @@ use crate::backend::activity::Recent;
 use crate::backend::perf::ModelPerf;
 use crate::config::BackendKind;
 
-fn model(s: &str) -> ModelName {
+pub(super) fn model(s: &str) -> ModelName {
     ModelName::parse(s).unwrap()
 }
 
@@ -14,7 +14,7 @@ fn thread(s: &str) -> ThreadId {
 }
 
 /// A one-slot machine serving `m` (and the models in `also`), with `m` resident or not.
-fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
+pub(super) fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
     let m = model("m");
     WorkerStatus {
         name: WorkerName::parse(name).unwrap(),
@@ -36,7 +36,7 @@ fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
     }
 }
 
-fn rates(m: &str, load_s: f64, prompt_tps: f64, eval_tps: f64) -> ModelPerf {
+pub(super) fn rates(m: &str, load_s: f64, prompt_tps: f64, eval_tps: f64) -> ModelPerf {
     let mut p = ModelPerf::new(model(m));
     p.load_s = Some(load_s);
     p.prompt_tps = Some(prompt_tps);
@@ -46,7 +46,12 @@ fn rates(m: &str, load_s: f64, prompt_tps: f64, eval_tps: f64) -> ModelPerf {
     p
 }
 
-fn with_rates(mut s: WorkerStatus, load_s: f64, prompt_tps: f64, eval_tps: f64) -> WorkerStatus {
+pub(super) fn with_rates(
+    mut s: WorkerStatus,
+    load_s: f64,
+    prompt_tps: f64,
+    eval_tps: f64,
+) -> WorkerStatus {
     s.perf = vec![rates("m", load_s, prompt_tps, eval_tps)];
     s
 }
@@ -58,7 +63,7 @@ fn best(statuses: &[WorkerStatus], prompt_tokens: u32) -> String {
         .to_string()
 }
 
-fn running(m: &str, secs_ago: i64, tokens: u32, first_token: bool) -> Running {
+pub(super) fn running(m: &str, secs_ago: i64, tokens: u32, first_token: bool) -> Running {
     let now = Utc::now();
     Running {
         model: model(m),
@@ -283,6 +288,7 @@ fn a_conversation_goes_back_to_the_machine_whose_cache_holds_it() {
         thread: Some(&t),
         request: None,
         ahead: Ahead::NONE,
+        backlog: &backlog::NONE,
     };
     let statuses = [moon.clone(), twin.clone()];
     assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "twin");

@@ -186,11 +186,32 @@ impl InProcessQueue {
     pub fn ahead_now(&self, lane: &Lane, priority: Priority) -> Ahead {
         let now = Instant::now();
         let inner = self.lock();
+        let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
+        self.ahead_in(q, priority, now)
+    }
+
+    /// For every lane where a fresh job of `priority` would be taken after some of the
+    /// waiting jobs: the lane and those jobs (see [`Self::ahead_now`]). One pass over the
+    /// queue under its lock, with nothing allocated: `visit` runs under the lock and must
+    /// be short. What placement reads of the queue for a task ([`crate::placement::Waiting`]).
+    pub fn each_ahead(&self, priority: Priority, mut visit: impl FnMut(&Lane, Ahead)) {
+        let now = Instant::now();
+        let inner = self.lock();
+        for (lane, q) in &inner.lanes {
+            let ahead = self.ahead_in(q, priority, now);
+            if ahead.jobs > 0 {
+                visit(lane, ahead);
+            }
+        }
+    }
+
+    /// The jobs of `q` that a fresh job of `priority` would be taken after, at `now`.
+    fn ahead_in(&self, q: &[Waiting], priority: Priority, now: Instant) -> Ahead {
         let mut ahead = Ahead {
             jobs: 0,
             prompt_tokens: Some(0),
         };
-        for w in inner.lanes.get(lane).into_iter().flatten() {
+        for w in q {
             let waited = now.duration_since(w.since);
             if !self
                 .aging

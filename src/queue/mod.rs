@@ -54,9 +54,10 @@ pub struct Job {
     /// before priorities existed.
     #[serde(default)]
     pub priority: Priority,
-    /// When the job first began to wait in the in-process queue, set as a worker takes
-    /// it there: a job queued again (held back by the guard, or left for another worker)
-    /// keeps its age and its place among equals. `None` for a job that has not waited.
+    /// When the job first began to wait, set as a worker takes it (from the in-process
+    /// queue, or from Redis by its entry's time): a job queued again (held back by the
+    /// guard, left for another worker, retried elsewhere) keeps its age and its place
+    /// among equals. `None` for a job that has not waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_since: Option<DateTime<Utc>>,
 }
@@ -97,7 +98,7 @@ pub struct MemoryNote {
 #[derive(Debug, Clone)]
 pub struct Delivery {
     pub job: Job,
-    /// Queue-specific receipt (the stream entry id in Redis).
+    /// Queue-specific receipt (in Redis the stream and the entry id).
     pub receipt: String,
     /// How many times the queue has handed out this job, this time included: 1 on the
     /// first delivery, more when a consumer took it before and never acknowledged it (its

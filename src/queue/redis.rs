@@ -9,11 +9,20 @@
 //! `enqueue` is `XADD` of the serialised [`Job`] to its class's stream; `ack` is `XACK`
 //! plus `XDEL`, so a stream holds only jobs that are waiting or running.
 //!
+//! A job queued again (handed on to a sooner worker, held back by the guard, or retried
+//! elsewhere) has waited already: it carries when it began ([`Job::waiting_since`], set
+//! on every delivery) and goes to the same three streams under `requeued:`
+//! (`<prefix>requeued:<lane>`, `<prefix>requeued:background:<lane>`, …), not behind the
+//! jobs queued after it in its class's stream: a stream is read in order only, so the
+//! end of the fresh jobs' stream would be its place by the time it was queued again.
+//!
 //! `dequeue` takes the job of best effective priority across a worker's streams, oldest
 //! first among equals ([`Aging::rank`]): it looks at the first waiting entry of each
-//! stream (one script, `take::heads`), whose id carries its enqueue time in ms, which
-//! gives the aging without extra state, and reads (`XREADGROUP`, no block) from the best
-//! one; with nothing waiting it blocks (`XREADGROUP … BLOCK`) over all of them.
+//! stream (one script, `take::heads`), whose age is the job's `waiting_since` or else the
+//! enqueue time in ms its id carries, which gives the aging without extra state, and
+//! reads (`XREADGROUP`, no block) from the best one; with nothing waiting it blocks
+//! (`XREADGROUP … BLOCK`) over all of them. Among jobs queued again in one lane and
+//! class, the one queued again first goes first.
 //!
 //! Delivery is at least once. A job stays pending for its consumer until acknowledged.
 //! While this process is alive it renews the lease of every job it holds (`XCLAIM` to
@@ -68,6 +77,8 @@ pub const GROUP: &str = "workers";
 const FIELD_JOB: &str = "job";
 /// How often a job was put back because the consumer that got it was on its avoid list.
 const FIELD_PASSES: &str = "passes";
+/// What the streams of jobs queued again start with, after the prefix.
+const REQUEUED: &str = "requeued:";
 
 /// Tuning of [`RedisQueue`]. The defaults suit production; tests shorten the lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +188,11 @@ impl RedisQueue {
     pub fn class_stream_key(&self, lane: &Lane, priority: Priority) -> String {
         self.inner.key(lane, priority)
     }
+
+    /// The stream key of `lane`'s jobs of `priority` queued again.
+    pub fn requeued_stream_key(&self, lane: &Lane, priority: Priority) -> String {
+        self.inner.requeued_key(lane, priority)
+    }
 }
 
 fn backend(e: RedisError) -> QueueError {
@@ -185,6 +201,17 @@ fn backend(e: RedisError) -> QueueError {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A delivery's receipt: the stream and the entry id, so `ack` finds the entry whichever
+/// of the lane's streams it came from.
+fn receipt(key: &str, id: &str) -> String {
+    format!("{key} {id}")
+}
+
+/// The stream and entry id of a receipt ([`receipt`]); an id alone (no stream) is `None`.
+fn from_receipt(receipt: &str) -> Option<(&str, &str)> {
+    receipt.rsplit_once(' ')
 }
 
 impl Inner {
@@ -196,19 +223,46 @@ impl Inner {
         }
     }
 
-    /// Every stream of `lanes`, each lane's classes together.
+    /// The stream of `lane`'s jobs of `priority` queued again (see the module doc).
+    fn requeued_key(&self, lane: &Lane, priority: Priority) -> String {
+        match priority {
+            Priority::Interactive => format!("{}{REQUEUED}{lane}", self.prefix),
+            other => format!("{}{REQUEUED}{other}:{lane}", self.prefix),
+        }
+    }
+
+    /// The stream `job` is queued to: its class's, or the one of jobs queued again when
+    /// it has waited before.
+    fn key_of(&self, job: &Job) -> String {
+        match job.waiting_since {
+            Some(_) => self.requeued_key(&job.lane, job.priority),
+            None => self.key(&job.lane, job.priority),
+        }
+    }
+
+    /// Both streams of `lane`'s jobs of `priority`: the fresh ones and those queued again.
+    fn class_keys(&self, lane: &Lane, priority: Priority) -> [String; 2] {
+        [self.key(lane, priority), self.requeued_key(lane, priority)]
+    }
+
     /// The streams `takes` reads: each lane's of every class it takes there.
     fn keys(&self, takes: &Takes) -> Vec<String> {
         takes
             .lanes
             .iter()
-            .flat_map(|l| takes.classes(l).iter().map(move |p| self.key(l, *p)))
+            .flat_map(|l| {
+                takes
+                    .classes(l)
+                    .iter()
+                    .flat_map(move |p| self.class_keys(l, *p))
+            })
             .collect()
     }
 
     /// The lane and class of a stream key, when it is one of this queue's.
     fn lane_of(&self, key: &str) -> Option<(Lane, Priority)> {
         let rest = key.strip_prefix(&self.prefix)?;
+        let rest = rest.strip_prefix(REQUEUED).unwrap_or(rest);
         for p in [Priority::Background, Priority::Batch] {
             if let Some(lane) = rest
                 .strip_prefix(p.as_str())
@@ -299,6 +353,10 @@ impl Inner {
             self.remove(&t.key, &t.id).await?;
             return Ok(None);
         };
+        let job = Job {
+            waiting_since: Some(t.waiting_since()),
+            ..job
+        };
         if t.deliveries > self.options.max_deliveries {
             let reason = format!(
                 "the task was handed to a worker {} times and no worker finished it \
@@ -307,8 +365,8 @@ impl Inner {
             );
             tracing::warn!(task_id = %job.task_id, deliveries = t.deliveries, "job over the delivery limit; reported as a dead letter");
             return Ok(Some(Delivery {
+                receipt: receipt(&t.key, &t.id),
                 job,
-                receipt: t.id,
                 deliveries: t.deliveries,
                 dead_letter: Some(reason),
                 claimed: false,
@@ -316,13 +374,13 @@ impl Inner {
             }));
         }
         if job.avoid.contains(worker) && t.passes < self.options.max_avoid_passes {
-            self.pass_on(&t).await?;
+            self.pass_on(&t, &job).await?;
             tracing::debug!(task_id = %job.task_id, worker = %worker, "job avoids this worker; put back in its lane");
             return Ok(None);
         }
         Ok(Some(Delivery {
+            receipt: receipt(&t.key, &t.id),
             job,
-            receipt: t.id,
             deliveries: t.deliveries.max(1),
             dead_letter: None,
             claimed: false,
@@ -330,15 +388,18 @@ impl Inner {
         }))
     }
 
-    /// Re-adds a job at the end of its lane and removes the original, atomically.
-    async fn pass_on(&self, t: &Taken) -> RedisResult<()> {
+    /// Re-adds `job` (with when it began to wait) at the end of its stream and removes
+    /// the original, atomically. The end, not its place by age: the worker it avoids takes
+    /// others first, which gives the workers it waits for time to free up.
+    async fn pass_on(&self, t: &Taken, job: &Job) -> RedisResult<()> {
+        let text = serde_json::to_string(job).ok();
         let mut pipe = redis::pipe();
         pipe.atomic()
             .cmd("XADD")
             .arg(&t.key)
             .arg("*")
             .arg(FIELD_JOB)
-            .arg(t.text.as_deref().unwrap_or_default())
+            .arg(text.as_deref().or(t.text.as_deref()).unwrap_or_default())
             .arg(FIELD_PASSES)
             .arg(t.passes + 1)
             .ignore()
@@ -376,12 +437,13 @@ impl Inner {
 
 #[async_trait]
 impl Queue for RedisQueue {
-    /// `XADD` to the job's lane. Retried briefly while the connection is re-established;
-    /// a retry after a lost reply may add the job twice, which at-least-once delivery
-    /// and the store's idempotent `claim`/`finish` absorb.
+    /// `XADD` to the job's lane (to its stream of jobs queued again when it waited
+    /// before). Retried briefly while the connection is re-established; a retry after a
+    /// lost reply may add the job twice, which at-least-once delivery and the store's
+    /// idempotent `claim`/`finish` absorb.
     async fn enqueue(&self, job: Job) -> Result<(), QueueError> {
         let inner = &self.inner;
-        let key = inner.key(&job.lane, job.priority);
+        let key = inner.key_of(&job);
         let text = serde_json::to_string(&job)
             .map_err(|e| QueueError::Backend(format!("cannot serialise the job: {e}")))?;
         with_retries(|| async {
@@ -439,11 +501,16 @@ impl Queue for RedisQueue {
         }
     }
 
-    /// `XACK` + `XDEL`. A job whose group or stream is gone (Redis restarted) counts as
-    /// acknowledged.
+    /// `XACK` + `XDEL` of the receipt's entry. A job whose group or stream is gone (Redis
+    /// restarted) counts as acknowledged.
     async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError> {
-        let key = self.inner.key(&delivery.job.lane, delivery.job.priority);
-        let done = with_retries(|| self.inner.remove(&key, &delivery.receipt)).await;
+        let Some((key, id)) = from_receipt(&delivery.receipt) else {
+            return Err(QueueError::Backend(format!(
+                "{:?} is not a receipt of this queue",
+                delivery.receipt
+            )));
+        };
+        let done = with_retries(|| self.inner.remove(key, id)).await;
         match done {
             Err(e) if !is_no_group(&e) => Err(backend(e)),
             _ => Ok(()),

@@ -136,14 +136,7 @@ impl AppState {
             .filter(|s| s.healthy && s.models.iter().any(|m| m.names_same_model(model)))
             .filter(|s| pinned.is_none_or(|p| &s.name == p))
             .collect();
-        let ask = crate::placement::Ask {
-            model,
-            prompt_tokens: tokens,
-            fresh_tokens: tokens,
-            thread: None,
-            request: None,
-            ahead: crate::placement::Ahead::NONE,
-        };
+        let ask = crate::placement::Ask::fresh(model, tokens);
         if let Some(best) = crate::placement::best_of(&candidates, &ask)
             && let Some(i) = candidates.iter().position(|s| s.name == best)
         {

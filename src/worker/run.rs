@@ -541,25 +541,19 @@ impl Worker {
         if job.attempt > 0 || job.avoid.contains(me) || job.lane.is_pinned() {
             return false;
         }
-        let statuses: Vec<WorkerStatus> = self
-            .directory
-            .statuses()
-            .into_iter()
+        let all = self.directory.statuses();
+        let statuses: Vec<WorkerStatus> = all
+            .iter()
             .filter(|s| !job.avoid.contains(&s.name))
             .filter(|s| {
                 job.priority == Priority::Interactive
                     || &s.name == me
                     || !crate::placement::guard::may_push_out(s, model)
             })
+            .cloned()
             .collect();
-        let ahead = match self.queue.ahead(&job.lane, job.priority).await {
-            Ok(ahead) => ahead,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not read the jobs waiting in the lane; placing without them");
-                crate::placement::Ahead::NONE
-            }
-        };
-        let ask = crate::placement::Ask::of(&job.request, job.thread_id.as_ref()).behind(ahead);
+        let waiting = self.waiting_before(job, &statuses, &all).await;
+        let ask = crate::placement::Ask::of(&job.request, job.thread_id.as_ref()).after(&waiting);
         let Some(best) = crate::placement::best_of(&statuses, &ask) else {
             return false;
         };
@@ -578,6 +572,34 @@ impl Worker {
         }
         tracing::info!(worker = %me, to = %best, model = %model, "placement prefers another worker; left for it");
         true
+    }
+
+    /// What waits in the queue before `job`, which this worker took: the jobs of its lane
+    /// that go first, and the backlog of each other machine among `candidates` (what
+    /// only it serves, among `all`: see [`crate::placement::backlog`]). This worker's own
+    /// backlog does not count: it took this job before its other work. The queue is asked
+    /// lane by lane; a lane it cannot read counts as empty.
+    async fn waiting_before(
+        &self,
+        job: &Job,
+        candidates: &[WorkerStatus],
+        all: &[WorkerStatus],
+    ) -> crate::placement::Waiting {
+        let me = self.handle.name();
+        let mut lanes = vec![job.lane.clone()];
+        for s in candidates.iter().filter(|s| &s.name != me) {
+            lanes.extend(crate::placement::backlog::lanes_owed_by(all, s, &job.lane));
+        }
+        let mut waiting = crate::placement::Waiting::default();
+        for lane in &lanes {
+            match self.queue.ahead(lane, job.priority).await {
+                Ok(ahead) => waiting.count(all, &job.lane, lane, ahead),
+                Err(e) => {
+                    tracing::warn!(lane = %lane, error = %e, "could not read the jobs waiting in a lane; placing without them");
+                }
+            }
+        }
+        waiting
     }
 
     /// Hands a job that failed before its first token to another worker, when one serves

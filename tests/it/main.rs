@@ -7,6 +7,7 @@ mod anthropic;
 mod browsers;
 mod cluster;
 mod cluster_metrics;
+mod cluster_placement;
 mod cluster_stop;
 mod cluster_text;
 mod completions;

@@ -290,12 +290,18 @@ async fn what_placement_learned_of_a_machine_survives_a_restart() {
 
 /// A realistic one-slot machine serving `MODEL` at `prompt_tps` and `eval_tps`, answers of
 /// 300 tokens, ten times faster than life.
-async fn machine_at(prompt_tps: f64, eval_tps: f64) -> FakeLlmServer {
-    FakeLlm::builder()
-        .model(MODEL)
+pub(crate) async fn machine_at(prompt_tps: f64, eval_tps: f64) -> FakeLlmServer {
+    machine_with(&[MODEL], prompt_tps, eval_tps).await
+}
+
+/// [`machine_at`] serving `models` (two resident at most).
+pub(crate) async fn machine_with(models: &[&str], prompt_tps: f64, eval_tps: f64) -> FakeLlmServer {
+    models
+        .iter()
+        .fold(FakeLlm::builder(), |b, m| b.model(*m))
         .realistic(Realism {
             time_scale: 10.0,
-            max_loaded: 1,
+            max_loaded: 2,
             speed: Speed {
                 load: Duration::from_secs(3),
                 prompt_tps,
@@ -323,7 +329,7 @@ async fn route(app: &TestApp, model: &str, prompt: String) -> (String, String) {
 }
 
 /// A prompt of about 1,000 tokens, marked `tag`.
-fn long_prompt(tag: &str) -> String {
+pub(crate) fn long_prompt(tag: &str) -> String {
     format!(
         "{} [{tag}]",
         "Please go over these meeting notes and list what was decided. ".repeat(64)
@@ -409,5 +415,69 @@ async fn the_workers_show_when_each_resident_model_expires() {
         expires >= before + five && expires <= chrono::Utc::now() + five,
         "{w}"
     );
+    app.stop().await;
+}
+
+/// Moon is the only machine with the coder, and the fast one (a second of prompt, 6 s per
+/// answer); ai-core serves the chat model only, at a sixteenth of moon's prompt rate
+/// (about 17 s for the turn's prompt). With four coder turns routed (one running on moon,
+/// three waiting in the coder's lane), a chat turn would get its first token on moon in at
+/// most 8 s if moon's own backlog were not counted; counted, moon is about 29 s away, and
+/// the turn goes to ai-core. Once moon has worked through the coder turns, the next chat
+/// turn goes back to moon.
+#[tokio::test]
+async fn a_turn_goes_to_another_machine_when_the_fast_one_owes_work_in_another_lane() {
+    use crate::household::CODER;
+    let moon = machine_with(&[MODEL, CODER], 1000.0, 50.0).await;
+    let ai_core = machine_at(60.0, 25.0).await;
+    let ai_core_url = ai_core.base_url();
+    let app = spawn_app_with(moon, |c| machines(c, "moon", &[("ai-core", ai_core_url)])).await;
+    // A day of use in brief: each machine has shown its rates for what it serves.
+    let warm: Vec<String> = futures::future::join_all(
+        [(MODEL, "moon"), (MODEL, "ai-core"), (CODER, "moon")].map(|(model, m)| {
+            let app = &app;
+            async move {
+                let tag = format!("{model} {m}");
+                route(app, &format!("{model}@{m}"), long_prompt(&tag))
+                    .await
+                    .0
+            }
+        }),
+    )
+    .await;
+    for id in &warm {
+        assert_eq!(app.finished_task(id).await["status"], "done");
+    }
+    let rates_for = |w: &Value, n: usize| {
+        w["perf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["prompt_tps"].is_number() && p["eval_tps"].is_number())
+            .count()
+            >= n
+    };
+    worker_until(&app, "moon", |w| rates_for(w, 2)).await;
+    worker_until(&app, "ai-core", |w| rates_for(w, 1)).await;
+    let mut coder = Vec::new();
+    for i in 0..4 {
+        coder.push(
+            route(&app, CODER, long_prompt(&format!("coder {i}")))
+                .await
+                .0,
+        );
+    }
+    stats_until(&app.fake, |s| s.requests >= 3).await;
+    let (chat, chat_on) = route(&app, MODEL, long_prompt("chat")).await;
+    assert_eq!(chat_on, "ai-core", "moon owes three coder turns");
+    let ran_on = |row: Value| row["worker_id"].as_str().unwrap().to_owned();
+    assert_eq!(ran_on(app.finished_task(&chat).await), "ai-core");
+    for id in &coder {
+        assert_eq!(ran_on(app.finished_task(id).await), "moon");
+    }
+    let (next, next_on) = route(&app, MODEL, long_prompt("chat again")).await;
+    assert_eq!(next_on, "moon", "moon owes nothing now");
+    assert_eq!(ran_on(app.finished_task(&next).await), "moon");
+    assert_eq!(ai_core.stats().requests, 2, "the warm-up and the chat turn");
     app.stop().await;
 }

@@ -12,12 +12,15 @@ use super::{FIELD_JOB, GROUP, Inner, Job, Priority, backend};
 use crate::domain::{Lane, TaskId};
 use crate::queue::QueueError;
 
-/// Every lane stream under this queue's prefix, of every priority class.
+/// Every lane stream under this queue's prefix, of every priority class, fresh jobs and
+/// jobs queued again.
 pub(super) async fn lane_keys(inner: &Inner) -> Result<Vec<String>, QueueError> {
     let mut keys = Vec::new();
     for class in ["", "background:", "batch:"] {
-        let pattern = format!("{}{class}tasks:*", glob_escape(&inner.prefix));
-        scan(inner, &pattern, &mut keys).await?;
+        for again in ["", super::REQUEUED] {
+            let pattern = format!("{}{again}{class}tasks:*", glob_escape(&inner.prefix));
+            scan(inner, &pattern, &mut keys).await?;
+        }
     }
     keys.sort();
     keys.dedup();
@@ -54,15 +57,18 @@ pub(super) async fn awaited(inner: &Inner, lanes: &[Lane]) -> Result<Vec<Lane>, 
     if lanes.is_empty() {
         return Ok(Vec::new());
     }
-    let keys: Vec<String> = lanes
+    let keys: Vec<[String; 2]> = lanes
         .iter()
-        .map(|l| inner.key(l, Priority::Interactive))
+        .map(|l| inner.class_keys(l, Priority::Interactive))
         .collect();
-    let waiting = inner.waiting(&keys, 1).await.map_err(backend)?;
+    let waiting = inner
+        .waiting(keys.as_flattened(), 1)
+        .await
+        .map_err(backend)?;
     Ok(lanes
         .iter()
         .zip(&keys)
-        .filter(|(_, key)| waiting.iter().any(|t| &t.key == *key))
+        .filter(|(_, keys)| waiting.iter().any(|t| keys.contains(&t.key)))
         .map(|(lane, _)| lane.clone())
         .collect())
 }
@@ -74,7 +80,10 @@ pub(super) async fn position(
     lane: &Lane,
     task_id: TaskId,
 ) -> Result<Option<usize>, QueueError> {
-    let keys: Vec<String> = Priority::ALL.iter().map(|p| inner.key(lane, *p)).collect();
+    let keys: Vec<String> = Priority::ALL
+        .iter()
+        .flat_map(|p| inner.class_keys(lane, *p))
+        .collect();
     let waiting = inner.waiting(&keys, 0).await.map_err(backend)?;
     let (aging, now) = (inner.options.aging, now_ms());
     let Some(mine) = waiting
@@ -132,8 +141,8 @@ pub(super) async fn depths(inner: &Inner) -> Result<Vec<(Lane, usize)>, QueueErr
     Ok(out)
 }
 
-/// The jobs waiting in `lane`'s streams of `priority` and the better classes (see
-/// [`crate::queue::Queue::ahead`]); their prompts are not read.
+/// The jobs waiting in `lane`'s streams of `priority` and the better classes, fresh and
+/// queued again (see [`crate::queue::Queue::ahead`]); their prompts are not read.
 pub(super) async fn ahead(
     inner: &Inner,
     lane: &Lane,
@@ -141,7 +150,9 @@ pub(super) async fn ahead(
 ) -> Result<crate::placement::Ahead, QueueError> {
     let mut jobs = 0;
     for class in Priority::ALL.into_iter().filter(|p| *p <= priority) {
-        jobs += waiting_in(inner, &inner.key(lane, class)).await?;
+        for key in inner.class_keys(lane, class) {
+            jobs += waiting_in(inner, &key).await?;
+        }
     }
     Ok(crate::placement::Ahead::jobs(jobs))
 }

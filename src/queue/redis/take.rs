@@ -79,11 +79,19 @@ pub(super) struct Taken {
 pub(super) type Order = (u8, u64, Option<DateTime<Utc>>, u64);
 
 impl Taken {
-    /// Best effective priority first ([`Aging::rank`], `now` in ms), then oldest: by the
-    /// entry's time (ids of different streams may share a millisecond), then by when the
-    /// job was made.
+    /// Best effective priority first ([`Aging::rank`], `now` in ms), then oldest: by when
+    /// the job began to wait (a job queued again carries it; any other since its entry's
+    /// time, which its id holds; ids of different streams may share a millisecond), then
+    /// by when the job was made.
     pub(super) fn order(&self, aging: Aging, now: u64) -> Order {
-        let (ms, seq) = id_order(&self.id);
+        let (queued_ms, seq) = id_order(&self.id);
+        let ms = self
+            .job
+            .as_ref()
+            .and_then(|j| j.waiting_since)
+            .map_or(queued_ms, |t| {
+                u64::try_from(t.timestamp_millis()).unwrap_or(0)
+            });
         let priority = self
             .job
             .as_ref()
@@ -95,6 +103,19 @@ impl Taken {
             self.job.as_ref().map(|j| j.created_at),
             seq,
         )
+    }
+
+    /// When the job began to wait: what it carries when it was queued again, else its
+    /// entry's time.
+    pub(super) fn waiting_since(&self) -> DateTime<Utc> {
+        let queued = || {
+            let ms = i64::try_from(id_order(&self.id).0).unwrap_or(i64::MAX);
+            DateTime::from_timestamp_millis(ms).unwrap_or_else(Utc::now)
+        };
+        self.job
+            .as_ref()
+            .and_then(|j| j.waiting_since)
+            .unwrap_or_else(queued)
     }
 }
 
