@@ -14,6 +14,7 @@
 # Usage: scripts/bench.sh            (env: BENCH_DURATION=10s BENCH_CONCURRENCY="1 16 64"
 #                                      BENCH_TTFT_S=5 BENCH_MODES="nonstream stream"
 #                                      BENCH_OUT=file.md BENCH_BIN=dir RUST_LOG=...)
+#                                     (BENCH_SYNCHRONOUS=full: the store's [store] synchronous)
 #        scripts/bench.sh profile    (perf profile of Coordinator under non-streaming c=64 load;
 #                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
 #        scripts/bench.sh instructions (instructions per non-streaming request at c=1, counted
@@ -132,6 +133,7 @@ listen = "127.0.0.1:0"
 [store]
 type = "sqlite"
 path = "$WORK/coordinator.db"
+${BENCH_SYNCHRONOUS:+synchronous = \"$BENCH_SYNCHRONOUS\"}
 
 [[backends]]
 name = "bench"
@@ -380,7 +382,7 @@ COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --qu
   echo
   echo "Coordinator peak RSS (VmHWM): $((HWM_KB / 1024)) MiB ($HWM_KB kB); after each cell: $(awk -F'\t' '$3 == "coordinator" {printf "%s%d", (n++ ? ", " : ""), $11 / 1024}' "$RESULTS") MiB"
   echo "Tasks in the store: ${TASKS:-unknown (sqlite3 not installed)}; requests answered 200 through Coordinator (oha + bench-client, warm-ups not counted): $COORD_OK"
-  echo "Store: $([[ "$BIGSTORE" == 1 ]] && echo "big ($(basename "$SEEDED"))" || echo empty); start-up until GET /healthz answers: $STARTUP_MS ms (first start, with migrations and a cold page cache: $FIRST_START_MS ms)"
+  echo "Store: $([[ "$BIGSTORE" == 1 ]] && echo "big ($(basename "$SEEDED"))" || echo empty), synchronous = ${BENCH_SYNCHRONOUS:-normal}; start-up until GET /healthz answers: $STARTUP_MS ms (first start, with migrations and a cold page cache: $FIRST_START_MS ms)"
   echo "coordinator tasks list (median of 5, whole process): --limit 20 $LIST_ALL_MS ms, --status queued $LIST_QUEUED_MS ms, --person default $LIST_PERSON_MS ms"
   echo "GET /tasks/{id} of the middle task, c=1 for 5 s: p50 $(printf '%.3f' "$GET_P50") ms, p99 $(printf '%.3f' "$GET_P99") ms, $(printf '%.0f' "$GET_RPS") req/s"
 } | tee "$WORK/report.md"
