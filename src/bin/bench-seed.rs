@@ -11,7 +11,10 @@ use clap::Parser;
 use coordinator::testkit::bigstore::{Plan, seed_file};
 
 #[derive(Debug, Parser)]
-#[command(name = "bench-seed", about = "Seeds a store like a household's after years")]
+#[command(
+    name = "bench-seed",
+    about = "Seeds a store like a household's after years"
+)]
 struct Args {
     /// The SQLite file to make (it must not exist).
     #[arg(long)]

@@ -518,7 +518,11 @@ impl Config {
     pub fn summary(&self) -> String {
         let store = match &self.store {
             StoreConfig::Sqlite { path, synchronous } => {
-                format!("sqlite:{} synchronous={}", path.display(), synchronous.as_str())
+                format!(
+                    "sqlite:{} synchronous={}",
+                    path.display(),
+                    synchronous.as_str()
+                )
             }
             StoreConfig::Postgres { url, .. } => format!("postgres:{url}"),
         };

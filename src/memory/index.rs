@@ -606,7 +606,11 @@ impl Lexical {
                 sum += weight;
             }
         }
-        if self.total > 0.0 { sum / self.total } else { sum }
+        if self.total > 0.0 {
+            sum / self.total
+        } else {
+            sum
+        }
     }
 }
 

@@ -17,9 +17,9 @@ use sqlx::sqlite::{
 use sqlx::{Row, SqlitePool};
 
 use self::writer::{Done, Op, Writer};
-use crate::config::Synchronous;
 use super::record::{ContextNote, task_record_from_row};
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
+use crate::config::Synchronous;
 use crate::domain::{
     Domain, InternalTask, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId,
     WorkerName,

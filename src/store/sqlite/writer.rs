@@ -276,8 +276,12 @@ fn open(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError>
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     let pragmas = match synchronous {
-        Synchronous::Normal => "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
-        Synchronous::Full => "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+        Synchronous::Normal => {
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
+        }
+        Synchronous::Full => {
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
+        }
     };
     conn.execute_batch(pragmas)?;
     conn.set_prepared_statement_cache_capacity(8);

@@ -50,7 +50,12 @@ pub struct Report {
 const BATCH: u64 = 20_000;
 /// How many tasks a thread has on average.
 const TASKS_PER_THREAD: u64 = 40;
-const MODELS: &[&str] = &["qwen2.5:7b", "qwen2.5:14b", "llama3.1:8b", "qwen2.5-coder:7b"];
+const MODELS: &[&str] = &[
+    "qwen2.5:7b",
+    "qwen2.5:14b",
+    "llama3.1:8b",
+    "qwen2.5-coder:7b",
+];
 const MACHINES: &[&str] = &["moon", "sun", "laptop"];
 
 /// Seeds the store at `path`, which the store's migrations have made and which holds no
@@ -110,7 +115,9 @@ impl Household {
     fn new(plan: &Plan) -> Self {
         let end = Utc::now() - Duration::days(1);
         let span = Duration::days(365 * i64::from(plan.years));
-        let names = ["default", "aiko", "ben", "chika", "dan", "emi", "finn", "goro", "hana"];
+        let names = [
+            "default", "aiko", "ben", "chika", "dan", "emi", "finn", "goro", "hana",
+        ];
         let people = (0..plan.people)
             .map(|i| Person {
                 name: match names.get(i) {
@@ -172,12 +179,27 @@ impl Household {
             cut -= 1;
         }
         let (response, error) = match status {
-            "failed" => (None, Some(format!("{machine}: the backend failed before the first token (connection refused)"))),
-            "cancelled" => (Some(&answer[..cut]), Some(format!("task {task_id} was cancelled: the client went away"))),
+            "failed" => (
+                None,
+                Some(format!(
+                    "{machine}: the backend failed before the first token (connection refused)"
+                )),
+            ),
+            "cancelled" => (
+                Some(&answer[..cut]),
+                Some(format!(
+                    "task {task_id} was cancelled: the client went away"
+                )),
+            ),
             _ => (Some(answer.as_str()), None),
         };
-        let domain = if prompt.contains("Rust") || prompt.contains("Python") { "code" } else { "general" };
-        let reasons = format!("[\"domain {domain} by rule\",\"model {model} named by the client\"]");
+        let domain = if prompt.contains("Rust") || prompt.contains("Python") {
+            "code"
+        } else {
+            "general"
+        };
+        let reasons =
+            format!("[\"domain {domain} by rule\",\"model {model} named by the client\"]");
         tx.prepare_cached(
             "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
              worker_id, queue, status, response, error, internal_task, web_search, reasons, attempts, \
@@ -286,7 +308,9 @@ impl Household {
             }
             let vector = self.embedder.embed(&piece.text);
             let mut id_bytes = [0u8; 10];
-            id_bytes.iter_mut().for_each(|b| *b = self.rng.below(256) as u8);
+            id_bytes
+                .iter_mut()
+                .for_each(|b| *b = self.rng.below(256) as u8);
             let millis = u64::try_from(at.timestamp_millis())?;
             let id = uuid::Builder::from_unix_timestamp_millis(millis, &id_bytes).into_uuid();
             insert.execute(params![
@@ -328,7 +352,9 @@ pub async fn seed_file(path: &Path, plan: &Plan) -> anyhow::Result<(Report, f64)
     let started = Instant::now();
     let (path, plan) = (path.to_owned(), plan.clone());
     let report = tokio::task::spawn_blocking(move || {
-        seed(&path, &plan, |n| eprintln!("[bigstore] {n} of {} tasks", plan.tasks))
+        seed(&path, &plan, |n| {
+            eprintln!("[bigstore] {n} of {} tasks", plan.tasks)
+        })
     })
     .await??;
     Ok((report, started.elapsed().as_secs_f64()))

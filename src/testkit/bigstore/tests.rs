@@ -39,14 +39,31 @@ async fn a_seeded_store_holds_the_plan_and_memory_loads_and_recalls_it() {
     .await
     .expect("memory loads");
     let person = Person::default_person();
-    let items = memory.list(Some(&person), None, 10_000).await.expect("lists");
-    assert!(items.len() > 60, "the default person holds {} items", items.len());
+    let items = memory
+        .list(Some(&person), None, 10_000)
+        .await
+        .expect("lists");
+    assert!(
+        items.len() > 60,
+        "the default person holds {} items",
+        items.len()
+    );
     // A fact the seed states is recalled in a thread that never mentioned it.
-    let fact = items.iter().find(|i| i.kind == ItemKind::Fact).expect("a fact");
+    let fact = items
+        .iter()
+        .find(|i| i.kind == ItemKind::Fact)
+        .expect("a fact");
     let hits = memory
-        .recall(&fact.text, &person, &ThreadId::parse("elsewhere").expect("thread"))
+        .recall(
+            &fact.text,
+            &person,
+            &ThreadId::parse("elsewhere").expect("thread"),
+        )
         .await;
-    assert!(hits.iter().any(|h| h.item.kind == ItemKind::Fact), "{hits:?}");
+    assert!(
+        hits.iter().any(|h| h.item.kind == ItemKind::Fact),
+        "{hits:?}"
+    );
 }
 
 #[tokio::test]

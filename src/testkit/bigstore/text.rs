@@ -76,12 +76,54 @@ const ASKS: &[&str] = &[
 ];
 
 const WORDS: &[&str] = &[
-    "because", "router", "schedule", "weekend", "cheaper", "recipe", "firmware", "deadline",
-    "container", "temperature", "insurance", "chapter", "compile", "volume", "season", "ticket",
-    "battery", "password", "station", "harvest", "receipt", "lifetime", "window", "library",
-    "portion", "latency", "cabinet", "question", "message", "problem", "answer", "morning",
-    "evening", "quickly", "carefully", "probably", "usually", "together", "instead", "already",
-    "before", "after", "between", "without", "several", "important", "simple", "another",
+    "because",
+    "router",
+    "schedule",
+    "weekend",
+    "cheaper",
+    "recipe",
+    "firmware",
+    "deadline",
+    "container",
+    "temperature",
+    "insurance",
+    "chapter",
+    "compile",
+    "volume",
+    "season",
+    "ticket",
+    "battery",
+    "password",
+    "station",
+    "harvest",
+    "receipt",
+    "lifetime",
+    "window",
+    "library",
+    "portion",
+    "latency",
+    "cabinet",
+    "question",
+    "message",
+    "problem",
+    "answer",
+    "morning",
+    "evening",
+    "quickly",
+    "carefully",
+    "probably",
+    "usually",
+    "together",
+    "instead",
+    "already",
+    "before",
+    "after",
+    "between",
+    "without",
+    "several",
+    "important",
+    "simple",
+    "another",
 ];
 
 const JA_ASKS: &[&str] = &[
@@ -115,11 +157,28 @@ const JA_SENTENCES: &[&str] = &[
 /// Statements that memory's rules take as facts about the person, with the subject's
 /// variants: a later one on the same subject supersedes the earlier.
 const FACTS: &[(&str, &[&str])] = &[
-    ("My router is a", &["Netgear Nighthawk", "TP-Link Archer", "Fritz!Box 7590", "Asus RT-AX88U"]),
-    ("I live in", &["Osaka", "Kyoto", "Sapporo", "Fukuoka", "Yokohama"]),
+    (
+        "My router is a",
+        &[
+            "Netgear Nighthawk",
+            "TP-Link Archer",
+            "Fritz!Box 7590",
+            "Asus RT-AX88U",
+        ],
+    ),
+    (
+        "I live in",
+        &["Osaka", "Kyoto", "Sapporo", "Fukuoka", "Yokohama"],
+    ),
     ("My cat is called", &["Mochi", "Tama", "Kuro", "Sora"]),
-    ("I work as a", &["nurse", "teacher", "software engineer", "carpenter"]),
-    ("My favourite editor is", &["VS Code", "Vim", "Emacs", "Helix"]),
+    (
+        "I work as a",
+        &["nurse", "teacher", "software engineer", "carpenter"],
+    ),
+    (
+        "My favourite editor is",
+        &["VS Code", "Vim", "Emacs", "Helix"],
+    ),
     ("I am allergic to", &["peanuts", "shellfish", "pollen"]),
 ];
 
@@ -169,7 +228,10 @@ pub fn answer(rng: &mut Rng, japanese: bool) -> String {
 pub fn title(rng: &mut Rng) -> (String, String) {
     let topic = rng.pick(TOPICS);
     (
-        format!("### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.\n### Chat History:\n<chat_history>\nUSER: {} {topic}?\n</chat_history>", rng.pick(ASKS)),
+        format!(
+            "### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.\n### Chat History:\n<chat_history>\nUSER: {} {topic}?\n</chat_history>",
+            rng.pick(ASKS)
+        ),
         format!("{{\"title\": \"📝 About {topic}\"}}"),
     )
 }
