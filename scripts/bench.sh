@@ -14,10 +14,17 @@
 # Usage: scripts/bench.sh            (env: BENCH_DURATION=10s BENCH_CONCURRENCY="1 16 64"
 #                                      BENCH_TTFT_S=5 BENCH_MODES="nonstream stream"
 #                                      BENCH_OUT=file.md BENCH_BIN=dir RUST_LOG=...)
+#                                     (BENCH_SYNCHRONOUS=full: the store's [store] synchronous)
 #        scripts/bench.sh profile    (perf profile of Coordinator under non-streaming c=64 load;
 #                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
 #        scripts/bench.sh instructions (instructions per non-streaming request at c=1, counted
 #                                      by callgrind; env: BENCH_CALLGRIND_N=2000)
+#        scripts/bench.sh bigstore   (the same table on a copy of a store like a household's after
+#                                      years: 1,000,000 tasks, 100,000 memory items, seeded once
+#                                      into target/bigstore/ by bench-seed; BENCH_BIGSTORE=1 does
+#                                      the same for `instructions` and `profile`; env:
+#                                      BENCH_SEED=1 BENCH_BIGSTORE_TASKS=1000000
+#                                      BENCH_BIGSTORE_MEMORIES=100000)
 #        scripts/bench.sh household  (several people on three simulated home machines: random,
 #                                      round-robin, least-busy and Coordinator in one table,
 #                                      about a minute; env: BENCH_SEED=1 BENCH_SCALE=10
@@ -53,6 +60,13 @@ if [[ "${1:-}" == household ]]; then
   cd "$ROOT" && exec "$BIN/bench-household" "${ARGS[@]}"
 fi
 
+# `bigstore`: the default table (or the mode named after it) on the big store.
+BIGSTORE="${BENCH_BIGSTORE:-0}"
+if [[ "${1:-}" == bigstore ]]; then
+  BIGSTORE=1
+  shift
+fi
+
 ensure_tools() {
   if ! command -v oha >/dev/null 2>&1; then
     log "installing oha $OHA_VERSION from crates.io (cargo install, a few minutes)"
@@ -67,17 +81,17 @@ ensure_tools() {
   fi
 }
 
-# Prints the first line of FILE matching REGEX (sed -E capture 1), waiting up to 30 s.
+# Prints the first line of FILE matching REGEX (sed -E capture 1), waiting up to a minute.
 wait_for_line() {
   local file="$1" regex="$2" pid="$3" line
-  for _ in $(seq 300); do
+  for _ in $(seq 6000); do
     line="$(sed -E 's/\x1b\[[0-9;]*m//g' "$file" | sed -nE "s/$regex/\\1/p" | head -n1)"
     if [[ -n "$line" ]]; then
       echo "$line"
       return 0
     fi
     kill -0 "$pid" 2>/dev/null || { log "process $pid died; its log:"; cat "$file" >&2; exit 1; }
-    sleep 0.1
+    sleep 0.01
   done
   log "timed out waiting for /$regex/ in $file"
   exit 1
@@ -97,7 +111,7 @@ if [[ -z "${BENCH_BIN:-}" ]]; then
   # Two builds: fake-llm needs the `testkit` feature, and coordinator is benched as a
   # user builds it, without the fakes.
   (cd "$ROOT" && cargo build --release --quiet --bin coordinator --bin bench-client --bin bench-proxy \
-    && cargo build --release --quiet --features testkit --bin fake-llm)
+    && cargo build --release --quiet --features testkit --bin fake-llm --bin bench-seed)
 fi
 
 WORK="$(mktemp -d -t coordinator-bench.XXXXXX)"
@@ -119,6 +133,7 @@ listen = "127.0.0.1:0"
 [store]
 type = "sqlite"
 path = "$WORK/coordinator.db"
+${BENCH_SYNCHRONOUS:+synchronous = \"$BENCH_SYNCHRONOUS\"}
 
 [[backends]]
 name = "bench"
@@ -142,10 +157,44 @@ if [[ "${1:-}" == instructions ]]; then
   command -v valgrind >/dev/null 2>&1 || { log "valgrind is needed: apt-get install -y valgrind"; exit 1; }
   LAUNCH=(valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out")
 fi
-(cd "$WORK" && NO_COLOR=1 exec "${LAUNCH[@]}" "$BIN/coordinator" serve --config "$WORK/coordinator.toml") \
-  >"$WORK/coordinator.log" 2>&1 &
-COORD_PID=$!
-COORD_ADDR="$(wait_for_line "$WORK/coordinator.log" '.*coordinator listening.*addr=([0-9.:]+).*' "$COORD_PID")"
+
+if [[ "$BIGSTORE" == 1 ]]; then
+  tasks="${BENCH_BIGSTORE_TASKS:-1000000}" memories="${BENCH_BIGSTORE_MEMORIES:-100000}"
+  SEEDED="$ROOT/target/bigstore/seed-${BENCH_SEED:-1}-$tasks-$memories.db"
+  if [[ ! -f "$SEEDED" ]]; then
+    log "seeding $SEEDED (once; minutes)"
+    mkdir -p "$(dirname "$SEEDED")"
+    rm -f "$SEEDED.part"*
+    "$BIN/bench-seed" --path "$SEEDED.part" --tasks "$tasks" --memories "$memories" --seed "${BENCH_SEED:-1}" >&2
+    mv "$SEEDED.part" "$SEEDED"
+  fi
+  cp "$SEEDED" "$WORK/coordinator.db"
+  log "the store: a copy of $SEEDED ($(du -m "$WORK/coordinator.db" | cut -f1) MiB)"
+fi
+
+# Starts Coordinator; sets COORD_PID, COORD_ADDR and STARTUP_MS (from the process's start
+# until it has answered GET /healthz).
+start_coordinator() {
+  local t0
+  t0="$(date +%s%N)"
+  (cd "$WORK" && NO_COLOR=1 exec "${LAUNCH[@]}" "$BIN/coordinator" serve --config "$WORK/coordinator.toml") \
+    >"$WORK/coordinator.log" 2>&1 &
+  COORD_PID=$!
+  COORD_ADDR="$(wait_for_line "$WORK/coordinator.log" '.*coordinator listening.*addr=([0-9.:]+).*' "$COORD_PID")"
+  curl -sf -o /dev/null "http://$COORD_ADDR/healthz"
+  STARTUP_MS=$((($(date +%s%N) - t0) / 1000000))
+}
+
+# A first start applies any migration the store lacks (once in its life) and brings the
+# file into the page cache; the second is the start-up a restart costs.
+FIRST_START_MS="-"
+if [[ -z "${LAUNCH[*]}" ]]; then
+  start_coordinator
+  FIRST_START_MS="$STARTUP_MS"
+  kill -TERM "$COORD_PID"
+  wait "$COORD_PID" 2>/dev/null || true
+fi
+start_coordinator
 log "fake-llm on $FAKE_ADDR (pid $FAKE_PID), coordinator on $COORD_ADDR (pid $COORD_PID)"
 
 body() {
@@ -279,6 +328,28 @@ for mode in $MODES; do
   done
 done
 
+# What grows with the store besides the request path: `coordinator tasks list` (a process
+# of its own, the median of five) and GET /tasks/{id} of a task from the middle of the
+# store, while Coordinator runs.
+list_ms() {
+  local times=() t0
+  for _ in 1 2 3 4 5; do
+    t0="$(date +%s%N)"
+    (cd "$WORK" && "$BIN/coordinator" tasks list --config "$WORK/coordinator.toml" "$@" >/dev/null 2>&1)
+    times+=($((($(date +%s%N) - t0) / 1000000)))
+  done
+  printf '%s\n' "${times[@]}" | sort -n | sed -n 3p
+}
+LIST_ALL_MS="$(list_ms --limit 20)"
+LIST_QUEUED_MS="$(list_ms --status queued --limit 20)"
+LIST_PERSON_MS="$(list_ms --person default --limit 20)"
+MIDDLE_ID="$(sqlite3 "$WORK/coordinator.db" "SELECT task_id FROM tasks ORDER BY created_at LIMIT 1 OFFSET (SELECT count(*) / 2 FROM tasks)" 2>/dev/null || true)"
+GET_P50="-" GET_P99="-" GET_RPS="-"
+if [[ -n "$MIDDLE_ID" ]]; then
+  oha --no-tui --output-format json -z 5s -c 1 "http://$COORD_ADDR/tasks/$MIDDLE_ID" >"$WORK/oha-get.json"
+  IFS=$'\t' read -r GET_RPS GET_P50 GET_P99 _ _ < <(oha_fields "$WORK/oha-get.json")
+fi
+
 HWM_KB="$(hwm_kb "$COORD_PID")"
 # Let the tasks of requests cut off at a run's deadline finish, then count the rows.
 sleep 1
@@ -311,6 +382,9 @@ COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --qu
   echo
   echo "Coordinator peak RSS (VmHWM): $((HWM_KB / 1024)) MiB ($HWM_KB kB); after each cell: $(awk -F'\t' '$3 == "coordinator" {printf "%s%d", (n++ ? ", " : ""), $11 / 1024}' "$RESULTS") MiB"
   echo "Tasks in the store: ${TASKS:-unknown (sqlite3 not installed)}; requests answered 200 through Coordinator (oha + bench-client, warm-ups not counted): $COORD_OK"
+  echo "Store: $([[ "$BIGSTORE" == 1 ]] && echo "big ($(basename "$SEEDED"))" || echo empty), synchronous = ${BENCH_SYNCHRONOUS:-normal}; start-up until GET /healthz answers: $STARTUP_MS ms (first start, with migrations and a cold page cache: $FIRST_START_MS ms)"
+  echo "coordinator tasks list (median of 5, whole process): --limit 20 $LIST_ALL_MS ms, --status queued $LIST_QUEUED_MS ms, --person default $LIST_PERSON_MS ms"
+  echo "GET /tasks/{id} of the middle task, c=1 for 5 s: p50 $(printf '%.3f' "$GET_P50") ms, p99 $(printf '%.3f' "$GET_P99") ms, $(printf '%.0f' "$GET_RPS") req/s"
 } | tee "$WORK/report.md"
 if [[ -n "${BENCH_OUT:-}" ]]; then
   cp "$WORK/report.md" "$BENCH_OUT"

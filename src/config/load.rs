@@ -201,7 +201,7 @@ fn parse_scalar(raw: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BackendKind, QueueConfig, StoreConfig};
+    use crate::config::{BackendKind, QueueConfig, StoreConfig, Synchronous};
 
     fn no_env() -> Vec<(String, String)> {
         Vec::new()
@@ -384,9 +384,20 @@ mod tests {
         assert_eq!(
             c.store,
             StoreConfig::Sqlite {
-                path: "x.db".into()
+                path: "x.db".into(),
+                synchronous: Synchronous::Normal,
             }
         );
+        let c = load_str("[store]\nsynchronous = \"full\"\n", no_env()).unwrap();
+        assert_eq!(
+            c.store,
+            StoreConfig::Sqlite {
+                path: "data/coordinator.db".into(),
+                synchronous: Synchronous::Full,
+            }
+        );
+        let err = load_str("[store]\nsynchronous = \"off\"\n", no_env()).unwrap_err();
+        assert!(format!("{err:#}").contains("off"), "{err:#}");
         let c = load_str(
             "[store]\nurl = \"postgres://h/db\"\n[queue]\nurl = \"redis://h\"\n",
             no_env(),
@@ -399,7 +410,8 @@ mod tests {
         assert_eq!(
             c.store,
             StoreConfig::Sqlite {
-                path: "y.db".into()
+                path: "y.db".into(),
+                synchronous: Synchronous::Normal,
             }
         );
     }

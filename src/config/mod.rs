@@ -48,6 +48,9 @@ pub enum StoreConfig {
     Sqlite {
         #[serde(default = "default_sqlite_path")]
         path: PathBuf,
+        /// When a commit reaches the disk (see [`Synchronous`]).
+        #[serde(default)]
+        synchronous: Synchronous,
     },
     Postgres {
         /// May carry a password; or `url_env` / `url_file`, and `password_env` /
@@ -60,6 +63,31 @@ pub enum StoreConfig {
     },
 }
 
+/// SQLite's `synchronous` under WAL: what a crash can take of the tasks accepted before
+/// it. With either, an accepted task survives a crash of the process (its commit is in
+/// the WAL file, which the operating system keeps); they differ on a crash of the
+/// machine (power, kernel).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Synchronous {
+    /// The WAL is synced at checkpoints, not at every commit: a crash of the machine can
+    /// lose the last commits before it (never the file's consistency).
+    #[default]
+    Normal,
+    /// The WAL is synced at every commit before its writers hear it is done: a crash of
+    /// the machine loses nothing accepted, at the price of one sync per commit.
+    Full,
+}
+
+impl Synchronous {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::Full => "full",
+        }
+    }
+}
+
 fn default_sqlite_path() -> PathBuf {
     PathBuf::from("data/coordinator.db")
 }
@@ -68,6 +96,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self::Sqlite {
             path: default_sqlite_path(),
+            synchronous: Synchronous::default(),
         }
     }
 }
@@ -367,7 +396,7 @@ impl Config {
         self.limits.validate(&mut problems);
         self.scheduler.validate(&mut problems);
         match &self.store {
-            StoreConfig::Sqlite { path } if path.as_os_str().is_empty() => {
+            StoreConfig::Sqlite { path, .. } if path.as_os_str().is_empty() => {
                 problems.push("store.path: it is empty".to_owned());
             }
             StoreConfig::Postgres { url, .. }
@@ -488,7 +517,13 @@ impl Config {
     /// A one-line summary for the start-up log. Secrets never appear.
     pub fn summary(&self) -> String {
         let store = match &self.store {
-            StoreConfig::Sqlite { path } => format!("sqlite:{}", path.display()),
+            StoreConfig::Sqlite { path, synchronous } => {
+                format!(
+                    "sqlite:{} synchronous={}",
+                    path.display(),
+                    synchronous.as_str()
+                )
+            }
             StoreConfig::Postgres { url, .. } => format!("postgres:{url}"),
         };
         let queue = match &self.queue {

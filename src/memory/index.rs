@@ -1,10 +1,12 @@
-//! The in-memory vector index: every item of one embedder, vectors in one contiguous
-//! `Vec<f32>`, searched by a brute-force dot-product scan with a top-k heap.
+//! The in-memory vector index: every item of one embedder, vectors in contiguous
+//! `Vec<f32>` arenas, searched by a brute-force dot-product scan with a top-k heap.
 //!
 //! Vectors are unit length, so the dot product is the cosine similarity. The scan is a
 //! plain loop over fixed-width chunks that the compiler vectorises; at 256 dimensions
-//! 100,000 items take a few milliseconds (see `benches/memory.rs`). Loaded from the store
-//! at start, updated on every write and forget.
+//! 100,000 items take a few milliseconds (see `benches/memory.rs`). A recall for a turn
+//! reads only the facts' arena and its own thread's, so its cost does not grow with the
+//! person's other threads (years of them). Loaded from the store at start, updated on
+//! every write and forget.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -131,11 +133,12 @@ pub const OFF_TOPIC_FACTOR: f32 = 0.5;
 #[derive(Debug, Clone)]
 pub struct Index {
     dim: usize,
-    /// The vectors, facts in one arena and the rest in another, so that a recall for
-    /// another thread reads the facts' vectors one after the other.
-    arenas: [Arena; 2],
+    /// The vectors: every fact in the first arena (a recall for any thread reads them
+    /// one after the other), and each thread's other items in an arena of its own (at
+    /// `1 +` the thread's number), which only that thread's recall reads.
+    arenas: Vec<Arena>,
     /// Per slot: its arena and position there.
-    place: Vec<(u8, u32)>,
+    place: Vec<(u32, u32)>,
     /// The items without their vectors, slot for slot.
     entries: Vec<MemoryItem>,
     /// Each slot's thread, interned.
@@ -164,9 +167,13 @@ struct Arena {
     threads: Vec<u32>,
 }
 
-/// The arena of an item's kind.
-fn arena_of(kind: ItemKind) -> u8 {
-    u8::from(kind != ItemKind::Fact)
+/// The arena of an item of `kind` in the thread numbered `thread`.
+fn arena_of(kind: ItemKind, thread: u32) -> u32 {
+    if kind == ItemKind::Fact {
+        0
+    } else {
+        thread.saturating_add(1)
+    }
 }
 
 fn text_key(text: &str) -> u64 {
@@ -188,7 +195,7 @@ impl Index {
     pub fn new(dim: usize) -> Self {
         Self {
             dim,
-            arenas: [Arena::default(), Arena::default()],
+            arenas: vec![Arena::default()],
             place: Vec::new(),
             entries: Vec::new(),
             threads: Vec::new(),
@@ -287,12 +294,14 @@ impl Index {
         let Some(own) = self.thread_numbers.get(thread).copied() else {
             return Vec::new();
         };
-        let mut items: Vec<&MemoryItem> = self
-            .threads
+        let Some(arena) = self.arenas.get(arena_of(ItemKind::Exchange, own) as usize) else {
+            return Vec::new();
+        };
+        let mut items: Vec<&MemoryItem> = arena
+            .slots
             .iter()
-            .zip(&self.entries)
-            .filter(|(t, e)| **t == own && e.kind == ItemKind::Exchange)
-            .map(|(_, e)| e)
+            .map(|&slot| &self.entries[slot as usize])
+            .filter(|e| e.kind == ItemKind::Exchange)
             .collect();
         items.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
         items.truncate(n);
@@ -310,10 +319,13 @@ impl Index {
             .thread_numbers
             .entry(item.thread_id.clone())
             .or_insert(next);
+        if thread == next {
+            self.arenas.push(Arena::default());
+        }
         let slot = self.entries.len();
         self.known.insert((thread, text_key(&item.text)));
-        let a = arena_of(item.kind);
-        let arena = &mut self.arenas[usize::from(a)];
+        let a = arena_of(item.kind, thread);
+        let arena = &mut self.arenas[a as usize];
         self.place.push((a, slot_u32(arena.slots.len())));
         arena.vectors.extend_from_slice(&item.vector);
         arena.slots.push(slot_u32(slot));
@@ -394,7 +406,7 @@ impl Index {
         }
         // Its vector leaves its arena (the arena's last moves into its place)…
         let (a, pos) = self.place[slot];
-        let arena = &mut self.arenas[usize::from(a)];
+        let arena = &mut self.arenas[a as usize];
         let (pos, end) = (pos as usize, arena.slots.len() - 1);
         if pos != end {
             let (head, tail) = arena.vectors.split_at_mut(end * self.dim);
@@ -409,7 +421,7 @@ impl Index {
         // … and its slot the index (the last slot moves into its place).
         if slot != last {
             let (a, pos) = self.place[last];
-            self.arenas[usize::from(a)].slots[pos as usize] = slot_u32(slot);
+            self.arenas[a as usize].slots[pos as usize] = slot_u32(slot);
             self.slots.insert(self.entries[last].id, slot);
             for t in &self.terms[last] {
                 if let Some(p) = self.postings.get_mut(t) {
@@ -458,8 +470,17 @@ impl Index {
     /// The `k` items most similar to `query` among all threads, best first.
     pub fn search(&self, query: &Query<'_>, k: usize) -> Vec<Scored> {
         let mut top = TopK::new(k);
-        self.scan(query, |_, _| true, |_, s| top.offer(s));
+        let every: Vec<usize> = (0..self.arenas.len()).collect();
+        self.scan(query, &every, |_, _| true, |_, s| top.offer(s));
         top.into_sorted()
+    }
+
+    /// The arenas a recall for the thread numbered `own` reads: the facts', and the
+    /// thread's own when it has one.
+    fn arenas_for(&self, own: Option<u32>) -> Vec<usize> {
+        let mut arenas = vec![0];
+        arenas.extend(own.map(|t| arena_of(ItemKind::Exchange, t) as usize));
+        arenas
     }
 
     /// In one scan: the best `k` of `thread`, and the best `k` shared items (facts that
@@ -474,6 +495,7 @@ impl Index {
         let (mut mine, mut others) = (TopK::new(k), TopK::new(k));
         self.scan(
             query,
+            &self.arenas_for(own),
             |slot, t| Some(t) == own || self.shared[slot],
             |t, s| {
                 if Some(t) == own {
@@ -492,7 +514,8 @@ impl Index {
             return Vec::new();
         };
         let mut top = TopK::new(k);
-        self.scan(query, |_, t| t == own, |_, s| top.offer(s));
+        let arenas = self.arenas_for(Some(own));
+        self.scan(query, &arenas, |_, t| t == own, |_, s| top.offer(s));
         top.into_sorted()
     }
 
@@ -501,10 +524,12 @@ impl Index {
     /// the index has never seen weighs the most, so a question about something never
     /// told matches nothing well. A memory about another pet or person than the one the
     /// question names is not offered at all; one about another topic scores
-    /// [`OFF_TOPIC_FACTOR`] of that. Only the slots `wanted(slot, thread)` are scored.
+    /// [`OFF_TOPIC_FACTOR`] of that. Only the slots `wanted(slot, thread)` of the
+    /// `arenas` named are scored.
     fn scan(
         &self,
         query: &Query<'_>,
+        arenas: &[usize],
         wanted: impl Fn(usize, u32) -> bool,
         mut visit: impl FnMut(u32, Scored),
     ) {
@@ -512,18 +537,18 @@ impl Index {
             return;
         }
         let w = query.lexical_weight.clamp(0.0, 1.0);
-        let lexical = if w > 0.0 && !(query.terms.is_empty() && query.concept_terms.is_empty()) {
-            self.lexical(query)
-        } else {
-            Vec::new()
-        };
+        let lexical = (w > 0.0 && !(query.terms.is_empty() && query.concept_terms.is_empty()))
+            .then(|| self.lexical(query));
         let fit = Fit::new(query.concepts);
-        let every = self.arenas.iter().flat_map(|arena| {
-            arena
-                .vectors
-                .chunks_exact(self.dim)
-                .zip(arena.slots.iter().zip(&arena.threads))
-        });
+        let every = arenas
+            .iter()
+            .filter_map(|&a| self.arenas.get(a))
+            .flat_map(|arena| {
+                arena
+                    .vectors
+                    .chunks_exact(self.dim)
+                    .zip(arena.slots.iter().zip(&arena.threads))
+            });
         for (v, (&slot, t)) in every {
             let slot = slot as usize;
             let concepts = self.concepts[slot];
@@ -531,8 +556,8 @@ impl Index {
                 continue;
             }
             let cosine = dot(query.vector, v);
-            let mut score = match lexical.get(slot) {
-                Some(l) => (1.0 - w) * cosine + w * l,
+            let mut score = match &lexical {
+                Some(l) => (1.0 - w) * cosine + w * l.share(&self.terms[slot]),
                 None => (1.0 - w) * cosine,
             };
             if fit.off_topic(concepts) {
@@ -542,34 +567,50 @@ impl Index {
         }
     }
 
-    /// Per slot, the share (0..1) of the query terms' idf weight it holds (a concept's
-    /// [`CONCEPT_WEIGHT`] times its idf).
-    fn lexical(&self, query: &Query<'_>) -> Vec<f32> {
+    /// The query terms' weights: each term's idf over this index (a concept's
+    /// [`CONCEPT_WEIGHT`] times its idf), and their sum.
+    fn lexical(&self, query: &Query<'_>) -> Lexical {
         // BM25's idf over this index and [`BACKGROUND`] virtual items that hold none of
         // the terms: a memory of a few items weighs its words like a larger one would.
         let n = (self.entries.len() + BACKGROUND) as f32;
-        let mut acc = vec![0f32; self.entries.len()];
-        let mut total = 0f32;
         let weighted = query
             .terms
             .iter()
             .map(|t| (t, 1.0))
             .chain(query.concept_terms.iter().map(|t| (t, CONCEPT_WEIGHT)));
-        for (t, weight) in weighted {
-            let posting = self.postings.get(t).map_or(&[][..], Vec::as_slice);
-            let df = posting.len() as f32;
-            let idf = weight * ((n - df + 0.5) / (df + 0.5)).ln_1p();
-            total += idf;
-            for &slot in posting {
-                if let Some(a) = acc.get_mut(slot as usize) {
-                    *a += idf;
-                }
+        let weights: Vec<(u64, f32)> = weighted
+            .map(|(t, weight)| {
+                let df = self.postings.get(t).map_or(0, Vec::len) as f32;
+                (*t, weight * ((n - df + 0.5) / (df + 0.5)).ln_1p())
+            })
+            .collect();
+        let total = weights.iter().map(|(_, idf)| idf).sum();
+        Lexical { weights, total }
+    }
+}
+
+/// A query's terms with their weights (see [`Index::lexical`]): an item's lexical score is
+/// the sum of the weights of the terms it holds. Looked up per item scored, so a recall
+/// costs what it reads, not what the person's whole memory holds.
+struct Lexical {
+    weights: Vec<(u64, f32)>,
+    total: f32,
+}
+
+impl Lexical {
+    /// The share (0..1) of the query's weight that an item with `terms` (sorted) holds.
+    fn share(&self, terms: &[u64]) -> f32 {
+        let mut sum = 0f32;
+        for (t, weight) in &self.weights {
+            if terms.binary_search(t).is_ok() {
+                sum += weight;
             }
         }
-        if total > 0.0 {
-            acc.iter_mut().for_each(|a| *a /= total);
+        if self.total > 0.0 {
+            sum / self.total
+        } else {
+            sum
         }
-        acc
     }
 }
 

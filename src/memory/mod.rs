@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 pub use context::context_block;
 pub use policy::thread_allows_memory;
-pub use producer::{BackfillReport, Exchange, Piece, Skip, condense, eligibility};
+pub use producer::{BackfillReport, Exchange, Piece, Skip, condense, eligibility, fact_pieces};
 pub use service::{Memory, MemoryHit, select};
 pub use store::{MemoryItem, MemoryStore};
 

@@ -197,6 +197,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = open(&StoreConfig::Sqlite {
             path: dir.path().join("t.db"),
+            synchronous: Default::default(),
         })
         .await
         .unwrap();

@@ -30,8 +30,8 @@ use crate::worker::{Directory, Worker};
 /// Opens the task store the config names.
 pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn TaskStore>> {
     Ok(match &config.store {
-        StoreConfig::Sqlite { path } => Arc::new(
-            SqliteStore::open(path)
+        StoreConfig::Sqlite { path, synchronous } => Arc::new(
+            SqliteStore::open_with(path, *synchronous)
                 .await
                 .with_context(|| format!("opening the SQLite task store at {}", path.display()))?,
         ),

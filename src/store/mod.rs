@@ -170,9 +170,12 @@ impl Database {
     pub async fn open(config: &crate::config::StoreConfig) -> Result<Self, StoreError> {
         use crate::config::StoreConfig;
         Ok(match config {
-            StoreConfig::Sqlite { path } => {
-                Self::Sqlite(sqlite::SqliteStore::open(path).await?.pool().clone())
-            }
+            StoreConfig::Sqlite { path, synchronous } => Self::Sqlite(
+                sqlite::SqliteStore::open_with(path, *synchronous)
+                    .await?
+                    .pool()
+                    .clone(),
+            ),
             StoreConfig::Postgres { url, schema } => {
                 let tasks = match schema {
                     Some(s) => {

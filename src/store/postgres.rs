@@ -264,21 +264,19 @@ impl TaskStore for PostgresStore {
     }
 
     async fn list(&self, f: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM tasks \
-             WHERE ($1::text IS NULL OR status = $1) \
-             AND (NOT $2 OR internal_task IS NOT NULL) \
-             AND ($3::text IS NULL OR thread_id = $3) \
-             AND ($5::text IS NULL OR person = $5) \
-             ORDER BY created_at DESC, task_id DESC LIMIT $4"
-        ))
-        .bind(f.status.map(TaskStatus::as_str))
-        .bind(f.internal_only)
-        .bind(f.thread_id.as_ref().map(ThreadId::as_str))
-        .bind(i64::from(f.limit.max(1)))
-        .bind(f.person.as_ref().map(Person::as_str))
-        .fetch_all(&self.pool)
-        .await?;
+        let (clause, values) = f.where_clause(|n| format!("${n}"));
+        let sql = format!(
+            "SELECT {COLUMNS} FROM tasks {clause} ORDER BY created_at DESC, task_id DESC LIMIT ${}",
+            values.len() + 1
+        );
+        let mut query = sqlx::query(&sql);
+        for value in values {
+            query = query.bind(value);
+        }
+        let rows = query
+            .bind(i64::from(f.limit.max(1)))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(from_row).collect()
     }
 

@@ -176,6 +176,38 @@ pub struct TaskFilter {
     pub limit: u32,
 }
 
+impl TaskFilter {
+    /// The `WHERE` clause of the conditions this filter sets (empty when it sets none),
+    /// each value behind the placeholder `mark(n)` (n from 1), and the values to bind in
+    /// that order. Only the conditions set are written: a catch-all form such as
+    /// `(?1 IS NULL OR status = ?1)` hides from the planner which index fits, and then a
+    /// store of a million tasks is read whole to find the few queued ones.
+    pub(crate) fn where_clause(&self, mark: impl Fn(usize) -> String) -> (String, Vec<&str>) {
+        let mut conditions = Vec::new();
+        let mut values = Vec::new();
+        let given = [
+            ("status", self.status.map(TaskStatus::as_str)),
+            ("thread_id", self.thread_id.as_ref().map(ThreadId::as_str)),
+            ("person", self.person.as_ref().map(Person::as_str)),
+        ];
+        for (column, value) in given {
+            if let Some(value) = value {
+                values.push(value);
+                conditions.push(format!("{column} = {}", mark(values.len())));
+            }
+        }
+        if self.internal_only {
+            conditions.push("internal_task IS NOT NULL".to_owned());
+        }
+        let clause = if conditions.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conditions.join(" AND "))
+        };
+        (clause, values)
+    }
+}
+
 /// Builds a [`TaskRecord`] from a database row of either store: the columns that decode
 /// the same way in SQLite and PostgreSQL are read here, the text columns parsed into their
 /// domain types (`$corrupt` makes the error for one that does not parse); the three that

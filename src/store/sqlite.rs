@@ -19,6 +19,7 @@ use sqlx::{Row, SqlitePool};
 use self::writer::{Done, Op, Writer};
 use super::record::{ContextNote, task_record_from_row};
 use super::{Claim, Durable, NewTask, StoreError, TaskFilter, TaskOutcome, TaskRecord, TaskStore};
+use crate::config::Synchronous;
 use crate::domain::{
     Domain, InternalTask, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId,
     WorkerName,
@@ -37,8 +38,14 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database file and applies the migrations.
+    /// Opens (creating if needed) the database file and applies the migrations, with the
+    /// default `synchronous` (see [`Synchronous`]).
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, Synchronous::default()).await
+    }
+
+    /// [`open`](Self::open) with commits synced as `synchronous` says.
+    pub async fn open_with(path: &Path, synchronous: Synchronous) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
@@ -49,7 +56,10 @@ impl SqliteStore {
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
+            .synchronous(match synchronous {
+                Synchronous::Normal => SqliteSynchronous::Normal,
+                Synchronous::Full => SqliteSynchronous::Full,
+            })
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
@@ -59,7 +69,7 @@ impl SqliteStore {
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         // The writer's own connection, on its own thread: the pool keeps its connections
         // for reads.
-        let writer = Writer::start(path)?;
+        let writer = Writer::start(path, synchronous)?;
         Ok(Self { pool, writer })
     }
 
@@ -165,19 +175,19 @@ impl TaskStore for SqliteStore {
 
     async fn list(&self, f: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
         self.settle().await?;
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM tasks \
-             WHERE (?1 IS NULL OR status = ?1) AND (?2 = 0 OR internal_task IS NOT NULL) \
-             AND (?3 IS NULL OR thread_id = ?3) AND (?5 IS NULL OR person = ?5) \
-             ORDER BY created_at DESC, task_id DESC LIMIT ?4"
-        ))
-        .bind(f.status.map(TaskStatus::as_str))
-        .bind(f.internal_only)
-        .bind(f.thread_id.as_ref().map(ThreadId::as_str))
-        .bind(i64::from(f.limit.max(1)))
-        .bind(f.person.as_ref().map(Person::as_str))
-        .fetch_all(&self.pool)
-        .await?;
+        let (clause, values) = f.where_clause(|n| format!("?{n}"));
+        let sql = format!(
+            "SELECT {COLUMNS} FROM tasks {clause} ORDER BY created_at DESC, task_id DESC LIMIT ?{}",
+            values.len() + 1
+        );
+        let mut query = sqlx::query(&sql);
+        for value in values {
+            query = query.bind(value);
+        }
+        let rows = query
+            .bind(i64::from(f.limit.max(1)))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(from_row).collect()
     }
 

@@ -181,6 +181,7 @@ pub fn test_config(dir: &tempfile::TempDir, backend_url: &str) -> Config {
     config.server.shutdown_grace_s = 5;
     config.store = StoreConfig::Sqlite {
         path: dir.path().join("coordinator.db"),
+        synchronous: Default::default(),
     };
     config.backends = vec![BackendConfig {
         name: "moon".to_owned(),
@@ -217,7 +218,7 @@ pub async fn spawn_app_with(fake: FakeLlmServer, tweak: impl FnOnce(&mut Config)
 /// Starts the app with a ready config, keeping `dir` alive for it.
 pub async fn start(config: Config, dir: tempfile::TempDir, fake: FakeLlmServer) -> TestApp {
     let db_path = match &config.store {
-        StoreConfig::Sqlite { path } => path.clone(),
+        StoreConfig::Sqlite { path, .. } => path.clone(),
         StoreConfig::Postgres { .. } => PathBuf::new(),
     };
     let app = Application::build(config).await.unwrap();

@@ -274,7 +274,10 @@ async fn what_placement_learned_of_a_machine_survives_a_restart() {
     machines(&mut config, "moon", &[]);
     assert_eq!(
         config.store,
-        coordinator::config::StoreConfig::Sqlite { path: config_path }
+        coordinator::config::StoreConfig::Sqlite {
+            path: config_path,
+            synchronous: Default::default(),
+        }
     );
     let app = crate::helpers::start(config, dir, fake).await;
     let after = worker_until(&app, "moon", |w| w["healthy"] == true).await;

@@ -36,6 +36,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::{Claim, NewTask, StoreError, TaskOutcome};
+use crate::config::Synchronous;
 use crate::domain::{TaskId, WorkerName};
 
 /// The most writes one transaction takes.
@@ -220,8 +221,8 @@ impl Writer {
     /// Opens the writing connection to `path` and starts the writer thread. The thread
     /// is not joined on purpose: it lives exactly as long as the store's handles, holds
     /// no write that a caller is not awaiting, and so has nothing to drain at shutdown.
-    pub(super) fn start(path: &Path) -> Result<Self, StoreError> {
-        let conn = open(path)?;
+    pub(super) fn start(path: &Path, synchronous: Synchronous) -> Result<Self, StoreError> {
+        let conn = open(path, synchronous)?;
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let health = Arc::new(Health::default());
         let kept = health.clone();
@@ -270,13 +271,19 @@ impl Writer {
 
 /// The writing connection: the same settings as the pool's (WAL is a property of the
 /// file, set when the pool opened it; `synchronous` and the rest are per connection).
-fn open(path: &Path) -> Result<Connection, StoreError> {
+fn open(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
-    )?;
+    let pragmas = match synchronous {
+        Synchronous::Normal => {
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
+        }
+        Synchronous::Full => {
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
+        }
+    };
+    conn.execute_batch(pragmas)?;
     conn.set_prepared_statement_cache_capacity(8);
     Ok(conn)
 }

@@ -42,6 +42,7 @@ impl InProcess {
         config.server.listen = "127.0.0.1:0".to_owned();
         config.store = StoreConfig::Sqlite {
             path: dir.join("coordinator.db"),
+            synchronous: Default::default(),
         };
         config.backends = backends
             .iter()

@@ -44,6 +44,7 @@ pub async fn app_with_notes_on(fake: FakeLlmServer, tweak: impl FnOnce(&mut Conf
     std::fs::write(root.join("home/router.md"), SNEAKY).unwrap();
     let store = coordinator::docs::store::open(&StoreConfig::Sqlite {
         path: app.db_path.clone(),
+        synchronous: Default::default(),
     })
     .await
     .unwrap();
