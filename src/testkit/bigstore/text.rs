@@ -3,21 +3,18 @@
 //! topics a home asks about, in English and Japanese, with now and then a statement about
 //! the person ("My router is a …") that memory turns into a fact.
 
-/// A small, fast, seeded generator (SplitMix64): the same seed gives the same store.
+/// The household workload's seeded generator (SplitMix64), with the draws a store's rows
+/// need: the same seed gives the same store.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(crate::testkit::household::workload::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Self(seed)
+        Self(crate::testkit::household::workload::Rng::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (`n` > 0).
@@ -27,7 +24,7 @@ impl Rng {
 
     /// Uniform in `0.0..1.0`.
     pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        self.0.unit()
     }
 
     pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
