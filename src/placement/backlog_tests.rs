@@ -2,7 +2,7 @@
 
 use chrono::{Duration, Utc};
 
-use super::super::tests::{model, rates, status, with_rates};
+use super::super::tests::{model, rates, status, ttfts, with_rates};
 use super::*;
 use crate::backend::activity::Recent;
 use crate::placement::{Ahead, Ask, best_of, estimates};
@@ -113,12 +113,7 @@ fn a_machine_that_owes_work_in_another_lane_looks_as_busy_as_it_is() {
     let statuses = moon_and_ai_core();
     let m = model("m");
     let ask = Ask::fresh(&m, 1500);
-    let ttft = |ask: &Ask<'_>| -> Vec<f64> {
-        estimates(&statuses, ask, Utc::now())
-            .iter()
-            .map(|e| e.ttft_s)
-            .collect()
-    };
+    let ttft = |ask: &Ask<'_>| ttfts(&statuses, ask);
     // Nothing owed: moon's prompt takes 1 s, ai-core's 5 s.
     assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "moon");
     // Two coder turns of 1,500 tokens wait for moon, the only machine with the coder:

@@ -357,6 +357,14 @@ fn moon_busy_ai_core_idle() -> [WorkerStatus; 2] {
     ]
 }
 
+/// Each machine's expected time to first token for `ask`, in the order of `statuses`.
+pub(super) fn ttfts(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Vec<f64> {
+    estimates(statuses, ask, Utc::now())
+        .iter()
+        .map(|e| e.ttft_s)
+        .collect()
+}
+
 fn ahead(jobs: usize, prompt_tokens: Option<u64>) -> Ahead {
     Ahead {
         jobs,
@@ -369,12 +377,7 @@ fn the_jobs_waiting_in_the_queue_make_a_machine_look_as_busy_as_it_is() {
     let statuses = moon_busy_ai_core_idle();
     let m = model("m");
     let ask = Ask::fresh(&m, 3000);
-    let ttft = |ask: &Ask<'_>| -> Vec<f64> {
-        estimates(&statuses, ask, Utc::now())
-            .iter()
-            .map(|e| e.ttft_s)
-            .collect()
-    };
+    let ttft = |ask: &Ask<'_>| ttfts(&statuses, ask);
     // Nothing waits: moon frees in 3.75 s and takes 2 s for the prompt (5.75 s), sooner
     // than ai-core's 10 s.
     assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "moon");

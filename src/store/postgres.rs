@@ -264,11 +264,7 @@ impl TaskStore for PostgresStore {
     }
 
     async fn list(&self, f: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
-        let (clause, values) = f.where_clause(|n| format!("${n}"));
-        let sql = format!(
-            "SELECT {COLUMNS} FROM tasks {clause} ORDER BY created_at DESC, task_id DESC LIMIT ${}",
-            values.len() + 1
-        );
+        let (sql, values) = f.list_statement(COLUMNS, |n| format!("${n}"));
         let mut query = sqlx::query(&sql);
         for value in values {
             query = query.bind(value);

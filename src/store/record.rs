@@ -177,12 +177,28 @@ pub struct TaskFilter {
 }
 
 impl TaskFilter {
+    /// The statement listing `columns` of the tasks this filter selects, newest first:
+    /// each value behind the placeholder `mark(n)` (n from 1), then the limit behind the
+    /// last one. Returns it with the values to bind before the limit, in order.
+    pub(crate) fn list_statement(
+        &self,
+        columns: &str,
+        mark: impl Fn(usize) -> String,
+    ) -> (String, Vec<&str>) {
+        let (clause, values) = self.where_clause(&mark);
+        let sql = format!(
+            "SELECT {columns} FROM tasks {clause} ORDER BY created_at DESC, task_id DESC LIMIT {}",
+            mark(values.len() + 1)
+        );
+        (sql, values)
+    }
+
     /// The `WHERE` clause of the conditions this filter sets (empty when it sets none),
     /// each value behind the placeholder `mark(n)` (n from 1), and the values to bind in
     /// that order. Only the conditions set are written: a catch-all form such as
     /// `(?1 IS NULL OR status = ?1)` hides from the planner which index fits, and then a
     /// store of a million tasks is read whole to find the few queued ones.
-    pub(crate) fn where_clause(&self, mark: impl Fn(usize) -> String) -> (String, Vec<&str>) {
+    fn where_clause(&self, mark: impl Fn(usize) -> String) -> (String, Vec<&str>) {
         let mut conditions = Vec::new();
         let mut values = Vec::new();
         let given = [

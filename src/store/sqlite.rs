@@ -175,11 +175,7 @@ impl TaskStore for SqliteStore {
 
     async fn list(&self, f: &TaskFilter) -> Result<Vec<TaskRecord>, StoreError> {
         self.settle().await?;
-        let (clause, values) = f.where_clause(|n| format!("?{n}"));
-        let sql = format!(
-            "SELECT {COLUMNS} FROM tasks {clause} ORDER BY created_at DESC, task_id DESC LIMIT ?{}",
-            values.len() + 1
-        );
+        let (sql, values) = f.list_statement(COLUMNS, |n| format!("?{n}"));
         let mut query = sqlx::query(&sql);
         for value in values {
             query = query.bind(value);

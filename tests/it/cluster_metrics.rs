@@ -12,16 +12,20 @@ use crate::cluster::{
 };
 use crate::helpers::{MODEL, parse_prometheus, spawn_fake};
 
-/// The value of sample `name{model=MODEL,machine=machine}` in `serve`'s `/metrics`, if any.
-async fn sample(http: &reqwest::Client, base: &str, name: &str, machine: &str) -> Option<f64> {
-    let text = http
-        .get(format!("{base}/metrics"))
+/// `serve`'s `/metrics` as text.
+async fn metrics_text(http: &reqwest::Client, base: &str) -> String {
+    http.get(format!("{base}/metrics"))
         .send()
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The value of sample `name{model=MODEL,machine=machine}` in `serve`'s `/metrics`, if any.
+async fn sample(http: &reqwest::Client, base: &str, name: &str, machine: &str) -> Option<f64> {
+    let text = metrics_text(http, base).await;
     let labels = format!("model=\"{MODEL}\",machine=\"{machine}\"");
     parse_prometheus(&text)
         .into_iter()
@@ -102,14 +106,7 @@ async fn serve_s_metrics_carry_a_worker_process_s_task_times() {
         );
     }
     let buckets = "coordinator_task_duration_seconds_bucket";
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(&http, &base).await;
     let inf = format!("model=\"{MODEL}\",machine=\"laptop\",le=\"+Inf\"");
     assert!(
         parse_prometheus(&text)
