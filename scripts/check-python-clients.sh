@@ -15,9 +15,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# fake-llm needs the `testkit` feature; one build with it for both binaries reuses what
-# `cargo test` built.
-cargo build --quiet --features testkit --bin coordinator --bin fake-llm
+# fake-llm needs the `testkit` feature. The binaries `cargo test` builds for the integration
+# tests (with the features the tests turn on) are these two: after `cargo test` (as in
+# .ci/run) this builds nothing, where `cargo build --features testkit` would build the
+# dependency graph again with another set of features.
+cargo test --quiet --no-run --test it
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv

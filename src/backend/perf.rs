@@ -32,6 +32,19 @@ pub struct ModelPerf {
     pub eval_tps: Option<f64>,
     pub answer_tokens: Option<f64>,
     pub samples: u64,
+    /// Which figures are only a first impression (the wall clock of an answer still
+    /// running): the first finished task's own figure replaces them instead of being
+    /// averaged with them. Not stored: a figure read back from the store was learned.
+    #[serde(skip)]
+    provisional: Provisional,
+}
+
+/// The figures of a [`ModelPerf`] that a first impression set.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Provisional {
+    load: bool,
+    prompt: bool,
+    eval: bool,
 }
 
 /// Rates with every figure filled in.
@@ -69,6 +82,19 @@ fn blend(old: Option<f64>, new: f64) -> Option<f64> {
     Some(old.map_or(new, |o| o + ALPHA * (new - o)))
 }
 
+/// A finished task's figure folded into `old`: it replaces a first impression (a stall of
+/// the machine, or of this process, while the answer ran would otherwise stay in the
+/// average for many tasks), and moves a learned figure by [`ALPHA`].
+fn settle(provisional: &mut bool, old: Option<f64>, new: f64) -> Option<f64> {
+    if !new.is_finite() || new <= 0.0 {
+        return old;
+    }
+    if std::mem::take(provisional) {
+        return Some(new);
+    }
+    blend(old, new)
+}
+
 impl ModelPerf {
     pub fn new(model: ModelName) -> Self {
         Self {
@@ -78,6 +104,7 @@ impl ModelPerf {
             eval_tps: None,
             answer_tokens: None,
             samples: 0,
+            provisional: Provisional::default(),
         }
     }
 
@@ -95,16 +122,25 @@ impl ModelPerf {
         }
         if s.was_loaded {
             if s.prompt_tokens >= MIN_PROMPT_SAMPLE {
-                self.prompt_tps = blend(self.prompt_tps, f64::from(s.prompt_tokens) / s.ttft_s);
+                self.prompt_tps = settle(
+                    &mut self.provisional.prompt,
+                    self.prompt_tps,
+                    f64::from(s.prompt_tokens) / s.ttft_s,
+                );
             }
         } else if self.takes_load(&s) {
             let prompt_s = self
                 .prompt_tps
                 .map_or(0.0, |tps| f64::from(s.prompt_tokens) / tps);
-            self.load_s = blend(self.load_s, (s.ttft_s - prompt_s).max(0.001));
+            self.load_s = settle(
+                &mut self.provisional.load,
+                self.load_s,
+                (s.ttft_s - prompt_s).max(0.001),
+            );
         }
         if s.completion_tokens >= MIN_ANSWER_SAMPLE && s.generation_s > 0.0 {
-            self.eval_tps = blend(
+            self.eval_tps = settle(
+                &mut self.provisional.eval,
                 self.eval_tps,
                 f64::from(s.completion_tokens.saturating_sub(1)) / s.generation_s,
             );
@@ -122,16 +158,21 @@ impl ModelPerf {
     /// the count over `prompt_eval_duration` is the machine's rate, warm or cold.
     fn learn_reported(&mut self, s: &Sample, b: crate::chat::BackendTimings) {
         if !s.was_loaded && self.takes_load(s) {
-            self.load_s = blend(self.load_s, b.load_s.max(0.001));
+            self.load_s = settle(&mut self.provisional.load, self.load_s, b.load_s.max(0.001));
         }
         if s.prompt_tokens >= MIN_PROMPT_SAMPLE && b.prompt_eval_s > 0.0 {
-            self.prompt_tps = blend(
+            self.prompt_tps = settle(
+                &mut self.provisional.prompt,
                 self.prompt_tps,
                 f64::from(s.prompt_tokens) / b.prompt_eval_s,
             );
         }
         if s.completion_tokens >= MIN_ANSWER_SAMPLE && b.eval_s > 0.0 {
-            self.eval_tps = blend(self.eval_tps, f64::from(s.completion_tokens) / b.eval_s);
+            self.eval_tps = settle(
+                &mut self.provisional.eval,
+                self.eval_tps,
+                f64::from(s.completion_tokens) / b.eval_s,
+            );
         }
     }
 
@@ -157,16 +198,19 @@ impl ModelPerf {
                 .prompt_tps
                 .map_or(0.0, |tps| f64::from(r.prompt_tokens) / tps);
             self.load_s = Some((ttft - prompt_s).max(0.001));
+            self.provisional.load = true;
         } else if !r.cold
             && self.prompt_tps.is_none()
             && r.prompt_tokens >= MIN_PROMPT_SAMPLE
             && ttft > 0.0
         {
             self.prompt_tps = Some(f64::from(r.prompt_tokens) / ttft);
+            self.provisional.prompt = true;
         }
         let generating = seconds(first, now);
         if self.eval_tps.is_none() && r.tokens >= MIN_ANSWER_SAMPLE && generating > 0.0 {
             self.eval_tps = Some(f64::from(r.tokens - 1) / generating);
+            self.provisional.eval = true;
         }
     }
 
@@ -358,5 +402,54 @@ mod tests {
         assert_eq!(best.eval_tps, 80.0);
         assert_eq!(best.load_s, 10.0);
         assert_eq!(fleet_best(std::iter::empty()), ASSUMED);
+    }
+
+    /// A first impression taken while the process or the machine stalled (here: a prompt
+    /// of 1,000 tokens that seemed to take 2 s, an answer that seemed to run at 5 tokens a
+    /// second) is replaced by the first finished task's own account, not averaged with it;
+    /// later tasks move the figures by ALPHA again.
+    #[test]
+    fn a_finished_task_replaces_a_first_impression() {
+        let started = chrono::Utc::now();
+        let running = super::super::activity::Running {
+            model: model(),
+            started_at: started,
+            first_token_at: Some(started + chrono::Duration::seconds(2)),
+            tokens: 31,
+            prompt_tokens: 1000,
+            cold: false,
+            priority: Default::default(),
+        };
+        let mut p = ModelPerf::new(model());
+        p.first_impression(&running, started + chrono::Duration::seconds(8));
+        assert_eq!(p.prompt_tps, Some(500.0));
+        assert_eq!(p.eval_tps, Some(5.0));
+        let reported = |prompt_eval_s: f64| Sample {
+            was_loaded: true,
+            alone: true,
+            ttft_s: prompt_eval_s,
+            generation_s: 4.0,
+            prompt_tokens: 1000,
+            completion_tokens: 200,
+            backend: Some(crate::chat::BackendTimings {
+                load_s: 0.0,
+                prompt_eval_s,
+                eval_s: 4.0,
+            }),
+        };
+        p.learn(reported(0.5));
+        assert_eq!(p.prompt_tps, Some(2000.0));
+        assert_eq!(p.eval_tps, Some(50.0));
+        p.learn(reported(1.0));
+        assert!((p.prompt_tps.unwrap() - (2000.0 + 0.3 * (1000.0 - 2000.0))).abs() < 1e-9);
+        // Without Ollama's account, the worker's own measure replaces it the same way.
+        let mut p = ModelPerf::new(model());
+        p.first_impression(&running, started + chrono::Duration::seconds(8));
+        p.learn(Sample {
+            backend: None,
+            ..reported(0.5)
+        });
+        assert_eq!(p.prompt_tps, Some(2000.0));
+        assert!((p.eval_tps.unwrap() - 199.0 / 4.0).abs() < 1e-9);
     }
 }

@@ -152,6 +152,9 @@ async fn a_queued_task_whose_client_left_never_starts_in_cluster_mode() {
             res.bytes().await.unwrap();
         })
     };
+    // The machine holds its answer after the first token until the leaver's task is
+    // settled, however slowly this machine runs the test.
+    fake.hold();
     let holds = [hold("hold the machine"), hold("hold it longer")];
     let pool = pg(&env).await;
     eventually(Duration::from_secs(10), "both slots taken", || async {
@@ -194,6 +197,7 @@ async fn a_queued_task_whose_client_left_never_starts_in_cluster_mode() {
         "{row}"
     );
     assert!(row["response"].is_null(), "{row}");
+    fake.release();
 
     // The answers go on to their end, then the worker takes the cancelled job from the
     // queue and skips it: nothing else ever reaches the machine.

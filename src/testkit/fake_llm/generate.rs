@@ -165,7 +165,7 @@ async fn generate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let body = stream::body(
         frames,
         Pace::Every(call.knobs.token_delay),
-        &call.knobs,
+        &call,
         shared.shutdown.clone(),
     );
     with_type(body, content_type)
@@ -293,7 +293,7 @@ async fn completions(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
     let body = stream::body(
         frames,
         Pace::Every(call.knobs.token_delay),
-        &call.knobs,
+        &call,
         shared.shutdown.clone(),
     );
     with_type(body, "text/event-stream")

@@ -460,6 +460,21 @@ impl FakeLlmServer {
         }
     }
 
+    /// Holds every stream, running or to come, after its first token until [`release`]:
+    /// an answer that has started and is in no hurry to end, for as long as a test needs
+    /// one, whatever the speed of the machine running the test. A realistic machine's
+    /// slot stays taken meanwhile; tokens that fell due are sent at once on release.
+    ///
+    /// [`release`]: Self::release
+    pub fn hold(&self) {
+        self.shared.held.send_replace(true);
+    }
+
+    /// Lets held streams go on (see [`hold`](Self::hold)).
+    pub fn release(&self) {
+        self.shared.held.send_replace(false);
+    }
+
     /// Sets (or with `None` clears) the scripted reply of a model.
     pub fn set_script(&self, model: &str, script: Option<Script>) {
         let mut live = lock(&self.shared.live);
@@ -510,6 +525,8 @@ pub(crate) struct Shared {
     count: AtomicU64,
     chats: AtomicU64,
     shutdown: CancellationToken,
+    /// While `true`, streams send nothing past their first token ([`FakeLlmServer::hold`]).
+    held: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -527,6 +544,8 @@ pub(crate) struct Call {
     pub fault: Option<Failure>,
     /// 1 for the first chat request of this server, and so on.
     pub seq: u64,
+    /// Whether the server holds streams after their first token.
+    pub held: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Shared {
@@ -558,6 +577,7 @@ impl Shared {
             count: AtomicU64::new(0),
             chats: AtomicU64::new(0),
             shutdown,
+            held: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -592,6 +612,7 @@ impl Shared {
             script,
             fault,
             seq,
+            held: self.held.subscribe(),
         }
     }
 

@@ -303,7 +303,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     ndjson(stream::body(
         frames,
         Pace::Every(call.knobs.token_delay),
-        &call.knobs,
+        &call,
         shared.shutdown.clone(),
     ))
 }
@@ -385,7 +385,7 @@ async fn realistic_chat(
     ndjson(stream::body(
         frames,
         Pace::Simulated(Box::new(run)),
-        &call.knobs,
+        call,
         shared.shutdown.clone(),
     ))
 }

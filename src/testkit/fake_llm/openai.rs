@@ -165,7 +165,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     event_stream(stream::body(
         frames,
         Pace::Every(call.knobs.token_delay),
-        &call.knobs,
+        &call,
         shared.shutdown.clone(),
     ))
 }
@@ -235,7 +235,7 @@ async fn realistic_chat(
     event_stream(stream::body(
         frames,
         Pace::Simulated(Box::new(run)),
-        &call.knobs,
+        call,
         shared.shutdown.clone(),
     ))
 }

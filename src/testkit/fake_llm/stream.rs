@@ -8,7 +8,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use super::Knobs;
+use super::Call;
 use super::sim::Run;
 
 /// JSON bytes of a plain struct (serialising those cannot fail).
@@ -53,14 +53,16 @@ impl Pace {
     }
 }
 
-/// Streams the frames, honouring the knobs and the pace. Every wait ends at shutdown, so
-/// a stalled stream never holds the server open.
+/// Streams the frames, honouring the call's knobs, the server's hold and the pace. Every
+/// wait ends at shutdown, so a stalled or held stream never holds the server open.
 pub(crate) fn body(
     frames: Frames,
     mut pace: Pace,
-    knobs: &Knobs,
+    call: &Call,
     shutdown: CancellationToken,
 ) -> Body {
+    let knobs = &call.knobs;
+    let mut held = call.held.clone();
     let n = frames.tokens.len();
     if let Pace::Simulated(run) = &mut pace {
         run.total = u32::try_from(n).unwrap_or(u32::MAX);
@@ -82,6 +84,12 @@ pub(crate) fn body(
                 return;
             }
             let Some(frame) = tokens.next() else { break };
+            if i > 0 {
+                tokio::select! {
+                    released = held.wait_for(|held| !held) => if released.is_err() { return },
+                    () = shutdown.cancelled() => return,
+                }
+            }
             if !pace.next(&shutdown).await {
                 return;
             }

@@ -393,6 +393,44 @@ async fn shutdown_ends_a_stalled_stream() {
     })));
 }
 
+/// A held server sends each stream's first token, then nothing until released; the rest
+/// of the answer follows, to its `done` record.
+#[tokio::test]
+async fn a_held_stream_goes_on_when_released() {
+    let server = server().await;
+    server.update_knobs(|k| k.tokens = Some(8));
+    server.hold();
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/chat", server.base_url()))
+        .json(&hello("qwen2.5:7b"))
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let first = futures::StreamExt::next(&mut body).await.unwrap().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&first)
+            .matches("\"done\":false")
+            .count(),
+        1
+    );
+    // Held: whatever the wait, no second token (an absence, so a bounded look).
+    let more = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        futures::StreamExt::next(&mut body),
+    )
+    .await;
+    assert!(more.is_err(), "a held stream sent {more:?}");
+    server.release();
+    let rest: Vec<_> = futures::StreamExt::collect(body).await;
+    let rest: String = rest
+        .iter()
+        .map(|b| String::from_utf8_lossy(b.as_ref().unwrap()).into_owned())
+        .collect();
+    assert_eq!(rest.matches("\"done\":false").count(), 7, "{rest}");
+    assert!(rest.contains("\"done\":true"), "{rest}");
+}
+
 #[test]
 fn tokens_keep_leading_spaces_and_handle_unicode() {
     let t: Vec<&str> = tokens("héllo wörld  x").map(|(_, t)| t).collect();
