@@ -372,17 +372,24 @@ async fn embeddings_are_deterministic_unit_vectors() {
     assert_eq!(v["data"][0]["embedding"], e[0]);
 }
 
-#[tokio::test]
-async fn shutdown_ends_a_stalled_stream() {
-    let server = server().await;
-    server.update_knobs(|k| k.stall_after = Some(1));
-    let resp = reqwest::Client::new()
+/// The body of a streamed `/api/chat` answer to "hello world".
+async fn chat_stream(
+    server: &FakeLlmServer,
+) -> impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin + use<> {
+    reqwest::Client::new()
         .post(format!("{}/api/chat", server.base_url()))
         .json(&hello("qwen2.5:7b"))
         .send()
         .await
-        .unwrap();
-    let mut body = resp.bytes_stream();
+        .unwrap()
+        .bytes_stream()
+}
+
+#[tokio::test]
+async fn shutdown_ends_a_stalled_stream() {
+    let server = server().await;
+    server.update_knobs(|k| k.stall_after = Some(1));
+    let mut body = chat_stream(&server).await;
     let first = futures::StreamExt::next(&mut body).await.unwrap().unwrap();
     assert!(String::from_utf8_lossy(&first).contains("\"Echo\""));
     server.shutdown().await.unwrap();
@@ -400,13 +407,7 @@ async fn a_held_stream_goes_on_when_released() {
     let server = server().await;
     server.update_knobs(|k| k.tokens = Some(8));
     server.hold();
-    let resp = reqwest::Client::new()
-        .post(format!("{}/api/chat", server.base_url()))
-        .json(&hello("qwen2.5:7b"))
-        .send()
-        .await
-        .unwrap();
-    let mut body = resp.bytes_stream();
+    let mut body = chat_stream(&server).await;
     let first = futures::StreamExt::next(&mut body).await.unwrap().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&first)
