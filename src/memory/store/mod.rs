@@ -164,6 +164,9 @@ fn corrupt(id: &str, detail: impl Into<String>) -> StoreError {
     }
 }
 
+/// Who holds any item (the same in both databases).
+const PEOPLE: &str = "SELECT DISTINCT person FROM memory_items ORDER BY person";
+
 /// The people of stored names.
 fn people_named(names: &[String]) -> Result<Vec<Person>, StoreError> {
     names

@@ -7,7 +7,9 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::{MemoryItem, MemoryStore, corrupt, decode_vector, encode_vector, limit, people_named};
+use super::{
+    MemoryItem, MemoryStore, PEOPLE, corrupt, decode_vector, encode_vector, limit, people_named,
+};
 use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
 
@@ -81,10 +83,7 @@ impl MemoryStore for PostgresMemoryStore {
     }
 
     async fn people(&self) -> Result<Vec<Person>, StoreError> {
-        let names: Vec<String> =
-            sqlx::query_scalar("SELECT DISTINCT person FROM memory_items ORDER BY person")
-                .fetch_all(&self.pool)
-                .await?;
+        let names: Vec<String> = sqlx::query_scalar(PEOPLE).fetch_all(&self.pool).await?;
         people_named(&names)
     }
 

@@ -6,7 +6,9 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
-use super::{MemoryItem, MemoryStore, corrupt, decode_vector, encode_vector, limit, people_named};
+use super::{
+    MemoryItem, MemoryStore, PEOPLE, corrupt, decode_vector, encode_vector, limit, people_named,
+};
 use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
 
@@ -79,10 +81,7 @@ impl MemoryStore for SqliteMemoryStore {
     }
 
     async fn people(&self) -> Result<Vec<Person>, StoreError> {
-        let names: Vec<String> =
-            sqlx::query_scalar("SELECT DISTINCT person FROM memory_items ORDER BY person")
-                .fetch_all(&self.pool)
-                .await?;
+        let names: Vec<String> = sqlx::query_scalar(PEOPLE).fetch_all(&self.pool).await?;
         people_named(&names)
     }
 
