@@ -94,7 +94,8 @@ pub async fn list(
         Some(text) => {
             let hits: Vec<MemoryHit> = memory
                 .search(text, person.as_ref(), thread.as_ref(), limit as usize)
-                .await;
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
             hits.into_iter()
                 .map(|h| Listed {
                     item: h.item,

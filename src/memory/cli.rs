@@ -113,7 +113,7 @@ pub async fn run_search(
     let memory = open(config).await?;
     let hits: Vec<MemoryHit> = memory
         .search(query, scope.person.as_ref(), scope.thread.as_ref(), limit)
-        .await;
+        .await?;
     println!(
         "{:<6}  {:<36}  {:<19}  {:<16}  {:<24}  {:<9}  text",
         "score", "id", "created_at", "person", "thread", "kind"

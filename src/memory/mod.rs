@@ -22,9 +22,9 @@
 //!
 //! Vectors live in the task store's database (`memory_items`, SQLite or PostgreSQL), the
 //! source of truth; each process keeps an [`index::Index`] per person and embedder in
-//! memory for search. Embeddings come from a backend model (`[memory] embedding_model`)
-//! or, without one, from the built-in hashed character n-gram embedder
-//! ([`embed::HashEmbedder`]).
+//! memory for search, read from the store on the person's first turn (`load`).
+//! Embeddings come from a backend model (`[memory] embedding_model`) or, without one,
+//! from the built-in hashed character n-gram embedder ([`embed::HashEmbedder`]).
 
 pub mod cli;
 pub mod concepts;
@@ -35,6 +35,7 @@ pub mod extract;
 pub mod facts;
 pub mod index;
 pub mod lexical;
+mod load;
 pub mod openwebui;
 pub mod policy;
 mod producer;
@@ -49,7 +50,7 @@ use serde::{Deserialize, Serialize};
 pub use context::context_block;
 pub use policy::thread_allows_memory;
 pub use producer::{BackfillReport, Exchange, Piece, Skip, condense, eligibility, fact_pieces};
-pub use service::{Memory, MemoryHit, select};
+pub use service::{Memory, MemoryHit, REFRESH_OVERLAP, select};
 pub use store::{MemoryItem, MemoryStore};
 
 /// Which memories a recall may return.

@@ -258,6 +258,8 @@ impl Memory {
         answer: &str,
         stored: &[u32],
     ) -> Result<usize, MemoryError> {
+        // What the person's memory already holds decides what is new.
+        self.load_person(exchange.person).await?;
         let mut pieces = condense(exchange.prompt, answer);
         let before = pieces.len();
         pieces.retain(|p| {

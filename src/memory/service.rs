@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::embed::{Embedder, HashEmbedder};
 use super::extract::ModelExtractor;
 use super::index::{Index, Query, Scored};
+use super::load::{add_items, count};
 use super::store::{MemoryItem, MemoryStore};
 use super::{MemoryConfig, MemoryError, OpenWebUiMemory, Scope};
 use crate::backend::Backend;
@@ -32,7 +33,7 @@ const FOLLOWUP_EXCHANGES: usize = 4;
 /// catches anything older.
 pub const REFRESH_OVERLAP: chrono::Duration = chrono::Duration::minutes(5);
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -59,16 +60,18 @@ pub(super) struct Inner {
     /// `[memory] extract_model`, when set.
     extractor: Option<ModelExtractor>,
     indexes: RwLock<Indexes>,
-    /// The newest item time the indexes hold from the store (where a refresh reads from).
-    newest: Mutex<Option<DateTime<Utc>>>,
+    /// Whose items have been read from the store (see `load`).
+    pub(super) loads: Mutex<super::load::Loads>,
+    /// Where the next refresh reads from: the newest item time held, or the opening.
+    pub(super) newest: Mutex<DateTime<Utc>>,
     /// Held from "is this already remembered?" to the index holding what was written, so
     /// that turns finishing at once cannot each store the same exchange or fact.
     pub(super) writing: tokio::sync::Mutex<()>,
 }
 
 impl Memory {
-    /// Opens memory on `store` and loads every stored item into the in-memory indexes;
-    /// facts come from the rules.
+    /// Opens memory on `store`, reading nothing yet (each person's items are read on
+    /// their first turn, see `load`); facts come from the rules.
     pub async fn open(
         config: MemoryConfig,
         store: Arc<dyn MemoryStore>,
@@ -84,19 +87,16 @@ impl Memory {
         embedder: Embedder,
         extractor: Option<ModelExtractor>,
     ) -> Result<Self, MemoryError> {
-        let items = store.load(None).await?;
-        let count = items.len();
-        let newest = items.iter().map(|i| i.created_at).max();
-        let indexes = build_indexes(items);
-        tracing::info!(items = count, embedder = embedder.preferred_id(), scope = ?config.scope, enabled = config.enabled, "memory loaded");
+        tracing::info!(embedder = embedder.preferred_id(), scope = ?config.scope, enabled = config.enabled, "memory opened; each person's is read on their first turn");
         Ok(Self {
             inner: Arc::new(Inner {
                 config,
                 store,
                 embedder,
                 extractor,
-                indexes: RwLock::new(indexes),
-                newest: Mutex::new(newest),
+                indexes: RwLock::new(HashMap::new()),
+                loads: Mutex::new(HashMap::new()),
+                newest: Mutex::new(Utc::now()),
                 writing: tokio::sync::Mutex::new(()),
             }),
         })
@@ -192,6 +192,10 @@ impl Memory {
         if !config.enabled || super::facts::small_talk(prompt) {
             return Vec::new();
         }
+        if let Err(e) = self.load_person(person).await {
+            tracing::warn!(error = %e, person = %person.as_str(), "memory could not be read; this turn recalls nothing");
+            return Vec::new();
+        }
         let query = {
             let indexes = self.indexes();
             let own = indexes.get(person);
@@ -262,36 +266,6 @@ impl Memory {
         hits
     }
 
-    /// Re-reads every item from the store (in cluster mode, to pick up what other
-    /// processes wrote). Returns how many items are indexed.
-    pub async fn reload(&self) -> Result<usize, MemoryError> {
-        let items = self.inner.store.load(None).await?;
-        let newest = items.iter().map(|i| i.created_at).max();
-        let fresh = build_indexes(items);
-        let count = count(&fresh);
-        *self.indexes_mut() = fresh;
-        *lock(&self.inner.newest) = newest;
-        Ok(count)
-    }
-
-    /// Adds what other processes wrote since the newest item held (less
-    /// [`REFRESH_OVERLAP`]), reading only those items; items already held are kept as they
-    /// are. Deletions by other processes show only after a full [`reload`](Self::reload).
-    /// Returns how many items it added.
-    pub async fn refresh(&self) -> Result<usize, MemoryError> {
-        let since = *lock(&self.inner.newest);
-        let Some(since) = since else {
-            let before = self.len();
-            return Ok(self.reload().await?.saturating_sub(before));
-        };
-        let items = self.inner.store.load(Some(since - REFRESH_OVERLAP)).await?;
-        let newest = items.iter().map(|i| i.created_at).max();
-        let added = add_items(&mut self.indexes_mut(), items);
-        let mut held = lock(&self.inner.newest);
-        *held = (*held).max(newest);
-        Ok(added)
-    }
-
     /// Stored items, newest first, of one person (`None`: everyone's, for an admin), of
     /// one thread or all.
     pub async fn list(
@@ -305,6 +279,10 @@ impl Memory {
             .store
             .list(person, thread_id.map(ThreadId::as_str), limit)
             .await?;
+        let people: HashSet<&Person> = items.iter().map(|i| &i.person).collect();
+        for person in people {
+            self.load_person(person).await?;
+        }
         let indexes = self.indexes();
         for item in &mut items {
             item.vector = Vec::new();
@@ -324,11 +302,18 @@ impl Memory {
         person: Option<&Person>,
         thread_id: Option<&ThreadId>,
         limit: usize,
-    ) -> Vec<MemoryHit> {
+    ) -> Result<Vec<MemoryHit>, MemoryError> {
+        let people = match person {
+            Some(p) => vec![p.clone()],
+            None => self.inner.store.people().await?,
+        };
+        for p in &people {
+            self.load_person(p).await?;
+        }
         let analysis = super::lexical::analyze(query);
         let embedded = self.inner.embedder.embed(&[query.to_owned()]).await;
         let Some(vector) = embedded.vectors.first() else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let q = &Query::hybrid(vector, &analysis, self.inner.config.lexical_weight);
         let indexes = self.indexes();
@@ -349,7 +334,7 @@ impl Memory {
             .collect();
         hits.sort_by(|a, b| b.score.total_cmp(&a.score));
         hits.truncate(limit);
-        hits
+        Ok(hits)
     }
 
     /// Forgets one item of `person` (`None`: anyone's, for an admin), and keeps a backfill
@@ -401,7 +386,7 @@ impl Memory {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn indexes_mut(&self) -> RwLockWriteGuard<'_, Indexes> {
+    pub(super) fn indexes_mut(&self) -> RwLockWriteGuard<'_, Indexes> {
         self.inner
             .indexes
             .write()
@@ -410,39 +395,7 @@ impl Memory {
 }
 
 /// Each person's indexes, one per embedder id.
-type Indexes = HashMap<Person, HashMap<String, Index>>;
-
-fn build_indexes(items: Vec<MemoryItem>) -> Indexes {
-    let mut indexes = HashMap::new();
-    add_items(&mut indexes, items);
-    indexes
-}
-
-fn count(indexes: &Indexes) -> usize {
-    indexes
-        .values()
-        .flat_map(HashMap::values)
-        .map(Index::len)
-        .sum()
-}
-
-/// Adds `items` to their person's index of their embedder (made when missing), skipping
-/// those held already; returns how many it added.
-fn add_items(indexes: &mut Indexes, items: impl IntoIterator<Item = MemoryItem>) -> usize {
-    let mut added = 0;
-    for item in items {
-        let dim = item.vector.len();
-        added += usize::from(
-            indexes
-                .entry(item.person.clone())
-                .or_default()
-                .entry(item.embedder.clone())
-                .or_insert_with(|| Index::new(dim))
-                .insert(item),
-        );
-    }
-    added
-}
+pub(super) type Indexes = HashMap<Person, HashMap<String, Index>>;
 
 fn hit(index: &Index, s: Scored, same_thread: bool) -> Option<MemoryHit> {
     let mut item = index.entry(s.slot)?.clone();

@@ -53,6 +53,19 @@ impl MemoryStore for InMemoryStore {
         Ok(items)
     }
 
+    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError> {
+        let mut items = self.load(None).await?;
+        items.retain(|i| i.person == *person);
+        Ok(items)
+    }
+
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        let mut people: Vec<Person> = self.items().iter().map(|i| i.person.clone()).collect();
+        people.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        people.dedup();
+        Ok(people)
+    }
+
     async fn list(
         &self,
         person: Option<&Person>,

@@ -98,6 +98,13 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// bring an index up to date), oldest first.
     async fn load(&self, since: Option<DateTime<Utc>>) -> Result<Vec<MemoryItem>, StoreError>;
 
+    /// Every item of one person, oldest first (to build their in-memory index when they
+    /// are first recalled for).
+    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError>;
+
+    /// The people who hold any item.
+    async fn people(&self) -> Result<Vec<Person>, StoreError>;
+
     /// Newest first, of one person or everyone, of one thread or all.
     async fn list(
         &self,
@@ -155,6 +162,17 @@ fn corrupt(id: &str, detail: impl Into<String>) -> StoreError {
         task_id: format!("memory item {id}"),
         detail: detail.into(),
     }
+}
+
+/// Who holds any item (the same in both databases).
+const PEOPLE: &str = "SELECT DISTINCT person FROM memory_items ORDER BY person";
+
+/// The people of stored names.
+fn people_named(names: &[String]) -> Result<Vec<Person>, StoreError> {
+    names
+        .iter()
+        .map(|n| Person::parse(n).map_err(|e| corrupt(n, e.to_string())))
+        .collect()
 }
 
 /// The largest `LIMIT` a listing asks for.

@@ -7,7 +7,9 @@ use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-use super::{MemoryItem, MemoryStore, corrupt, decode_vector, encode_vector, limit};
+use super::{
+    MemoryItem, MemoryStore, PEOPLE, corrupt, decode_vector, encode_vector, limit, people_named,
+};
 use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
 
@@ -68,6 +70,21 @@ impl MemoryStore for PostgresMemoryStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(from_row).collect()
+    }
+
+    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items WHERE person = $1 ORDER BY created_at, id"
+        ))
+        .bind(person.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        let names: Vec<String> = sqlx::query_scalar(PEOPLE).fetch_all(&self.pool).await?;
+        people_named(&names)
     }
 
     async fn list(

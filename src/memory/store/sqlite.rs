@@ -6,7 +6,9 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
-use super::{MemoryItem, MemoryStore, corrupt, decode_vector, encode_vector, limit};
+use super::{
+    MemoryItem, MemoryStore, PEOPLE, corrupt, decode_vector, encode_vector, limit, people_named,
+};
 use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
 
@@ -66,6 +68,21 @@ impl MemoryStore for SqliteMemoryStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(from_row).collect()
+    }
+
+    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items WHERE person = ? ORDER BY created_at, id"
+        ))
+        .bind(person.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        let names: Vec<String> = sqlx::query_scalar(PEOPLE).fetch_all(&self.pool).await?;
+        people_named(&names)
     }
 
     async fn list(

@@ -1,0 +1,113 @@
+//! Which people's memories the process holds, and bringing them up to date.
+//!
+//! Nothing is read at start: a person's items are read from the store and indexed when
+//! they are first recalled for, remembered for or searched ([`Memory::load_person`]), so
+//! start-up and resident memory grow with the people who talk, not with the store.
+//! Concurrent first turns of one person share one read; a recall waits for it, so it never
+//! searches a half-built index.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::MemoryError;
+use super::index::Index;
+use super::service::{Indexes, lock};
+use super::store::MemoryItem;
+use super::{Memory, REFRESH_OVERLAP};
+use crate::domain::Person;
+
+/// Per person: the one load of their items (done once it is set).
+pub(super) type Loads = HashMap<Person, Arc<tokio::sync::OnceCell<()>>>;
+
+impl Memory {
+    /// Reads `person`'s items from the store into their index, once: a second call waits
+    /// for the first's read (or, after it failed, tries again).
+    pub async fn load_person(&self, person: &Person) -> Result<(), MemoryError> {
+        let cell = lock(&self.inner.loads)
+            .entry(person.clone())
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| async {
+            let items = self.inner.store.load_person(person).await?;
+            let count = items.len();
+            let added = add_items(&mut self.indexes_mut(), items);
+            tracing::info!(person = %person.as_str(), items = count, added, "memory loaded");
+            Ok::<(), MemoryError>(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Whether `person`'s items have been read from the store.
+    pub fn is_loaded(&self, person: &Person) -> bool {
+        lock(&self.inner.loads)
+            .get(person)
+            .is_some_and(|cell| cell.initialized())
+    }
+
+    /// The people whose items have been read from the store.
+    fn loaded_people(&self) -> Vec<Person> {
+        lock(&self.inner.loads)
+            .iter()
+            .filter(|(_, cell)| cell.initialized())
+            .map(|(person, _)| person.clone())
+            .collect()
+    }
+
+    /// Re-reads the items of every person held (in cluster mode, to drop what other
+    /// processes deleted), one person at a time. Returns how many items are indexed.
+    pub async fn reload(&self) -> Result<usize, MemoryError> {
+        for person in self.loaded_people() {
+            let items = self.inner.store.load_person(&person).await?;
+            let mut fresh = HashMap::new();
+            add_items(&mut fresh, items);
+            let own = fresh.remove(&person).unwrap_or_default();
+            self.indexes_mut().insert(person, own);
+        }
+        Ok(self.len())
+    }
+
+    /// Adds what other processes wrote since the newest item held (less
+    /// [`REFRESH_OVERLAP`]), reading only those items; items already held are kept as they
+    /// are. Deletions by other processes show only after a full [`reload`](Self::reload).
+    /// A person not loaded yet gets the new items now and the rest at their load (which
+    /// skips what is held). Returns how many items it added.
+    pub async fn refresh(&self) -> Result<usize, MemoryError> {
+        let since = *lock(&self.inner.newest);
+        let items = self.inner.store.load(Some(since - REFRESH_OVERLAP)).await?;
+        let newest = items.iter().map(|i| i.created_at).max();
+        let added = add_items(&mut self.indexes_mut(), items);
+        let mut held = lock(&self.inner.newest);
+        *held = (*held).max(newest.unwrap_or(*held));
+        Ok(added)
+    }
+}
+
+pub(super) fn count(indexes: &Indexes) -> usize {
+    indexes
+        .values()
+        .flat_map(HashMap::values)
+        .map(Index::len)
+        .sum()
+}
+
+/// Adds `items` to their person's index of their embedder (made when missing), skipping
+/// those held already; returns how many it added.
+pub(super) fn add_items(
+    indexes: &mut Indexes,
+    items: impl IntoIterator<Item = MemoryItem>,
+) -> usize {
+    let mut added = 0;
+    for item in items {
+        let dim = item.vector.len();
+        added += usize::from(
+            indexes
+                .entry(item.person.clone())
+                .or_default()
+                .entry(item.embedder.clone())
+                .or_insert_with(|| Index::new(dim))
+                .insert(item),
+        );
+    }
+    added
+}

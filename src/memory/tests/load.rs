@@ -1,0 +1,209 @@
+//! Each person's memory is read from the store on their first turn, not at start.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::*;
+use crate::store::StoreError;
+
+/// A store that counts the reads of a person's items, can hold them until released and
+/// can fail them.
+struct Watched {
+    inner: Arc<dyn MemoryStore>,
+    reads: AtomicUsize,
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Semaphore,
+    fail: AtomicBool,
+}
+
+impl Watched {
+    fn new(inner: Arc<dyn MemoryStore>, held: bool) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            reads: AtomicUsize::new(0),
+            entered: tokio::sync::Notify::new(),
+            release: tokio::sync::Semaphore::new(if held { 0 } else { 1000 }),
+            fail: AtomicBool::new(false),
+        })
+    }
+}
+
+#[async_trait]
+impl MemoryStore for Watched {
+    async fn insert(&self, items: &[MemoryItem]) -> Result<Vec<Uuid>, StoreError> {
+        self.inner.insert(items).await
+    }
+    async fn load(&self, since: Option<DateTime<Utc>>) -> Result<Vec<MemoryItem>, StoreError> {
+        self.inner.load(since).await
+    }
+    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.entered.notify_one();
+        self.release.acquire().await.unwrap().forget();
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Corrupt {
+                task_id: "-".into(),
+                detail: "the database went away".into(),
+            });
+        }
+        self.inner.load_person(person).await
+    }
+    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+        self.inner.people().await
+    }
+    async fn list(
+        &self,
+        person: Option<&Person>,
+        thread_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<MemoryItem>, StoreError> {
+        self.inner.list(person, thread_id, limit).await
+    }
+    async fn task_seqs(&self, task_id: TaskId, embedder: &str) -> Result<Vec<u32>, StoreError> {
+        self.inner.task_seqs(task_id, embedder).await
+    }
+    async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError> {
+        self.inner.delete(id, person).await
+    }
+    async fn delete_thread(
+        &self,
+        person: Option<&Person>,
+        thread_id: &str,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        self.inner.delete_thread(person, thread_id).await
+    }
+}
+
+fn someone() -> Person {
+    Person::parse("webui/u7").unwrap()
+}
+
+/// Writes, through another process's memory, a cat for `me()` and a router for
+/// `someone()`.
+async fn two_people_remembered(store: Arc<dyn MemoryStore>) {
+    let writer = memory_on(store, MemoryConfig::default()).await;
+    writer
+        .remember_task(&record(
+            "A",
+            "私の猫の名前はミケです",
+            "かわいい名前ですね。",
+        ))
+        .await
+        .unwrap();
+    let mut router = record("R", "My router is a Netgear Nighthawk", "A good one.");
+    router.person = someone();
+    writer.remember_task(&router).await.unwrap();
+}
+
+/// Nothing is read at start; a person's first turn reads theirs (and only theirs), and
+/// what is written before and after that read is recalled.
+async fn the_first_turn_reads_only_its_persons_memory(store: Arc<dyn MemoryStore>) {
+    two_people_remembered(store.clone()).await;
+    let watched = Watched::new(store.clone(), false);
+    let memory = memory_on(watched.clone(), MemoryConfig::default()).await;
+    assert_eq!(memory.len(), 0);
+    assert!(!memory.is_loaded(&me()));
+
+    let ask = "私の猫の名前は何でしたっけ？";
+    let hits = memory.recall(ask, &me(), &thread("B")).await;
+    assert!(hits[0].item.text.contains("ミケ"), "{hits:?}");
+    assert!(memory.is_loaded(&me()));
+    assert!(!memory.is_loaded(&someone()), "another person is not read");
+    assert_eq!(memory.len_by_person().len(), 1);
+    assert_eq!(watched.reads.load(Ordering::SeqCst), 1);
+    memory.recall(ask, &me(), &thread("C")).await;
+    assert_eq!(watched.reads.load(Ordering::SeqCst), 1, "read once");
+
+    // Written by another process after the read: seen after a refresh.
+    let other = memory_on(store.clone(), MemoryConfig::default()).await;
+    other
+        .remember_task(&record("D", "My dog is called Rex", "Good dog."))
+        .await
+        .unwrap();
+    // The dog's exchange and fact, and (made in the overlap before this memory opened)
+    // the router's of the person not read yet: their read later skips what is held.
+    assert_eq!(memory.refresh().await.unwrap(), 4);
+    let dog = memory
+        .recall("what is my dog called?", &me(), &thread("E"))
+        .await;
+    assert!(dog[0].item.text.contains("Rex"), "{dog:?}");
+
+    // A person not read yet: a turn of theirs written here reads their memory first,
+    // so what they told before is neither lost nor stored twice.
+    let mut again = record("S", "My router is a Netgear Nighthawk", "Still good.");
+    again.person = someone();
+    memory.remember_task(&again).await.unwrap();
+    assert!(memory.is_loaded(&someone()));
+    let facts: Vec<MemoryItem> = store
+        .list(Some(&someone()), None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| i.kind == ItemKind::Fact)
+        .collect();
+    assert_eq!(facts.len(), 1, "the fact told before is not stored again");
+    let router = memory
+        .recall("which router do I have?", &someone(), &thread("T"))
+        .await;
+    assert!(router[0].item.text.contains("Nighthawk"), "{router:?}");
+}
+
+#[tokio::test]
+async fn the_first_turn_reads_only_its_persons_memory_on_sqlite() {
+    let db = sqlite().await;
+    the_first_turn_reads_only_its_persons_memory(db.store.clone()).await;
+}
+
+#[tokio::test]
+async fn the_first_turn_reads_only_its_persons_memory_on_postgres() {
+    let Some(db) = postgres().await else { return };
+    the_first_turn_reads_only_its_persons_memory(db.store.clone()).await;
+    db.drop().await;
+}
+
+/// Two first turns at once share one read, and neither recalls before it is done.
+#[tokio::test]
+async fn concurrent_first_turns_share_one_read() {
+    let db = sqlite().await;
+    two_people_remembered(db.store.clone()).await;
+    let watched = Watched::new(db.store.clone(), true);
+    let memory = memory_on(watched.clone(), MemoryConfig::default()).await;
+    let ask = "私の猫の名前は何でしたっけ？";
+    let (person, b, c) = (me(), thread("B"), thread("C"));
+    let (first, second, ()) = tokio::join!(
+        memory.recall(ask, &person, &b),
+        memory.recall(ask, &person, &c),
+        async {
+            // Both turns are waiting now (this runtime polls them first, on one thread).
+            watched.entered.notified().await;
+            assert_eq!(memory.len(), 0, "nothing recalled from a half-read index");
+            watched.release.add_permits(1);
+        }
+    );
+    assert_eq!(watched.reads.load(Ordering::SeqCst), 1);
+    assert!(first[0].item.text.contains("ミケ"), "{first:?}");
+    assert_eq!(first[0].item.id, second[0].item.id);
+}
+
+/// A read that fails recalls nothing for that turn and leaves the person unread, so the
+/// next turn reads again.
+#[tokio::test]
+async fn a_failed_read_is_tried_again() {
+    let db = sqlite().await;
+    two_people_remembered(db.store.clone()).await;
+    let watched = Watched::new(db.store.clone(), false);
+    let memory = memory_on(watched.clone(), MemoryConfig::default()).await;
+    let ask = "私の猫の名前は何でしたっけ？";
+    watched.fail.store(true, Ordering::SeqCst);
+    assert!(memory.recall(ask, &me(), &thread("B")).await.is_empty());
+    assert!(!memory.is_loaded(&me()));
+    assert!(memory.search(ask, Some(&me()), None, 3).await.is_err());
+    watched.fail.store(false, Ordering::SeqCst);
+    let hits = memory.recall(ask, &me(), &thread("B")).await;
+    assert!(hits[0].item.text.contains("ミケ"), "{hits:?}");
+    assert!(memory.is_loaded(&me()));
+    assert_eq!(watched.reads.load(Ordering::SeqCst), 3);
+}
