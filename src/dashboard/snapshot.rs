@@ -141,15 +141,15 @@ impl Snapshot {
             let wait = crate::api::tasks::place(state, &task).await;
             queued.push((task, wait));
         }
+        let memory = match &state.memory {
+            Some(m) => m.stored_by_person().await?,
+            None => Vec::new(),
+        };
         Ok(Self::of(Parts {
             statuses: state.directory.statuses(),
             recent,
             queued,
-            memory: state
-                .memory
-                .as_ref()
-                .map(crate::memory::Memory::len_by_person)
-                .unwrap_or_default(),
+            memory,
         }))
     }
 

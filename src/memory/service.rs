@@ -167,7 +167,17 @@ impl Memory {
         self.len() == 0
     }
 
-    /// Items in the in-memory indexes per person (over their embedders), by person.
+    /// How many items each person holds in the store, read or not (the dashboard's).
+    pub async fn stored_by_person(&self) -> Result<Vec<(Person, usize)>, crate::store::StoreError> {
+        let people = self.inner.store.people().await?;
+        Ok(people
+            .into_iter()
+            .map(|(p, n)| (p, usize::try_from(n).unwrap_or(usize::MAX)))
+            .collect())
+    }
+
+    /// Items in the in-memory indexes per person (over their embedders), by person: only
+    /// the people whose memory has been read.
     pub fn len_by_person(&self) -> Vec<(Person, usize)> {
         let indexes = self.indexes();
         let mut out: Vec<(Person, usize)> = indexes
@@ -305,7 +315,14 @@ impl Memory {
     ) -> Result<Vec<MemoryHit>, MemoryError> {
         let people = match person {
             Some(p) => vec![p.clone()],
-            None => self.inner.store.people().await?,
+            None => self
+                .inner
+                .store
+                .people()
+                .await?
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect(),
         };
         for p in &people {
             self.load_person(p).await?;

@@ -59,11 +59,15 @@ impl MemoryStore for InMemoryStore {
         Ok(items)
     }
 
-    async fn people(&self) -> Result<Vec<Person>, StoreError> {
-        let mut people: Vec<Person> = self.items().iter().map(|i| i.person.clone()).collect();
-        people.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-        people.dedup();
-        Ok(people)
+    async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
+        let mut people = std::collections::BTreeMap::<String, (Person, u64)>::new();
+        for item in self.items().iter() {
+            let entry = people
+                .entry(item.person.as_str().to_owned())
+                .or_insert_with(|| (item.person.clone(), 0));
+            entry.1 += 1;
+        }
+        Ok(people.into_values().collect())
     }
 
     async fn list(

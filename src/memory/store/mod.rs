@@ -102,8 +102,8 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// are first recalled for).
     async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError>;
 
-    /// The people who hold any item.
-    async fn people(&self) -> Result<Vec<Person>, StoreError>;
+    /// The people who hold any item, with how many, by name.
+    async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError>;
 
     /// Newest first, of one person or everyone, of one thread or all.
     async fn list(
@@ -164,14 +164,17 @@ fn corrupt(id: &str, detail: impl Into<String>) -> StoreError {
     }
 }
 
-/// Who holds any item (the same in both databases).
-const PEOPLE: &str = "SELECT DISTINCT person FROM memory_items ORDER BY person";
+/// Who holds any item, and how many (the same in both databases; the index on
+/// `(person, created_at)` covers it).
+const PEOPLE: &str = "SELECT person, count(*) FROM memory_items GROUP BY person ORDER BY person";
 
-/// The people of stored names.
-fn people_named(names: &[String]) -> Result<Vec<Person>, StoreError> {
-    names
-        .iter()
-        .map(|n| Person::parse(n).map_err(|e| corrupt(n, e.to_string())))
+/// The people of stored names, with their counts.
+fn people_named(rows: Vec<(String, i64)>) -> Result<Vec<(Person, u64)>, StoreError> {
+    rows.into_iter()
+        .map(|(n, count)| {
+            let person = Person::parse(&n).map_err(|e| corrupt(&n, e.to_string()))?;
+            Ok((person, u64::try_from(count).unwrap_or_default()))
+        })
         .collect()
 }
 

@@ -80,9 +80,8 @@ impl MemoryStore for SqliteMemoryStore {
         rows.iter().map(from_row).collect()
     }
 
-    async fn people(&self) -> Result<Vec<Person>, StoreError> {
-        let names: Vec<String> = sqlx::query_scalar(PEOPLE).fetch_all(&self.pool).await?;
-        people_named(&names)
+    async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
+        people_named(sqlx::query_as(PEOPLE).fetch_all(&self.pool).await?)
     }
 
     async fn list(

@@ -51,7 +51,7 @@ impl MemoryStore for Watched {
         }
         self.inner.load_person(person).await
     }
-    async fn people(&self) -> Result<Vec<Person>, StoreError> {
+    async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         self.inner.people().await
     }
     async fn list(
@@ -106,6 +106,16 @@ async fn the_first_turn_reads_only_its_persons_memory(store: Arc<dyn MemoryStore
     let memory = memory_on(watched.clone(), MemoryConfig::default()).await;
     assert_eq!(memory.len(), 0);
     assert!(!memory.is_loaded(&me()));
+    // What each person holds is counted in the store (the dashboard's), read or not.
+    let stored = memory.stored_by_person().await.unwrap();
+    let people: Vec<&str> = stored.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(people, [me().as_str(), someone().as_str()], "{stored:?}");
+    assert!(stored.iter().all(|(_, n)| *n > 0), "{stored:?}");
+    assert_eq!(
+        watched.reads.load(Ordering::SeqCst),
+        0,
+        "counting reads no one"
+    );
 
     let ask = "私の猫の名前は何でしたっけ？";
     let hits = memory.recall(ask, &me(), &thread("B")).await;
