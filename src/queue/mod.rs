@@ -219,8 +219,21 @@ pub trait Queue: Send + Sync + 'static {
         priority: Priority,
     ) -> Result<crate::placement::Ahead, QueueError>;
 
-    /// Jobs waiting in each lane.
-    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError>;
+    /// Jobs waiting in each lane per priority class, by the class each was queued with
+    /// (waiting promotes none here), sorted; lanes and classes with none are left out.
+    async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError>;
+
+    /// Jobs waiting in each lane, all classes together, sorted.
+    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
+        let mut out: Vec<(Lane, usize)> = Vec::new();
+        for (lane, _, n) in self.class_depths().await? {
+            match out.last_mut() {
+                Some((last, sum)) if *last == lane => *sum += n,
+                _ => out.push((lane, n)),
+            }
+        }
+        Ok(out)
+    }
 
     /// Where the job of `task_id` stands among the jobs waiting in `lane`, in the order
     /// workers will take them as of now: `Some(1)` when it is taken next, `Some(n)` when

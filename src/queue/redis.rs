@@ -522,10 +522,10 @@ impl Queue for RedisQueue {
         inventory::awaited(&self.inner, lanes).await
     }
 
-    /// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less
-    /// the group's pending count of each stream; lanes with none are left out.
-    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
-        inventory::depths(&self.inner).await
+    /// Jobs waiting (not yet handed out) per lane and class, from `XLEN` less the group's
+    /// pending count of each stream; those with none are left out.
+    async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError> {
+        inventory::class_depths(&self.inner).await
     }
 
     async fn ahead(
