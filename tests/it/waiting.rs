@@ -302,3 +302,62 @@ async fn queued_responses_and_messages_streams_open_then_keep_alive_before_their
         app.stop().await;
     }
 }
+
+/// The expected wait counts what the machine owes first in another lane, as placement
+/// does: behind a running answer, a coder turn waits in the coder's lane, then a chat turn
+/// in the chat lane. The machine takes the older coder turn first, so the chat turn's
+/// expected wait holds the coder turn's whole answer on top of what the coder turn itself
+/// waits for.
+#[tokio::test]
+async fn the_expected_wait_counts_what_the_machine_owes_in_another_lane() {
+    use crate::household::CODER;
+    let fake = FakeLlm::builder()
+        .model(CHAT)
+        .model(CODER)
+        .realistic(Realism {
+            time_scale: 100.0,
+            speed: Speed {
+                load: Duration::from_secs(3),
+                prompt_tps: 1000.0,
+                eval_tps: 10.0,
+            },
+            answer_tokens: (3000, 3000),
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let app = app_on(fake, |_| {}).await;
+    let _running = occupy(&app, "/v1/chat/completions").await;
+    let queue = |model: &'static str, prompt: &'static str| {
+        let app = &app;
+        async move {
+            let res = app
+                .post(
+                    "/v1/chat/completions",
+                    json!({"model": model, "stream": true, "messages": [{"role": "user", "content": prompt}]}),
+                )
+                .await;
+            assert_eq!(res.status(), 200);
+            let id = res.headers()["x-coordinator-task-id"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            (id, res)
+        }
+    };
+    let (coder, _coder_body) = queue(CODER, "fix my script").await;
+    let (chat, _chat_body) = queue(CHAT, "and a short one").await;
+    let eta = |task: Value| {
+        assert_eq!(task["status"], "queued", "{task}");
+        assert_eq!(task["position"], 1, "{task}");
+        task["eta_s"].as_u64().unwrap()
+    };
+    let coder_eta = eta(app.task(&coder).await);
+    let chat_eta = eta(app.task(&chat).await);
+    assert!(
+        chat_eta > coder_eta,
+        "the chat turn waits for the coder turn's answer too: {chat_eta} s, {coder_eta} s"
+    );
+    app.stop().await;
+}
