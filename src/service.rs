@@ -277,6 +277,7 @@ impl AppState {
             internal_task: decision.internal_task,
             attempt: 0,
             avoid: Vec::new(),
+            avoid_until: None,
             response: turn.response,
             memory: memory_note,
             lang,
