@@ -47,10 +47,15 @@ async fn app_on(fake: FakeLlmServer, tweak: impl FnOnce(&mut Config)) -> TestApp
 
 /// A streamed request on `path`, answered 200; its task id and body.
 async fn stream(app: &TestApp, path: &str, prompt: &str) -> (String, Body) {
+    stream_to(app, path, CHAT, prompt).await
+}
+
+/// [`stream`] for `model`.
+async fn stream_to(app: &TestApp, path: &str, model: &str, prompt: &str) -> (String, Body) {
     let res = app
         .post(
             path,
-            json!({"model": CHAT, "stream": true, "messages": [{"role": "user", "content": prompt}]}),
+            json!({"model": model, "stream": true, "messages": [{"role": "user", "content": prompt}]}),
         )
         .await;
     assert_eq!(res.status(), 200);
@@ -310,44 +315,13 @@ async fn queued_responses_and_messages_streams_open_then_keep_alive_before_their
 /// waits for.
 #[tokio::test]
 async fn the_expected_wait_counts_what_the_machine_owes_in_another_lane() {
-    use crate::household::CODER;
-    let fake = FakeLlm::builder()
-        .model(CHAT)
-        .model(CODER)
-        .realistic(Realism {
-            time_scale: 100.0,
-            speed: Speed {
-                load: Duration::from_secs(3),
-                prompt_tps: 1000.0,
-                eval_tps: 10.0,
-            },
-            answer_tokens: (3000, 3000),
-            ..Realism::default()
-        })
-        .spawn()
-        .await
-        .unwrap();
-    let app = app_on(fake, |_| {}).await;
+    use crate::household::{CODER, machine};
+    // Both models on one slot; answers of 3000 tokens at 10 a second (3 s here).
+    let app = app_on(machine((3000, 3000), 10.0).await, |_| {}).await;
     let _running = occupy(&app, "/v1/chat/completions").await;
-    let queue = |model: &'static str, prompt: &'static str| {
-        let app = &app;
-        async move {
-            let res = app
-                .post(
-                    "/v1/chat/completions",
-                    json!({"model": model, "stream": true, "messages": [{"role": "user", "content": prompt}]}),
-                )
-                .await;
-            assert_eq!(res.status(), 200);
-            let id = res.headers()["x-coordinator-task-id"]
-                .to_str()
-                .unwrap()
-                .to_owned();
-            (id, res)
-        }
-    };
-    let (coder, _coder_body) = queue(CODER, "fix my script").await;
-    let (chat, _chat_body) = queue(CHAT, "and a short one").await;
+    let path = "/v1/chat/completions";
+    let (coder, _coder_body) = stream_to(&app, path, CODER, "fix my script").await;
+    let (chat, _chat_body) = stream_to(&app, path, CHAT, "and a short one").await;
     let eta = |task: Value| {
         assert_eq!(task["status"], "queued", "{task}");
         assert_eq!(task["position"], 1, "{task}");
