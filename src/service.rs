@@ -68,6 +68,8 @@ pub struct Submitted {
     pub worker_hint: Option<WorkerName>,
     /// The estimated size of the composed prompt (0 for a reply made by rules).
     pub prompt_tokens: u32,
+    /// Its class in the queue.
+    pub priority: Priority,
     pub events: EventStream,
     /// The task's span (see [`crate::telemetry::task_span`]), for what the front door does
     /// and logs while it waits for the answer.
@@ -214,6 +216,7 @@ impl AppState {
                     decision,
                     worker_hint: rules,
                     prompt_tokens: 0,
+                    priority,
                     events,
                     span: tracing::Span::current(),
                 });
@@ -274,6 +277,7 @@ impl AppState {
             internal_task: decision.internal_task,
             attempt: 0,
             avoid: Vec::new(),
+            avoid_until: None,
             response: turn.response,
             memory: memory_note,
             lang,
@@ -292,6 +296,7 @@ impl AppState {
             decision,
             worker_hint,
             prompt_tokens,
+            priority,
             events,
             span: tracing::Span::current(),
         })

@@ -353,7 +353,13 @@ impl ChatReply {
             None if mode.is_streamed() => {
                 let queued = Queued {
                     wait,
-                    look: Look::new(state, &sub.decision, sub.task_id, sub.prompt_tokens),
+                    look: Look::new(
+                        state,
+                        &sub.decision,
+                        sub.task_id,
+                        sub.priority,
+                        sub.prompt_tokens,
+                    ),
                     dress,
                     keep_alive: Duration::from_secs(timeouts.keep_alive_s),
                     worker_hint: hint(),
@@ -370,7 +376,13 @@ impl ChatReply {
             }
             None => {
                 // A whole answer keeps waiting as before; only its header may say so.
-                let look = Look::new(state, &sub.decision, sub.task_id, sub.prompt_tokens);
+                let look = Look::new(
+                    state,
+                    &sub.decision,
+                    sub.task_id,
+                    sub.priority,
+                    sub.prompt_tokens,
+                );
                 let ahead = match dress.shows_wait() {
                     true => look.now().await.map(|w| w.ahead),
                     false => None,

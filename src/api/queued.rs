@@ -20,10 +20,10 @@ use tracing::{Instrument, Span};
 use super::chat::{Piece, StopOnDisconnect, answer_pieces};
 use super::wait::{FirstWait, StartedAt, Waiting};
 use crate::config::RoutingInfo;
-use crate::domain::{Lane, ModelName, TaskId};
+use crate::dispatch::Dispatcher;
+use crate::domain::{Lane, ModelName, Priority, TaskId};
 use crate::lang::Lang;
-use crate::queue::Queue;
-use crate::queue::eta::{QueueWait, queue_wait};
+use crate::queue::eta::{QueueWait, Waiter, queue_wait};
 use crate::routing::RouteDecision;
 use crate::service::AppState;
 use crate::turn::decoration::{Decoration, RouteInfo};
@@ -61,27 +61,32 @@ impl Dress {
 
 /// Where a task stands in its lane, asked of the queue and the workers' figures.
 pub(super) struct Look {
-    queue: Arc<dyn Queue>,
+    dispatch: Dispatcher,
     directory: Arc<dyn Directory>,
     lane: Lane,
     model: ModelName,
     task_id: TaskId,
+    priority: Priority,
     prompt_tokens: u32,
 }
 
 impl Look {
+    /// Where `task_id`, of `decision` and `priority`, with a prompt of `prompt_tokens`,
+    /// will stand.
     pub fn new(
         state: &AppState,
         decision: &RouteDecision,
         task_id: TaskId,
+        priority: Priority,
         prompt_tokens: u32,
     ) -> Self {
         Self {
-            queue: state.dispatch.queue(),
+            dispatch: state.dispatch.clone(),
             directory: state.directory.clone(),
             lane: decision.lane().clone(),
             model: decision.model.clone(),
             task_id,
+            priority,
             prompt_tokens,
         }
     }
@@ -89,15 +94,14 @@ impl Look {
     /// The task's place and expected wait; `None` when it does not wait in its lane or the
     /// queue cannot say (logged).
     pub async fn now(&self) -> Option<QueueWait> {
-        let looked = queue_wait(
-            self.queue.as_ref(),
-            self.directory.as_ref(),
-            &self.lane,
-            &self.model,
-            self.task_id,
-            self.prompt_tokens,
-        )
-        .await;
+        let task = Waiter {
+            task_id: self.task_id,
+            lane: &self.lane,
+            model: &self.model,
+            priority: self.priority,
+            prompt_tokens: self.prompt_tokens,
+        };
+        let looked = queue_wait(&self.dispatch, self.directory.as_ref(), &task).await;
         looked
             .inspect_err(
                 |e| tracing::debug!(error = %e, "cannot read the task's place in its lane"),

@@ -17,7 +17,7 @@ use crate::domain::{TaskId, TaskStatus};
 use crate::events::{EventStream, TaskEvent};
 use crate::people::Caller;
 use crate::queue::Job;
-use crate::queue::eta::{QueueWait, queue_wait};
+use crate::queue::eta::{QueueWait, Waiter, queue_wait};
 use crate::service::AppState;
 use crate::store::TaskRecord;
 
@@ -83,16 +83,14 @@ pub(crate) async fn place(state: &AppState, task: &TaskRecord) -> Option<QueueWa
             || crate::context::estimate_text_tokens(&task.prompt),
             |j| j.request.estimated_prompt_tokens(),
         );
-    let queue = state.dispatch.queue();
-    let looked = queue_wait(
-        queue.as_ref(),
-        state.directory.as_ref(),
-        &task.queue,
-        &task.model,
-        task.task_id,
+    let waiter = Waiter {
+        task_id: task.task_id,
+        lane: &task.queue,
+        model: &task.model,
+        priority: task.priority,
         prompt_tokens,
-    )
-    .await;
+    };
+    let looked = queue_wait(&state.dispatch, state.directory.as_ref(), &waiter).await;
     looked
         .inspect_err(|e| tracing::warn!(task_id = %task.task_id, error = %e, "cannot read the task's place in its lane"))
         .ok()

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use super::cancel::{self, Cancels};
 use super::{DispatchError, spawn_to_completion};
-use crate::domain::{Lane, TaskId};
+use crate::domain::{Lane, Priority, TaskId};
 use crate::events::{EventBus, EventStream};
 use crate::queue::redis::connection::Redis;
-use crate::queue::{Job, Queue};
+use crate::queue::{Job, Queue, priority};
 use crate::store::{NewTask, TaskStore};
 
 #[derive(Clone)]
@@ -26,9 +26,10 @@ pub struct Cluster {
 /// How long the queue's depths, as last read, stand for the backlog.
 const BACKLOG_FRESH_FOR: Duration = Duration::from_millis(500);
 
-/// What waits in each lane, from the queue's depths read at most every
-/// [`BACKLOG_FRESH_FOR`] plus the tasks this process queued since: a bound on a lane holds
-/// without a round trip to Redis for every request.
+/// What waits in each lane and priority class, from the queue's depths read at most every
+/// [`BACKLOG_FRESH_FOR`] plus the tasks this process queued since: a bound on a lane holds,
+/// and placement counts the classes a task goes after, without a round trip to Redis for
+/// every request.
 #[derive(Default)]
 struct Backlog {
     /// Held while the depths are read, so that one request reads them for all.
@@ -39,8 +40,22 @@ struct Backlog {
 #[derive(Default)]
 struct Seen {
     at: Option<Instant>,
-    depths: HashMap<Lane, usize>,
-    queued_since: HashMap<Lane, usize>,
+    depths: HashMap<(Lane, Priority), usize>,
+    queued_since: HashMap<(Lane, Priority), usize>,
+}
+
+impl Seen {
+    /// Every lane and class that holds waiting jobs, and how many.
+    fn each(&self) -> impl Iterator<Item = (&(Lane, Priority), usize)> {
+        let since = |k| self.queued_since.get(k).copied().unwrap_or(0);
+        let read = self.depths.iter().map(move |(k, n)| (k, n + since(k)));
+        let new = self
+            .queued_since
+            .iter()
+            .filter(|(k, _)| !self.depths.contains_key(*k))
+            .map(|(k, n)| (k, *n));
+        read.chain(new)
+    }
 }
 
 impl Backlog {
@@ -57,8 +72,10 @@ impl Backlog {
     fn estimate(&self, lane: &Lane) -> Option<usize> {
         let seen = self.lock();
         Self::is_fresh(&seen).then(|| {
-            seen.depths.get(lane).copied().unwrap_or(0)
-                + seen.queued_since.get(lane).copied().unwrap_or(0)
+            seen.each()
+                .filter(|((l, _), _)| l == lane)
+                .map(|(_, n)| n)
+                .sum()
         })
     }
 
@@ -72,10 +89,10 @@ impl Backlog {
         if Self::is_fresh(&self.lock()) {
             return;
         }
-        match queue.depths().await {
+        match queue.class_depths().await {
             Ok(depths) => {
                 let mut seen = self.lock();
-                seen.depths = depths.into_iter().collect();
+                seen.depths = depths.into_iter().map(|(l, p, n)| ((l, p), n)).collect();
                 seen.queued_since.clear();
                 seen.at = Some(Instant::now());
             }
@@ -89,26 +106,34 @@ impl Backlog {
         self.estimate(lane).unwrap_or(0)
     }
 
-    /// Calls `visit` with every lane that holds waiting jobs and how many (see
-    /// [`Self::waiting`]); with none when the depths cannot be read.
-    async fn each(&self, queue: &dyn Queue, mut visit: impl FnMut(&Lane, usize)) {
+    /// Calls `visit` with every lane and class that holds waiting jobs a fresh job of
+    /// `priority` is taken after, by the queue's rule where ages are not known
+    /// ([`priority::classes_ahead_of`]), and how many (see [`Self::waiting`]); with none when
+    /// the depths cannot be read. A lane may be visited once per class.
+    async fn each_ahead(
+        &self,
+        queue: &dyn Queue,
+        priority: Priority,
+        mut visit: impl FnMut(&Lane, usize),
+    ) {
         self.refresh(queue).await;
         let seen = self.lock();
         if !Self::is_fresh(&seen) {
             return;
         }
-        for (lane, n) in &seen.depths {
-            visit(lane, n + seen.queued_since.get(lane).copied().unwrap_or(0));
-        }
-        for (lane, n) in &seen.queued_since {
-            if !seen.depths.contains_key(lane) {
-                visit(lane, *n);
+        for ((lane, class), n) in seen.each() {
+            if priority::classes_ahead_of(priority).any(|c| c == *class) {
+                visit(lane, n);
             }
         }
     }
 
-    fn queued(&self, lane: &Lane) {
-        *self.lock().queued_since.entry(lane.clone()).or_default() += 1;
+    fn queued(&self, lane: &Lane, priority: Priority) {
+        *self
+            .lock()
+            .queued_since
+            .entry((lane.clone(), priority))
+            .or_default() += 1;
     }
 }
 
@@ -153,16 +178,18 @@ impl Cluster {
         self.backlog.waiting(self.queue.as_ref(), lane).await
     }
 
-    /// What waits before a job in `lane` (see [`super::Dispatcher::ahead`]): from the
-    /// lanes' depths, every class counted, their prompts unknown.
+    /// What waits before a fresh job of `priority` in `lane` (see
+    /// [`super::Dispatcher::ahead`]): from the lanes' depths, the classes it goes after,
+    /// their prompts unknown.
     pub(super) async fn ahead(
         &self,
         lane: &Lane,
+        priority: Priority,
         statuses: &[crate::backend::registry::WorkerStatus],
     ) -> crate::placement::Waiting {
         let mut waiting = crate::placement::Waiting::default();
         self.backlog
-            .each(self.queue.as_ref(), |l, n| {
+            .each_ahead(self.queue.as_ref(), priority, |l, n| {
                 waiting.count(statuses, lane, l, crate::placement::Ahead::jobs(n));
             })
             .await;
@@ -210,7 +237,7 @@ impl Cluster {
         job: Job,
     ) -> Result<EventStream, DispatchError> {
         let task_id = task.task_id;
-        self.backlog.queued(&job.lane);
+        self.backlog.queued(&job.lane, job.priority);
         let (store, events, queue) = (self.store.clone(), self.events.clone(), self.queue.clone());
         spawn_to_completion(task_id, async move {
             store.insert(task).await?.await?;
@@ -234,5 +261,71 @@ impl Cluster {
 
     pub(super) fn events(&self) -> &Arc<dyn EventBus> {
         &self.events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::in_process::InProcessQueue;
+    use crate::testkit::samples::sample_job;
+
+    fn lane(s: &str) -> Lane {
+        Lane::parse(s).unwrap()
+    }
+
+    /// What [`Backlog::each_ahead`] visits for a fresh job of `priority`, summed per lane.
+    async fn ahead_of(
+        backlog: &Backlog,
+        queue: &dyn Queue,
+        priority: Priority,
+    ) -> Vec<(Lane, usize)> {
+        let mut seen: Vec<(Lane, usize)> = Vec::new();
+        backlog
+            .each_ahead(queue, priority, |l, n| {
+                match seen.iter_mut().find(|(s, _)| s == l) {
+                    Some((_, sum)) => *sum += n,
+                    None => seen.push((l.clone(), n)),
+                }
+            })
+            .await;
+        seen.sort();
+        seen
+    }
+
+    #[tokio::test]
+    async fn the_backlog_counts_the_classes_a_fresh_job_goes_after_as_the_queue_orders_them() {
+        let queue = InProcessQueue::default();
+        let (coder, chat) = (lane("tasks:llm:coder"), lane("tasks:llm:chat"));
+        for (l, p) in [
+            (&coder, Priority::Batch),
+            (&coder, Priority::Batch),
+            (&coder, Priority::Background),
+            (&coder, Priority::Interactive),
+            (&chat, Priority::Batch),
+        ] {
+            queue.push(Job {
+                priority: p,
+                ..sample_job(l)
+            });
+        }
+        let backlog = Backlog::default();
+        // Queued by this process since the depths were read: counted in their class.
+        assert_eq!(
+            ahead_of(&backlog, &queue, Priority::Interactive).await,
+            [(coder.clone(), 1)]
+        );
+        backlog.queued(&chat, Priority::Background);
+        assert_eq!(
+            ahead_of(&backlog, &queue, Priority::Background).await,
+            [(chat.clone(), 1), (coder.clone(), 2)]
+        );
+        assert_eq!(
+            ahead_of(&backlog, &queue, Priority::Batch).await,
+            [(chat.clone(), 2), (coder.clone(), 4)]
+        );
+        // The lane's bound counts every class.
+        assert_eq!(backlog.waiting(&queue, &coder).await, 4);
+        assert_eq!(backlog.waiting(&queue, &chat).await, 2);
     }
 }

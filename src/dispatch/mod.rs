@@ -126,9 +126,10 @@ impl Dispatcher {
     /// jobs it would be taken after, and each machine's own backlog (the jobs of lanes only
     /// that machine among `statuses` serves: see [`crate::placement::backlog`]). Exactly,
     /// with their prompts, in embedded mode (one pass over the in-process queue); in
-    /// cluster mode the waiting jobs of every class from the depths [`Self::waiting`]
-    /// reads (no Redis round trip on the request path; the worker that takes the job asks
-    /// the queue itself).
+    /// cluster mode the waiting jobs of the classes it goes after (its own and the better
+    /// ones: their ages are not known there) from the depths [`Self::waiting`] reads (no
+    /// Redis round trip on the request path; the worker that takes the job asks the queue
+    /// itself).
     pub async fn ahead(
         &self,
         lane: &crate::domain::Lane,
@@ -137,7 +138,7 @@ impl Dispatcher {
     ) -> crate::placement::Waiting {
         match self {
             Self::Embedded(e) => e.ahead(lane, priority, statuses),
-            Self::Cluster(c) => c.ahead(lane, statuses).await,
+            Self::Cluster(c) => c.ahead(lane, priority, statuses).await,
         }
     }
 

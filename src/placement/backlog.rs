@@ -28,12 +28,12 @@ pub struct Waiting {
 }
 
 impl Waiting {
-    /// Counts `ahead`, the jobs of `lane` that go before a task of lane `own`: into the
-    /// task's own jobs ahead when `lane` is `own`, else into the backlog of the machine
-    /// that alone serves `lane` (among `statuses`), when one does.
+    /// Adds `ahead`, jobs of `lane` that go before a task of lane `own`: to the task's own
+    /// jobs ahead when `lane` is `own`, else to the backlog of the machine that alone
+    /// serves `lane` (among `statuses`), when one does.
     pub fn count(&mut self, statuses: &[WorkerStatus], own: &Lane, lane: &Lane, ahead: Ahead) {
         if lane == own {
-            self.ahead = ahead;
+            self.ahead = self.ahead.plus(ahead);
         } else {
             self.backlog.count(statuses, lane, ahead);
         }

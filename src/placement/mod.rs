@@ -218,6 +218,25 @@ pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
         .map(|e| e.worker.clone())
 }
 
+/// How many seconds sooner placement expects the ask's first token on `to` than on
+/// `from`, what an eviction costs included (the figure [`best_of`] weighs); `None` when
+/// either may not take it.
+pub fn sooner_by(
+    statuses: &[WorkerStatus],
+    ask: &Ask<'_>,
+    from: &WorkerName,
+    to: &WorkerName,
+) -> Option<f64> {
+    let estimates = estimates(statuses, ask, Utc::now());
+    let score = |w: &WorkerName| {
+        estimates
+            .iter()
+            .find(|e| &e.worker == w)
+            .map(Estimate::score)
+    };
+    Some(score(from)? - score(to)?)
+}
+
 /// The estimate for every worker that may take the ask: the healthy ones serving its
 /// model, or all serving it when none is healthy, in the order given.
 pub fn estimates(statuses: &[WorkerStatus], ask: &Ask<'_>, now: DateTime<Utc>) -> Vec<Estimate> {

@@ -403,6 +403,21 @@ fn the_jobs_waiting_in_the_queue_make_a_machine_look_as_busy_as_it_is() {
 }
 
 #[test]
+fn how_much_sooner_one_machine_is_than_another_is_what_placement_weighs() {
+    let statuses = moon_busy_ai_core_idle();
+    let m = model("m");
+    let ask = Ask::fresh(&m, 3000);
+    let (moon, ai_core) = (&statuses[0].name, &statuses[1].name);
+    // Moon at 5.75 s, ai-core at 10 s (above).
+    let gain = sooner_by(&statuses, &ask, ai_core, moon).unwrap();
+    assert!((gain - 4.25).abs() < 1e-6, "{gain}");
+    let loss = sooner_by(&statuses, &ask, moon, ai_core).unwrap();
+    assert!((loss + 4.25).abs() < 1e-6, "{loss}");
+    let laptop = WorkerName::parse("laptop").unwrap();
+    assert_eq!(sooner_by(&statuses, &ask, &laptop, moon), None);
+}
+
+#[test]
 fn a_job_ahead_takes_the_slot_where_its_own_first_token_comes_soonest() {
     let statuses = moon_busy_ai_core_idle();
     let serving: Vec<&WorkerStatus> = statuses.iter().collect();

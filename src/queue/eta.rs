@@ -1,16 +1,18 @@
 //! How long a queued task is expected to wait for its first token, from its place in its
-//! lane ([`super::Queue::position`]) and what placement expects of the workers serving
-//! the lane (read through the [`Directory`]). Shown to a waiting client (the keep-alive of
-//! a streamed chat) and by `GET /tasks/{id}`.
+//! lane ([`super::Queue::position`]), what each machine owes first (the backlog placement
+//! counts: [`Dispatcher::ahead`]) and what placement expects of the workers serving the
+//! lane (read through the [`Directory`]). Shown to a waiting client (the keep-alive of a
+//! streamed chat) and by `GET /tasks/{id}`.
 
 use chrono::Utc;
 
 use crate::backend::registry::WorkerStatus;
-use crate::domain::{Lane, ModelName, TaskId, WorkerName};
-use crate::placement;
+use crate::dispatch::Dispatcher;
+use crate::domain::{Lane, ModelName, Priority, TaskId, WorkerName};
+use crate::placement::{self, Backlog};
 use crate::worker::Directory;
 
-use super::{Queue, QueueError};
+use super::QueueError;
 
 /// A task waiting in its lane: its place, the answers before it, and when its first token
 /// is expected.
@@ -33,22 +35,34 @@ impl QueueWait {
     }
 }
 
-/// Where task `task_id` waits in `lane` and when its first token is expected; `None` when
-/// it does not wait in the lane (a worker has it). `model` is the model it is for (the
-/// lane's, or the web lane's answering model), `prompt_tokens` the estimated size of its
-/// composed prompt.
+/// A task waiting in its lane, as the queue and placement know it.
+#[derive(Debug, Clone, Copy)]
+pub struct Waiter<'a> {
+    pub task_id: TaskId,
+    pub lane: &'a Lane,
+    /// The model it is for (the lane's, or the web lane's answering model).
+    pub model: &'a ModelName,
+    pub priority: Priority,
+    /// The estimated size of its composed prompt.
+    pub prompt_tokens: u32,
+}
+
+/// Where `task` waits in its lane and when its first token is expected; `None` when it
+/// does not wait in the lane (a worker has it). Each machine's own backlog counts as it
+/// does for placement ([`Dispatcher::ahead`], for a fresh task of the same class).
 pub async fn queue_wait(
-    queue: &dyn Queue,
+    dispatch: &Dispatcher,
     directory: &dyn Directory,
-    lane: &Lane,
-    model: &ModelName,
-    task_id: TaskId,
-    prompt_tokens: u32,
+    task: &Waiter<'_>,
 ) -> Result<Option<QueueWait>, QueueError> {
-    let Some(position) = queue.position(lane, task_id).await? else {
+    let (lane, model) = (task.lane, task.model);
+    let Some(position) = dispatch.queue().position(lane, task.task_id).await? else {
         return Ok(None);
     };
     let statuses = directory.statuses();
+    // Its own lane is counted by its place in it; what else the placement figure holds
+    // is each machine's backlog.
+    let waiting = dispatch.ahead(lane, task.priority, &statuses).await;
     let pinned = match lane {
         Lane::Llm { pinned_worker, .. } => pinned_worker.as_ref(),
         Lane::Web | Lane::Rag | Lane::Utility => None,
@@ -58,7 +72,14 @@ pub async fn queue_wait(
     Ok(Some(QueueWait {
         position,
         ahead: running + position.saturating_sub(1),
-        eta_s: expected_wait_s(&serving, &statuses, model, position, prompt_tokens),
+        eta_s: expected_wait_s(
+            &serving,
+            &statuses,
+            model,
+            position,
+            &waiting.backlog,
+            task.prompt_tokens,
+        ),
     }))
 }
 
@@ -82,22 +103,26 @@ fn serving<'a>(
 
 /// Expected seconds until the first token of a task at `position` in the lane of `model`,
 /// served by the workers `serving` (among `statuses`): placement's own estimate
-/// ([`placement::queued::first_token_in`]), with the `position − 1` jobs before it taking
-/// slots first, each where it starts soonest. What they ask is not read from the queue
-/// here: each counts as a whole answer, its prompt not counted. `None` when no worker
-/// serves the model.
+/// ([`placement::queued::first_token_in`]), with each machine's `backlog` taking its slots
+/// there first, then the `position − 1` jobs before it in the lane, each where it starts
+/// soonest. What the lane's jobs ask is not read from the queue here: each counts as a
+/// whole answer, its prompt not counted. `None` when no worker serves the model.
 pub fn expected_wait_s(
     serving: &[&WorkerStatus],
     statuses: &[WorkerStatus],
     model: &ModelName,
     position: usize,
+    backlog: &Backlog,
     prompt_tokens: u32,
 ) -> Option<f64> {
     let ahead = placement::Ahead {
         jobs: position.saturating_sub(1),
         prompt_tokens: Some(0),
     };
-    let ask = placement::Ask::fresh(model, prompt_tokens).behind(ahead);
+    let ask = placement::Ask {
+        backlog,
+        ..placement::Ask::fresh(model, prompt_tokens).behind(ahead)
+    };
     placement::queued::first_token_in(serving, statuses, &ask, Utc::now())
 }
 
@@ -147,7 +172,14 @@ mod tests {
     /// The expected wait with `serving` being every worker there is.
     fn wait(serving: &[&WorkerStatus], position: usize, prompt_tokens: u32) -> Option<f64> {
         let statuses: Vec<WorkerStatus> = serving.iter().map(|s| (*s).clone()).collect();
-        expected_wait_s(serving, &statuses, &model(), position, prompt_tokens)
+        expected_wait_s(
+            serving,
+            &statuses,
+            &model(),
+            position,
+            &placement::backlog::NONE,
+            prompt_tokens,
+        )
     }
 
     #[test]
@@ -231,6 +263,36 @@ mod tests {
         let sun_name = sun.name.clone();
         assert_eq!(names(serving(&all, &model(), Some(&sun_name))), ["sun"]);
         assert!(serving(&all, &ModelName::parse("nope").unwrap(), None).is_empty());
+    }
+
+    #[test]
+    fn what_a_machine_owes_first_counts_as_placement_counts_it() {
+        // Idle, but it owes one answer (10 s) in a lane only it serves.
+        let moon = worker("moon", 1, 0, 10.0);
+        let statuses = vec![moon.clone()];
+        let mut backlog = Backlog::default();
+        let owed = placement::Ahead {
+            jobs: 1,
+            prompt_tokens: Some(0),
+        };
+        backlog.count(&statuses, &Lane::llm_pinned(&model(), &moon.name), owed);
+        let eta = |serving: &[&WorkerStatus], statuses: &[WorkerStatus]| {
+            expected_wait_s(serving, statuses, &model(), 1, &backlog, 500)
+        };
+        close(eta(&[&moon], &statuses), 10.0 + 0.5);
+        // Another idle machine owes nothing: the task goes there.
+        let sun = worker("sun", 1, 0, 10.0);
+        let both = vec![moon.clone(), sun.clone()];
+        close(eta(&[&moon, &sun], &both), 0.5);
+        // The same figure placement has for the same ask.
+        let waiting = placement::Waiting {
+            ahead: placement::Ahead::NONE,
+            backlog: backlog.clone(),
+        };
+        let m = model();
+        let ask = placement::Ask::fresh(&m, 500).after(&waiting);
+        let placed = placement::queued::first_token_in(&[&moon], &statuses, &ask, Utc::now());
+        close(placed, eta(&[&moon], &statuses).unwrap());
     }
 
     #[test]

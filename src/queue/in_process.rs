@@ -293,14 +293,17 @@ impl Queue for InProcessQueue {
         Ok(self.place(lane, task_id))
     }
 
-    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
+    async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError> {
         let inner = self.lock();
-        let mut out: Vec<(Lane, usize)> = inner
-            .lanes
-            .iter()
-            .filter(|(_, q)| !q.is_empty())
-            .map(|(l, q)| (l.clone(), q.len()))
-            .collect();
+        let mut out: Vec<(Lane, Priority, usize)> = Vec::new();
+        for (lane, q) in &inner.lanes {
+            for class in Priority::ALL {
+                let n = q.iter().filter(|w| w.job.priority == class).count();
+                if n > 0 {
+                    out.push((lane.clone(), class, n));
+                }
+            }
+        }
         out.sort();
         Ok(out)
     }

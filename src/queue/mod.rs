@@ -34,9 +34,17 @@ pub struct Job {
     /// How many times the job was handed to a worker before.
     #[serde(default)]
     pub attempt: u32,
-    /// Workers that already failed this job before the first token; others take it first.
+    /// Workers that already failed this job before the first token, or left it for a
+    /// sooner one; others take it first.
     #[serde(default)]
     pub avoid: Vec<WorkerName>,
+    /// For a job left for a sooner worker: until when the workers in `avoid` leave it to
+    /// the others (as long as placement expected to gain by it). In Redis they do not take
+    /// it before then, and take it as it comes after; without it (a job that failed
+    /// there) one puts it back a bounded number of times. The in-process queue leaves an
+    /// avoiding job to the others while one of them serves its lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avoid_until: Option<DateTime<Utc>>,
     /// Whether the client reads the answer as it is generated. A job for a client that
     /// does not stream asks the backend for the whole answer in one piece. Written as
     /// `"stream": true|false`, as before the mode had a type.
@@ -60,6 +68,14 @@ pub struct Job {
     /// among equals. `None` for a job that has not waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_since: Option<DateTime<Utc>>,
+}
+
+impl Job {
+    /// Whether `worker` should leave the job to the others at `now`: it is in `avoid`,
+    /// and the time the job was left for them until, if any, has not come.
+    pub fn avoids(&self, worker: &WorkerName, now: DateTime<Utc>) -> bool {
+        self.avoid.contains(worker) && self.avoid_until.is_none_or(|until| now < until)
+    }
 }
 
 /// Jobs queued before `stream` existed were all streamed.
@@ -219,8 +235,21 @@ pub trait Queue: Send + Sync + 'static {
         priority: Priority,
     ) -> Result<crate::placement::Ahead, QueueError>;
 
-    /// Jobs waiting in each lane.
-    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError>;
+    /// Jobs waiting in each lane per priority class, by the class each was queued with
+    /// (waiting promotes none here), sorted; lanes and classes with none are left out.
+    async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError>;
+
+    /// Jobs waiting in each lane, all classes together, sorted.
+    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
+        let mut out: Vec<(Lane, usize)> = Vec::new();
+        for (lane, _, n) in self.class_depths().await? {
+            match out.last_mut() {
+                Some((last, sum)) if *last == lane => *sum += n,
+                _ => out.push((lane, n)),
+            }
+        }
+        Ok(out)
+    }
 
     /// Where the job of `task_id` stands among the jobs waiting in `lane`, in the order
     /// workers will take them as of now: `Some(1)` when it is taken next, `Some(n)` when

@@ -123,6 +123,15 @@ impl Aging {
     }
 }
 
+/// The classes whose waiting jobs a fresh job of `priority` is taken after, where the
+/// queue knows how many wait of each class but not how long (waiting then promotes none):
+/// its own class and the better ones. [`Aging::fresh_goes_before`] with no wait.
+pub fn classes_ahead_of(priority: Priority) -> impl Iterator<Item = Priority> {
+    Priority::ALL
+        .into_iter()
+        .filter(move |p| !Aging::default().fresh_goes_before(priority, *p, Duration::ZERO))
+}
+
 /// `[scheduler] aging_s` when the config does not say.
 pub const DEFAULT_AGING_S: u64 = 60;
 

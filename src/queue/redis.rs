@@ -36,7 +36,12 @@
 //! A job's `avoid` list is honoured on a best-effort basis: a consumer on the list puts
 //! the job back at the end of its lane (a new entry; the original is acknowledged) so a
 //! waiting worker can take it, at most [`RedisQueueOptions::max_avoid_passes`] times;
-//! then it runs where it lands rather than wait for ever.
+//! then it runs where it lands rather than wait for ever. A job left for a sooner worker
+//! carries until when it waits for the others ([`Job::avoid_until`]): meanwhile a
+//! consumer on its list reads none of the streams it heads (a stream hands out its
+//! entries in order) and looks again often; then it takes the job as it comes. Without
+//! that, an idle avoided worker would get it back at once, its passes gone in
+//! milliseconds, while the worker it was left for is still finishing its answer.
 //!
 //! Consumer names are the worker's name plus a per-queue-instance suffix, so a restarted
 //! worker does not inherit its dead self's pending entries (they are reclaimed instead).
@@ -373,7 +378,7 @@ impl Inner {
                 span: None,
             }));
         }
-        if job.avoid.contains(worker) && t.passes < self.options.max_avoid_passes {
+        if job.avoids(worker, chrono::Utc::now()) && t.passes < self.options.max_avoid_passes {
             self.pass_on(&t, &job).await?;
             tracing::debug!(task_id = %job.task_id, worker = %worker, "job avoids this worker; put back in its lane");
             return Ok(None);
@@ -522,10 +527,10 @@ impl Queue for RedisQueue {
         inventory::awaited(&self.inner, lanes).await
     }
 
-    /// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less
-    /// the group's pending count of each stream; lanes with none are left out.
-    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
-        inventory::depths(&self.inner).await
+    /// Jobs waiting (not yet handed out) per lane and class, from `XLEN` less the group's
+    /// pending count of each stream; those with none are left out.
+    async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError> {
+        inventory::class_depths(&self.inner).await
     }
 
     async fn ahead(
@@ -551,6 +556,8 @@ impl Queue for RedisQueue {
     }
 }
 
+#[cfg(test)]
+mod avoid_tests;
 #[cfg(test)]
 mod priority_tests;
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub fn sample_job(lane: &Lane) -> Job {
         internal_task: None,
         attempt: 0,
         avoid: vec![],
+        avoid_until: None,
         response: crate::chat::ResponseMode::Streamed,
         memory: None,
         lang: crate::lang::Lang::En,

@@ -533,7 +533,8 @@ impl Worker {
     /// been left by yet) prefers another worker (a warm model where this one would load
     /// it, a faster machine that frees up first, or an equal one configured earlier), the
     /// job is left for it, and this worker is added to the job's avoid list, so a job
-    /// moves at most once per worker. Never for retries or jobs pinned to this worker, and
+    /// moves at most once per worker; it waits for the others for as long as placement
+    /// expects it to start sooner there ([`Job::avoid_until`]). Never for retries or jobs pinned to this worker, and
     /// background work is never handed to a machine where it would push out a model.
     async fn hand_to_sooner_worker(&self, job: &Job) -> bool {
         let me = self.handle.name();
@@ -562,8 +563,13 @@ impl Worker {
         }
         let mut avoid = job.avoid.clone();
         avoid.push(me.clone());
+        // It waits for the others as long as placement expects to gain by it; after
+        // that it runs where it lands.
+        let gain = crate::placement::sooner_by(&statuses, &ask, me, &best).unwrap_or(0.0);
+        let gain = std::time::Duration::try_from_secs_f64(gain).unwrap_or_default();
         let next = Job {
             avoid,
+            avoid_until: Some(Utc::now() + gain),
             ..job.clone()
         };
         if let Err(e) = self.queue.enqueue(next).await {
@@ -624,6 +630,8 @@ impl Worker {
         let next = Job {
             attempt: job.attempt + 1,
             avoid,
+            // Avoided because it failed: no longer left for anyone.
+            avoid_until: None,
             ..job.clone()
         };
         let Ok(text) = serde_json::to_string(&next) else {

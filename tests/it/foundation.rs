@@ -410,7 +410,9 @@ impl Queue for OtherProcessQueue {
     async fn ack(&self, _: &Delivery) -> Result<(), QueueError> {
         Ok(())
     }
-    async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {
+    async fn class_depths(
+        &self,
+    ) -> Result<Vec<(Lane, coordinator::domain::Priority, usize)>, QueueError> {
         Ok(Vec::new())
     }
     async fn ahead(

@@ -47,10 +47,15 @@ async fn app_on(fake: FakeLlmServer, tweak: impl FnOnce(&mut Config)) -> TestApp
 
 /// A streamed request on `path`, answered 200; its task id and body.
 async fn stream(app: &TestApp, path: &str, prompt: &str) -> (String, Body) {
+    stream_to(app, path, CHAT, prompt).await
+}
+
+/// [`stream`] for `model`.
+async fn stream_to(app: &TestApp, path: &str, model: &str, prompt: &str) -> (String, Body) {
     let res = app
         .post(
             path,
-            json!({"model": CHAT, "stream": true, "messages": [{"role": "user", "content": prompt}]}),
+            json!({"model": model, "stream": true, "messages": [{"role": "user", "content": prompt}]}),
         )
         .await;
     assert_eq!(res.status(), 200);
@@ -301,4 +306,32 @@ async fn queued_responses_and_messages_streams_open_then_keep_alive_before_their
         assert!(rest.contains("delta"), "{path}: {rest}");
         app.stop().await;
     }
+}
+
+/// The expected wait counts what the machine owes first in another lane, as placement
+/// does: behind a running answer, a coder turn waits in the coder's lane, then a chat turn
+/// in the chat lane. The machine takes the older coder turn first, so the chat turn's
+/// expected wait holds the coder turn's whole answer on top of what the coder turn itself
+/// waits for.
+#[tokio::test]
+async fn the_expected_wait_counts_what_the_machine_owes_in_another_lane() {
+    use crate::household::{CODER, machine};
+    // Both models on one slot; answers of 3000 tokens at 10 a second (3 s here).
+    let app = app_on(machine((3000, 3000), 10.0).await, |_| {}).await;
+    let _running = occupy(&app, "/v1/chat/completions").await;
+    let path = "/v1/chat/completions";
+    let (coder, _coder_body) = stream_to(&app, path, CODER, "fix my script").await;
+    let (chat, _chat_body) = stream_to(&app, path, CHAT, "and a short one").await;
+    let eta = |task: Value| {
+        assert_eq!(task["status"], "queued", "{task}");
+        assert_eq!(task["position"], 1, "{task}");
+        task["eta_s"].as_u64().unwrap()
+    };
+    let coder_eta = eta(app.task(&coder).await);
+    let chat_eta = eta(app.task(&chat).await);
+    assert!(
+        chat_eta > coder_eta,
+        "the chat turn waits for the coder turn's answer too: {chat_eta} s, {coder_eta} s"
+    );
+    app.stop().await;
 }

@@ -123,20 +123,23 @@ pub(super) async fn task_ids(inner: &Inner) -> Result<HashSet<TaskId>, QueueErro
     Ok(out)
 }
 
-/// Jobs waiting (not yet handed out) per lane, all classes together, from `XLEN` less the
-/// group's pending count of each stream; lanes with none are left out.
-pub(super) async fn depths(inner: &Inner) -> Result<Vec<(Lane, usize)>, QueueError> {
-    let mut out: HashMap<Lane, usize> = HashMap::new();
+/// Jobs waiting (not yet handed out) per lane and class, fresh and queued again together,
+/// from `XLEN` less the group's pending count of each stream; those with none are left out.
+pub(super) async fn class_depths(
+    inner: &Inner,
+) -> Result<Vec<(Lane, Priority, usize)>, QueueError> {
+    let mut out: HashMap<(Lane, Priority), usize> = HashMap::new();
     for key in lane_keys(inner).await? {
-        let Some((lane, _)) = inner.lane_of(&key) else {
+        let Some(lane_class) = inner.lane_of(&key) else {
             continue;
         };
         let waiting = waiting_in(inner, &key).await?;
         if waiting > 0 {
-            *out.entry(lane).or_default() += waiting;
+            *out.entry(lane_class).or_default() += waiting;
         }
     }
-    let mut out: Vec<(Lane, usize)> = out.into_iter().collect();
+    let mut out: Vec<(Lane, Priority, usize)> =
+        out.into_iter().map(|((l, p), n)| (l, p, n)).collect();
     out.sort();
     Ok(out)
 }
@@ -149,7 +152,7 @@ pub(super) async fn ahead(
     priority: Priority,
 ) -> Result<crate::placement::Ahead, QueueError> {
     let mut jobs = 0;
-    for class in Priority::ALL.into_iter().filter(|p| *p <= priority) {
+    for class in crate::queue::priority::classes_ahead_of(priority) {
         for key in inner.class_keys(lane, class) {
             jobs += waiting_in(inner, &key).await?;
         }

@@ -67,6 +67,14 @@ async fn the_best_priority_goes_first_across_lanes_then_the_oldest() {
         q.depths().await.unwrap(),
         vec![(a.clone(), 3), (b.clone(), 2)]
     );
+    let by_class = vec![
+        (a.clone(), Priority::Interactive, 1),
+        (a.clone(), Priority::Background, 1),
+        (a.clone(), Priority::Batch, 1),
+        (b.clone(), Priority::Interactive, 1),
+        (b.clone(), Priority::Background, 1),
+    ];
+    assert_eq!(q.class_depths().await.unwrap(), by_class);
     let ids = q.task_ids().await.unwrap();
     assert_eq!(ids.len(), 5, "every class's stream is in the inventory");
     let mut conn = raw(&url).await;

@@ -1,9 +1,11 @@
 //! Taking entries from the lane streams for `dequeue`: new ones (`XREADGROUP BLOCK` on a
 //! dedicated connection), stale ones of dead consumers (`XAUTOCLAIM`, with their delivery
 //! count from `XPENDING`), the first waiting entry of each stream (looked at, not taken,
-//! to pick the best), one waiting entry of the best stream (`XREADGROUP` without a block),
+//! to pick the best, and to set aside the streams it holds back: [`SetAside`]), one waiting entry of the best stream (`XREADGROUP` without a block),
 //! and the extra ones a read across several lanes returned, held per worker for its next
 //! `dequeue`.
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use redis::RedisResult;
@@ -116,6 +118,55 @@ impl Taken {
             .as_ref()
             .and_then(|j| j.waiting_since)
             .unwrap_or_else(queued)
+    }
+}
+
+/// How often a worker looks again at the streams it set aside: the entries behind a job
+/// left for another worker wait for it to be taken, and a worker blocked on other
+/// streams would not see that.
+const LOOK_AGAIN: Duration = Duration::from_millis(200);
+
+/// The streams whose first waiting job was left for workers other than this one, until
+/// a time not yet come ([`Job::avoid_until`]): this worker reads none of them meanwhile,
+/// since a stream hands out its entries in order.
+struct SetAside {
+    keys: Vec<String>,
+    /// The soonest of those times.
+    until: Option<DateTime<Utc>>,
+}
+
+impl SetAside {
+    fn of(heads: &[Taken], worker: &WorkerName, now: DateTime<Utc>) -> Self {
+        let mut aside = Self {
+            keys: Vec::new(),
+            until: None,
+        };
+        for t in heads {
+            let Some(job) = &t.job else { continue };
+            let Some(until) = job.avoid_until.filter(|_| job.avoids(worker, now)) else {
+                continue;
+            };
+            aside.keys.push(t.key.clone());
+            aside.until = Some(aside.until.map_or(until, |u| u.min(until)));
+        }
+        aside
+    }
+
+    fn holds(&self, key: &str) -> bool {
+        self.keys.iter().any(|k| k == key)
+    }
+
+    /// How long to wait for new entries elsewhere: `block`, or while streams are set
+    /// aside, until the soonest of their times and at most [`LOOK_AGAIN`].
+    fn block(&self, block: Duration, now: DateTime<Utc>) -> Duration {
+        let Some(until) = self.until else {
+            return block;
+        };
+        let left = (until - now).to_std().unwrap_or_default();
+        block
+            .min(LOOK_AGAIN)
+            .min(left)
+            .max(Duration::from_millis(1))
     }
 }
 
@@ -276,9 +327,13 @@ impl Inner {
         self.lease(&stale, consumer);
         self.hold(worker, stale);
         let heads = self.heads(keys).await?;
+        let aside = SetAside::of(&heads, worker, Utc::now());
         let now = now_ms();
         let aging = self.options.aging;
-        let best_head = heads.iter().min_by_key(|t| t.order(aging, now));
+        let best_head = heads
+            .iter()
+            .filter(|t| !aside.holds(&t.key))
+            .min_by_key(|t| t.order(aging, now));
         let best_held = self.best_held(worker, keys, aging, now);
         Ok(match (best_held, best_head) {
             (Some(held), Some(head)) if head.order(aging, now) < held => {
@@ -289,7 +344,11 @@ impl Inner {
                 .into_iter()
                 .collect(),
             (None, Some(head)) => self.read_waiting(&head.key, consumer).await?,
-            (None, None) => self.read_new(keys, consumer).await?,
+            (None, None) => {
+                let open: Vec<String> = keys.iter().filter(|k| !aside.holds(k)).cloned().collect();
+                self.read_new(&open, consumer, aside.block(self.block(), Utc::now()))
+                    .await?
+            }
         })
     }
 
@@ -343,12 +402,18 @@ impl Inner {
         Ok(taken)
     }
 
-    /// Waits up to one block for new entries on any of `keys`.
+    /// Waits up to `block` for new entries on any of `keys` (only waits when there are
+    /// none to read).
     pub(super) async fn read_new(
         &self,
         keys: &[String],
         consumer: &str,
+        block: Duration,
     ) -> RedisResult<Vec<Taken>> {
+        if keys.is_empty() {
+            tokio::time::sleep(block).await;
+            return Ok(Vec::new());
+        }
         let mut lent: Lent = self.redis.lend().await?;
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
@@ -357,7 +422,7 @@ impl Inner {
             .arg("COUNT")
             .arg(1)
             .arg("BLOCK")
-            .arg(millis(self.block()))
+            .arg(millis(block))
             .arg("STREAMS")
             .arg(keys);
         for _ in keys {

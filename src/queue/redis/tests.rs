@@ -360,51 +360,6 @@ async fn past_the_retry_limit_the_job_comes_out_as_a_dead_letter() {
     delete_keys(&url, &prefix).await.unwrap();
 }
 
-#[tokio::test]
-async fn avoided_worker_passes_the_job_on_a_bounded_number_of_times() {
-    let Some(url) = redis_url_or_skip() else {
-        return;
-    };
-    let prefix = unique_prefix();
-    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
-    let l = lane("tasks:llm:m");
-    let (bad, good) = (worker("bad"), worker("good"));
-    let mut conn = raw(&url).await;
-    let entry_ids = |reply: redis::streams::StreamRangeReply| {
-        reply
-            .ids
-            .into_iter()
-            .map(|e| (e.id.clone(), e.get::<u32>(FIELD_PASSES)))
-            .collect::<Vec<_>>()
-    };
-
-    // Another worker takes an avoiding job as it is.
-    let mut j = job(&l);
-    j.avoid = vec![bad.clone()];
-    q.enqueue(j.clone()).await.unwrap();
-    let original = entry_ids(conn.xrange_all(q.stream_key(&l)).await.unwrap());
-    let d = q.dequeue(std::slice::from_ref(&l), &good).await.unwrap();
-    assert_eq!(
-        (d.job.task_id, d.receipt.clone()),
-        (j.task_id, receipt(&q.stream_key(&l), &original[0].0))
-    );
-    q.ack(&d).await.unwrap();
-
-    // The avoided worker puts it back (a new entry each time) until the passes run out,
-    // then runs it rather than leave it waiting forever.
-    q.enqueue(j.clone()).await.unwrap();
-    let original = entry_ids(conn.xrange_all(q.stream_key(&l)).await.unwrap());
-    let d = q.dequeue(std::slice::from_ref(&l), &bad).await.unwrap();
-    assert_eq!(d.job.task_id, j.task_id);
-    let now = entry_ids(conn.xrange_all(q.stream_key(&l)).await.unwrap());
-    assert_eq!(now.len(), 1, "put back, never copied");
-    assert_ne!(now[0].0, original[0].0);
-    assert_eq!(receipt(&q.stream_key(&l), &now[0].0), d.receipt);
-    assert_eq!(now[0].1, Some(3));
-    q.ack(&d).await.unwrap();
-    delete_keys(&url, &prefix).await.unwrap();
-}
-
 /// The number of clients blocked in a command, from `INFO clients`.
 async fn blocked_clients(url: &str) -> usize {
     let info: String = redis::cmd("INFO")

@@ -206,6 +206,10 @@ pub struct Generation {
     pub load: Duration,
     /// Arrival, since the server started.
     pub arrived: Duration,
+    /// When each of the `tokens` was generated (wall clock, as the stream paces them), so
+    /// a client's clock can tell those made after it had gone.
+    #[serde(skip)]
+    pub token_times: Vec<Instant>,
 }
 
 /// Refused: the machine already holds `max_queue` waiting requests.
@@ -853,6 +857,7 @@ impl Drop for Run {
             waited: sim.life(self.lease.started - self.lease.arrived),
             load: sim.life(self.lease.ready - self.lease.arrived),
             arrived: sim.life(self.lease.arrived - sim.started),
+            token_times: (0..self.sent).map(|i| self.due(i)).collect(),
         });
     }
 }

@@ -444,12 +444,19 @@ async fn a_client_that_goes_away_stops_its_generation_and_frees_the_slot() {
     let mut body = res.bytes_stream();
     let first = body.next().await.unwrap().unwrap();
     assert!(first.starts_with(b"{\"model\""));
+    let left = Instant::now();
     drop(body);
     let stats = stats_until(&server, |s| s.cancelled == 1).await;
     let g = server.generations().pop().unwrap();
     assert!(g.cancelled);
     assert!(g.tokens < 300, "{g:?}");
     assert_eq!(stats.tokens_generated, u64::from(g.tokens));
+    // Each token's time is recorded, in order; the first was made before the client left
+    // (it read it), none after the generation was recorded.
+    assert_eq!(g.token_times.len(), g.tokens as usize, "{g:?}");
+    assert!(g.token_times.is_sorted(), "{g:?}");
+    assert!(g.token_times[0] <= left, "{g:?}");
+    assert!(g.token_times.iter().all(|t| *t <= Instant::now()), "{g:?}");
     // The slot is free: the next request does not wait behind the abandoned answer.
     ollama_whole(&server, chat(CHAT, "next", false)).await;
     let next = server.generations().pop().unwrap();

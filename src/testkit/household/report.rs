@@ -3,7 +3,7 @@
 //! ([`super::table`] prints them).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::route::RowKind;
 use super::session::Session;
@@ -31,7 +31,8 @@ pub struct RowReport {
     pub loads: u64,
     pub evictions: u64,
     pub template_tokens: u64,
-    /// Tokens the machines generated for stopped turns after the client had left.
+    /// Tokens the machines generated for user turns after their client had left (pressed
+    /// Stop or gave up), by the machines' and the clients' clocks ([`made_after`]).
     pub tokens_for_gone: u64,
     pub truncated_prompts: u64,
     /// A check of the instrument: answered turns whose machines' token count differs from
@@ -118,8 +119,12 @@ impl RowReport {
             .collect();
         let tokens_for_gone = turns
             .iter()
-            .filter(|t| t.stopped)
-            .map(|t| made(&t.marker).saturating_sub(u64::from(t.received)))
+            .filter_map(|t| Some((t.left_at?, &t.marker)))
+            .map(|(left, marker)| {
+                of(marker)
+                    .map(|(_, g)| made_after(&g.token_times, left))
+                    .sum::<u64>()
+            })
             .sum();
         let miscounted = turns
             .iter()
@@ -159,6 +164,12 @@ impl RowReport {
     }
 }
 
+/// How many of the tokens generated at `times` came after `left`, when their client had
+/// gone: a token generated before it left but still on its way is not counted.
+pub fn made_after(times: &[Instant], left: Instant) -> u64 {
+    times.iter().filter(|t| **t > left).count() as u64
+}
+
 /// `HTTP 503`, `timeout`, `stream error`, …: the part of a message before any detail.
 fn error_kind(error: &str) -> String {
     error
@@ -190,6 +201,12 @@ mod tests {
         assert_eq!(percentile(&[], 50.0), None);
     }
 
+    /// The instant `ms` milliseconds after a fixed start, shared by clients and machines.
+    fn at(ms: u64) -> Instant {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *START.get_or_init(Instant::now) + Duration::from_millis(ms)
+    }
+
     fn turn(marker: &str, received: u32, stopped: bool, error: Option<&str>) -> TurnOutcome {
         TurnOutcome {
             marker: marker.to_owned(),
@@ -198,6 +215,24 @@ mod tests {
             received,
             stopped,
             error: error.map(str::to_owned),
+            left_at: None,
+        }
+    }
+
+    /// A turn whose client left at `left_ms`.
+    fn left(marker: &str, received: u32, stopped: bool, left_ms: u64) -> TurnOutcome {
+        let error = (!stopped).then_some("timeout");
+        TurnOutcome {
+            left_at: Some(at(left_ms)),
+            ..turn(marker, received, stopped, error)
+        }
+    }
+
+    /// A generation of `tokens` tokens, one a millisecond from `from_ms`.
+    fn generated(last_user: &str, template: bool, tokens: u32, from_ms: u64) -> Generation {
+        Generation {
+            token_times: (0..u64::from(tokens)).map(|i| at(from_ms + i)).collect(),
+            ..generation(last_user, template, tokens)
         }
     }
 
@@ -214,16 +249,32 @@ mod tests {
             waited: Duration::ZERO,
             load: Duration::ZERO,
             arrived: Duration::ZERO,
+            token_times: Vec::new(),
         }
     }
 
     #[test]
-    fn tokens_for_gone_clients_count_only_the_stopped_turns_own_generations() {
+    fn only_tokens_made_after_the_client_left_count_as_made_for_nobody() {
+        let times: Vec<Instant> = [10, 20, 30, 40].map(at).to_vec();
+        // In flight when it left (made at 10 and 20, not yet read): not counted.
+        assert_eq!(made_after(&times, at(25)), 2);
+        // Made at the very instant it left: it was made for a client still there.
+        assert_eq!(made_after(&times, at(30)), 1);
+        assert_eq!(made_after(&times, at(5)), 4);
+        assert_eq!(made_after(&times, at(40)), 0);
+        assert_eq!(made_after(&[], at(0)), 0);
+    }
+
+    #[test]
+    fn tokens_for_gone_clients_count_what_their_turns_generations_made_after_they_left() {
         let session = Session {
             turns: vec![
                 turn("[p0.1]", 200, false, None),
-                turn("[p0.2]", 20, true, None),
+                // Stopped at 1,025 ms, having read 20 tokens.
+                left("[p0.2]", 20, true, 1025),
                 turn("[p0.3]", 0, false, Some("HTTP 503")),
+                // Gave up waiting at 5,000 ms.
+                left("[p0.4]", 0, false, 5000),
             ],
             tasks: vec![],
         };
@@ -236,11 +287,14 @@ mod tests {
                     ..SimStats::default()
                 },
                 vec![
-                    generation("hello [p0.1]", false, 200),
-                    // Stopped after 20 tokens; the machine made 26 before it noticed.
-                    generation("and? [p0.2]", false, 26),
+                    generated("hello [p0.1]", false, 200, 0),
+                    // Tokens at 1,000 to 1,029 ms: 26 made while the client was there (6
+                    // of them in flight when it left), 4 after it had gone.
+                    generated("and? [p0.2]", false, 30, 1000),
                     // A template that quotes the stopped turn is not its generation.
-                    generation("### Task: … [p0.2] …", true, 30),
+                    generated("### Task: … [p0.2] …", true, 30, 1010),
+                    // Started just before the client gave up: 2 tokens after.
+                    generated("later [p0.4]", false, 5, 4998),
                 ],
             ),
             (
@@ -250,8 +304,9 @@ mod tests {
                     evictions: 1,
                     ..SimStats::default()
                 },
-                // A second try of the same prompt elsewhere counts too.
-                vec![generation("and? [p0.2]", false, 4)],
+                // A second try of the same prompt elsewhere counts too: 1 token after
+                // 1,025 ms.
+                vec![generated("and? [p0.2]", false, 4, 1023)],
             ),
         ];
         let r = RowReport::new(
@@ -260,25 +315,27 @@ mod tests {
             &[session],
             machines,
         );
-        assert_eq!(r.tokens_for_gone, 10);
+        // Not what was made less what was read (34 − 20 + 5 = 19).
+        assert_eq!(r.tokens_for_gone, 4 + 1 + 2);
         assert_eq!((r.loads, r.evictions, r.template_tokens), (3, 1, 30));
-        assert_eq!(r.user_turns, 3);
+        assert_eq!(r.user_turns, 4);
         assert_eq!(r.total_p95, Some(Duration::from_secs(3)));
         assert_eq!(r.errors.get("HTTP 503"), Some(&1));
+        assert_eq!(r.errors.get("timeout"), Some(&1));
         assert!(r.miscounted.is_empty(), "{:?}", r.miscounted);
         let machines: Vec<Option<&str>> = r.turns.iter().map(|t| t.machine.as_deref()).collect();
-        assert_eq!(machines, [Some("a"), Some("a"), None]);
+        assert_eq!(machines, [Some("a"), Some("a"), None, Some("a")]);
         let turns = turn_markdown(std::slice::from_ref(&r));
         assert!(
             turns.contains(
-                "| random | [p0.2] | a | m | 0.0 | 0.0 | 0.0 | 10 | 10 | no | 26 | 1.0 | – | stopped |"
+                "| random | [p0.2] | a | m | 0.0 | 0.0 | 0.0 | 10 | 10 | no | 30 | 1.0 | – | stopped |"
             ),
             "{turns}"
         );
         assert!(turns.contains("| [p0.3] | – |"), "{turns}");
         let table = markdown("run", &[r]);
         assert!(
-            table.contains("| random | 3 | 1.0 | 1.0 | 1.0 | 3.0 | 3 | 1 | 30 | 10 | 0 | 1 | 9 |"),
+            table.contains("| random | 4 | 1.0 | 1.0 | 1.0 | 3.0 | 3 | 1 | 30 | 7 | 0 | 2 | 9 |"),
             "{table}"
         );
         assert!(!table.contains("Check failed"), "{table}");

@@ -54,6 +54,9 @@ pub struct TurnOutcome {
     /// Pressed Stop.
     pub stopped: bool,
     pub error: Option<String>,
+    /// When the client closed its connection before the answer's end (it pressed Stop or
+    /// gave up waiting): tokens generated for it after this were for nobody.
+    pub left_at: Option<Instant>,
 }
 
 /// How a background task went.
@@ -127,7 +130,7 @@ async fn tasks(
                 let request = ask(&ctx, &lease, &who, Some(task), &body);
                 match tokio::time::timeout(ctx.timeout, request).await {
                     Ok(result) => result.err(),
-                    Err(_) => Some("timeout".to_owned()),
+                    Err(_) => Some(TIMEOUT.to_owned()),
                 }
             }
             None => Some(format!("no URL serves {}", turn.model)),
@@ -176,6 +179,9 @@ async fn post(
     }
 }
 
+/// The error of a request that outlived [`Context::timeout`]: its client gave up.
+const TIMEOUT: &str = "timeout";
+
 /// What a streamed answer delivered so far.
 #[derive(Debug, Default)]
 struct Reading {
@@ -205,11 +211,13 @@ async fn user_turn(
             let stream = stream(ctx, &lease, who, &body, turn, started, &mut reading);
             tokio::time::timeout(ctx.timeout, stream)
                 .await
-                .unwrap_or_else(|_| Err("timeout".to_owned()))
+                .unwrap_or_else(|_| Err(TIMEOUT.to_owned()))
         }
         None => Err(format!("no URL serves {}", turn.model)),
     };
-    let elapsed = ctx.life(started.elapsed());
+    let now = Instant::now();
+    let elapsed = ctx.life(now - started);
+    let left = matches!(ended, Ok(Ended::Stopped)) || ended.as_ref().is_err_and(|e| e == TIMEOUT);
     let outcome = TurnOutcome {
         marker: turn.marker.clone(),
         ttft: reading.first.map(|t| ctx.life(t)),
@@ -217,6 +225,7 @@ async fn user_turn(
         received: reading.tokens,
         stopped: matches!(ended, Ok(Ended::Stopped)),
         error: ended.err(),
+        left_at: left.then_some(now),
     };
     (outcome, reading.content)
 }
