@@ -331,6 +331,16 @@ async fn killing_a_worker_mid_load_loses_no_task() {
         fake1.request_count() >= 10
     })
     .await;
+    // Answers w1 starts from now on stay running (held after their first token), so it
+    // is killed with tasks in flight however slowly this machine runs the test.
+    fake1.hold();
+    let before_hold = fake1.request_count();
+    eventually(
+        Duration::from_secs(30),
+        "w1 has an answer in flight",
+        || async { fake1.request_count() > before_hold },
+    )
+    .await;
     w1.0.start_kill().unwrap(); // SIGKILL: no chance to clean up
     let _ = w1.0.wait().await;
     let killed_at = fake1.request_count();
