@@ -113,6 +113,11 @@ pub(crate) async fn worker_names(http: &reqwest::Client, base: &str) -> Vec<Stri
         .unwrap_or_default()
 }
 
+/// `GET url`, and the JSON answer.
+pub(crate) async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 /// `POST url` with a JSON body, and the JSON answer.
 async fn post_json(http: &reqwest::Client, url: &str, body: Value) -> Value {
     http.post(url)

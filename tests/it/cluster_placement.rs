@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::cluster::{
-    Env, backend, cleanup, cluster_config, env, eventually, pg, serve_in_process, worker_names,
+    Env, backend, cleanup, cluster_config, env, eventually, get_json, pg, serve_in_process,
+    worker_names,
 };
 use crate::helpers::MODEL;
 use crate::household::CODER;
@@ -92,14 +93,7 @@ async fn ended(pool: &sqlx::PgPool, env: &Env, id: &str) -> (String, String) {
 
 /// How many models `name`'s heartbeat shows both rates for.
 async fn rates_known(http: &reqwest::Client, base: &str, name: &str) -> usize {
-    let workers: Value = http
-        .get(format!("{base}/workers"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let workers = get_json(http, &format!("{base}/workers")).await;
     workers["workers"]
         .as_array()
         .unwrap()

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::cluster::{
-    backend, cleanup, cluster_config, env, eventually, serve_in_process, worker_names,
+    backend, cleanup, cluster_config, env, eventually, get_json, serve_in_process, worker_names,
 };
 use crate::helpers::MODEL;
 
@@ -86,14 +86,7 @@ async fn serve_answers_text_embeddings_and_show_through_a_worker_process() {
         .to_owned();
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["embeddings"].as_array().unwrap().len(), 2);
-    let row: Value = http
-        .get(format!("{base}/tasks/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let row = get_json(&http, &format!("{base}/tasks/{id}")).await;
     assert_eq!(row["status"], "done", "{row}");
     assert_eq!(row["prompt"], "[embedding of 2 inputs]");
 

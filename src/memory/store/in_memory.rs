@@ -60,14 +60,11 @@ impl MemoryStore for InMemoryStore {
     }
 
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
-        let mut people = std::collections::BTreeMap::<String, (Person, u64)>::new();
+        let mut people = std::collections::BTreeMap::<Person, u64>::new();
         for item in self.items().iter() {
-            let entry = people
-                .entry(item.person.as_str().to_owned())
-                .or_insert_with(|| (item.person.clone(), 0));
-            entry.1 += 1;
+            *people.entry(item.person.clone()).or_default() += 1;
         }
-        Ok(people.into_values().collect())
+        Ok(people.into_iter().collect())
     }
 
     async fn list(

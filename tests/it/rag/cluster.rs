@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::BACKUP;
 use crate::cluster::{
-    cleanup, cluster_config, command, env, eventually, pg, serve_in_process, spawn_worker,
-    worker_names,
+    cleanup, cluster_config, command, env, eventually, get_json, pg, serve_in_process,
+    spawn_worker, worker_names,
 };
 use crate::helpers::{MODEL, spawn_fake, task_id};
 
@@ -79,14 +79,7 @@ async fn a_worker_process_answers_from_documents_in_postgres() {
         .await
         .unwrap();
     assert_eq!(res.status(), 201);
-    let listing: Value = http
-        .get(format!("{base}/docs"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listing = get_json(&http, &format!("{base}/docs")).await;
     let names: Vec<&str> = listing["collections"]
         .as_array()
         .unwrap()
