@@ -18,7 +18,10 @@
 #        scripts/bench.sh profile    (perf profile of Coordinator under non-streaming c=64 load;
 #                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
 #        scripts/bench.sh instructions (instructions per non-streaming request at c=1, counted
-#                                      by callgrind; env: BENCH_CALLGRIND_N=2000)
+#                                      by callgrind; env: BENCH_CALLGRIND_N=2000
+#                                      BENCH_CALLGRIND_C=1 for another concurrency)
+#        (BENCH_LIMITS=0 leaves [limits] out of the config: for builds older than the
+#         per-client limits, which refuse it)
 #        scripts/bench.sh bigstore   (the same table on a copy of a store like a household's after
 #                                      years: 1,000,000 tasks, 100,000 memory items, seeded once
 #                                      into target/bigstore/ by bench-seed; BENCH_BIGSTORE=1 does
@@ -142,12 +145,17 @@ url = "http://$FAKE_ADDR/v1"
 models = ["$MODEL"]
 max_concurrency = 64
 
-# One client sends thousands of requests a second: a rate no person needs, set so high that
-# it never refuses while its check still runs on every request.
+EOF
+if [[ "${BENCH_LIMITS:-1}" != 0 ]]; then
+  # One client sends thousands of requests a second: a rate no person needs, set so high
+  # that it never refuses while its check still runs on every request.
+  cat >>"$WORK/coordinator.toml" <<EOF
+
 [limits]
 requests_per_minute = 1000000000
 burst = 10000000
 EOF
+fi
 
 # `instructions` runs Coordinator under callgrind, which counts instructions instead of
 # timing them: the same count for the same binary and requests whatever else the machine
@@ -228,12 +236,12 @@ oha_fields() {
 }
 
 if [[ "${1:-}" == instructions ]]; then
-  n="${BENCH_CALLGRIND_N:-2000}"
+  n="${BENCH_CALLGRIND_N:-2000}" c="${BENCH_CALLGRIND_C:-1}"
   oha --no-tui --output-format json -n 200 -c 1 -m POST -H 'content-type: application/json' \
     -D "$WORK/body-nonstream.json" "http://$COORD_ADDR/v1/chat/completions" >/dev/null
   # Counted from here: start-up and warm-up left out.
   callgrind_control --zero "$COORD_PID" >/dev/null 2>&1
-  oha --no-tui --output-format json -n "$n" -c 1 -m POST -H 'content-type: application/json' \
+  oha --no-tui --output-format json -n "$n" -c "$c" -m POST -H 'content-type: application/json' \
     -D "$WORK/body-nonstream.json" "http://$COORD_ADDR/v1/chat/completions" >"$WORK/oha-instructions.json"
   ok="$(jq -r '.statusCodeDistribution["200"] // 0' "$WORK/oha-instructions.json")"
   sleep 1
@@ -241,7 +249,7 @@ if [[ "${1:-}" == instructions ]]; then
   wait "$COORD_PID" 2>/dev/null || true
   COORD_PID=""
   COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo '+dirty')"
-  echo "Instructions per non-streaming request at c=1 (callgrind, $ok requests answered 200 of $n, commit $COMMIT):"
+  echo "Instructions per non-streaming request at c=$c (callgrind, $ok requests answered 200 of $n, commit $COMMIT):"
   echo
   echo "| part | instructions per request |"
   echo "|---|---|"

@@ -455,34 +455,55 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
 /// Seconds until `s` has a free slot: none when one is free, else until the soonest of
 /// its running answers that frees one ends.
 fn slot_wait(s: &WorkerStatus, statuses: &[WorkerStatus], now: DateTime<Utc>) -> f64 {
-    slot_free_times(s, statuses, now)[0]
+    slot_free_times(s, statuses, now, 1)[0]
 }
 
 /// When each of `s`'s slots is free, soonest first: now for a free slot, else when the
 /// running answer holding it ends (from how far along it is). Answers beyond the slots
 /// (queued inside the backend) hold on to them longest.
+///
+/// The caller reads at most the `needed` soonest (one, and one more for each job it puts
+/// there first): when that many slots are free now, only the free ones are given and the
+/// running answers are not looked at. This runs on every submission, for every machine,
+/// and a busy machine runs many answers.
 pub fn slot_free_times(
     s: &WorkerStatus,
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
+    needed: usize,
 ) -> Vec<f64> {
     let slots = s.max_concurrency.max(1);
     let busy = s.in_flight.max(s.running.len());
-    let mut left: Vec<f64> = s
-        .running
-        .iter()
-        .map(|r| remaining(s, r, statuses, now))
-        .collect();
-    // In flight, but not described (a heartbeat of an older version): a whole answer.
-    let whole = s
-        .models
-        .first()
-        .map_or(perf::ASSUMED.answer_tokens / perf::ASSUMED.eval_tps, |m| {
-            answer_s(&rates_on(s, m, statuses))
-        });
-    left.resize(busy, whole);
+    let free = slots.saturating_sub(busy);
+    if free >= needed.max(1) {
+        return vec![0.0; free];
+    }
+    // The running answers are of a model or two: their rates are figured once each.
+    let mut rates: Vec<(&ModelName, Rates)> = Vec::new();
+    let mut left: Vec<f64> = Vec::with_capacity(busy);
+    for r in &s.running {
+        let at = match rates.iter().find(|(m, _)| *m == &r.model) {
+            Some((_, at)) => *at,
+            None => {
+                let at = rates_on(s, &r.model, statuses);
+                rates.push((&r.model, at));
+                at
+            }
+        };
+        left.push(remaining_at(r, &at, now));
+    }
+    if busy > left.len() {
+        // In flight, but not described (a heartbeat of an older version): a whole answer.
+        let whole = s
+            .models
+            .first()
+            .map_or(perf::ASSUMED.answer_tokens / perf::ASSUMED.eval_tps, |m| {
+                answer_s(&rates_on(s, m, statuses))
+            });
+        left.resize(busy, whole);
+    }
     left.sort_by(f64::total_cmp);
-    let mut times = vec![0.0; slots.saturating_sub(busy)];
+    let mut times = vec![0.0; free];
     times.extend_from_slice(&left[busy.saturating_sub(slots)..]);
     times
 }
@@ -494,7 +515,11 @@ pub fn answer_s(rates: &Rates) -> f64 {
 
 /// Seconds until a running answer ends, from how far along it is.
 fn remaining(s: &WorkerStatus, r: &Running, statuses: &[WorkerStatus], now: DateTime<Utc>) -> f64 {
-    let rates = rates_on(s, &r.model, statuses);
+    remaining_at(r, &rates_on(s, &r.model, statuses), now)
+}
+
+/// Seconds until a running answer ends at `rates` (its model's on its machine).
+fn remaining_at(r: &Running, rates: &Rates, now: DateTime<Utc>) -> f64 {
     let eval = rates.eval_tps.max(0.1);
     match r.first_token_at {
         None => {

@@ -36,9 +36,14 @@ pub fn after_ahead(
     now: DateTime<Utc>,
 ) -> Vec<After> {
     // Each machine's slots, soonest first.
+    // Each machine's slots, soonest first: as many as the jobs put there may take, and one
+    // for the task.
     let mut slots: Vec<Vec<f64>> = serving
         .iter()
-        .map(|s| slot_free_times(s, statuses, now))
+        .map(|s| {
+            let owed: usize = ask.backlog.of(&s.name).map(|o| o.ahead.jobs).sum();
+            slot_free_times(s, statuses, now, ask.ahead.jobs + owed + 1)
+        })
         .collect();
     let owes: Vec<Owes> = serving
         .iter()

@@ -456,3 +456,23 @@ fn a_job_ahead_that_loads_the_model_leaves_it_resident_for_the_task() {
     assert!((e.ttft_s - (3.0 + 3.75 + 1.0)).abs() < 1e-6, "{e:?}");
     assert_eq!((e.evicts.clone(), e.eviction_s), (None, 0.0));
 }
+
+#[test]
+fn slot_times_look_at_running_answers_only_when_the_free_slots_do_not_suffice() {
+    // Three slots, two running answers of 300-token answers at 30 tokens/s: one 100
+    // tokens in (about 6.7 s left), one 280 tokens in (the floor of a tenth of an answer: 1 s left).
+    let mut s = with_rates(status("w", true, 2), 1.0, 1000.0, 30.0);
+    s.max_concurrency = 3;
+    s.running = vec![running("m", 4, 100, true), running("m", 9, 280, true)];
+    let statuses = vec![s.clone()];
+    let now = Utc::now();
+
+    assert_eq!(slot_free_times(&s, &statuses, now, 1), vec![0.0]);
+    let all = slot_free_times(&s, &statuses, now, 2);
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert_eq!(all[0], 0.0);
+    assert!((all[1] - 1.0).abs() < 0.01, "{all:?}");
+    assert!((all[2] - 200.0 / 30.0).abs() < 0.01, "{all:?}");
+    // Asking for more than there are slots gives every slot, no more.
+    assert_eq!(slot_free_times(&s, &statuses, now, 10), all);
+}
