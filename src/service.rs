@@ -172,7 +172,7 @@ impl AppState {
             web_search = decision.web_search(),
             named = decision.named,
             rules_answer = decision.rules_reply().is_some(),
-            reasons = ?decision.reasons,
+            reasons = %crate::telemetry::Listed(&decision.reasons),
             "turn routed"
         );
         // What the request allowed; a turn carrying retrieved documents is never memory,

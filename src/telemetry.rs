@@ -54,6 +54,23 @@ where
     }
 }
 
+/// A list of short texts as a log field, `a; b; c`: plainer to read than the list's
+/// `Debug` form and cheaper to write (no escaping of every character), for a field logged
+/// on every turn.
+pub struct Listed<'a>(pub &'a [String]);
+
+impl std::fmt::Display for Listed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, item) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            f.write_str(item)?;
+        }
+        Ok(())
+    }
+}
+
 /// The span of one task: its id, its conversation's thread and its lane, carried by every
 /// log line written for the task (its submission at the front door, the worker, the web
 /// lane, the backend call, the memory write), so that no line has to name them itself.
@@ -106,6 +123,13 @@ mod tests {
         }
         let bytes = lines.0.lock().unwrap().clone();
         String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn a_listed_field_reads_as_its_items_joined() {
+        let reasons = vec!["domain: code".to_owned(), "model: \"q\"".to_owned()];
+        assert_eq!(Listed(&reasons).to_string(), "domain: code; model: \"q\"");
+        assert_eq!(Listed(&[]).to_string(), "");
     }
 
     #[test]

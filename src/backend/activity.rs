@@ -105,13 +105,13 @@ impl Activity {
 
     /// Updates a running answer: its first token's time and how many tokens it has.
     /// Returns the answer as it stands now.
-    pub fn progress(&mut self, id: u64, tokens: u32, at: DateTime<Utc>) -> Option<Running> {
+    pub fn progress(&mut self, id: u64, tokens: u32, at: DateTime<Utc>) -> Option<&Running> {
         let (_, r) = self.running.iter_mut().find(|(i, _)| *i == id)?;
         if r.first_token_at.is_none() {
             r.first_token_at = Some(at);
         }
         r.tokens = tokens;
-        Some(r.clone())
+        Some(r)
     }
 
     /// The answer `id` ended (done, failed or dropped); its conversation, if known, counts

@@ -126,10 +126,16 @@ impl InFlight {
     pub fn token(&mut self) {
         self.tokens += 1;
         let now = Utc::now();
-        let Some(running) = lock(&self.handle.activity).progress(self.id, self.tokens, now) else {
+        let impression =
+            self.tokens == 1 || (!self.sampled && self.tokens >= FIRST_IMPRESSION_TOKENS);
+        let mut activity = lock(&self.handle.activity);
+        let Some(running) = activity.progress(self.id, self.tokens, now) else {
             return;
         };
-        if self.tokens == 1 || (!self.sampled && self.tokens >= FIRST_IMPRESSION_TOKENS) {
+        if impression {
+            // A copy only for the two tokens that give an impression, outside the lock.
+            let running = running.clone();
+            drop(activity);
             self.sampled |= self.tokens >= FIRST_IMPRESSION_TOKENS;
             self.handle.first_impression(&self.model, &running, now);
         }
