@@ -2,13 +2,16 @@
 //! takes the waiting job of best effective priority across its lanes, the oldest first
 //! among equals ([`Aging::rank`], see [`super::priority`]). A job taken and queued again
 //! (held back by the guard, or left for another worker) keeps its age
-//! ([`Job::waiting_since`]). Nothing survives a restart here; the store keeps the jobs of
-//! unfinished tasks and start-up queues them again.
+//! ([`Job::waiting_since`]). A job left for a sooner worker waits for it until its
+//! [`Job::avoid_until`], as in Redis: the workers it avoids take other work meanwhile and
+//! look again when that time comes. Nothing survives a restart here; the store keeps the
+//! jobs of unfinished tasks and start-up queues them again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -57,7 +60,7 @@ impl Waiting {
     fn into_job(self, now: Instant) -> Job {
         let waited = chrono::Duration::from_std(now.duration_since(self.since)).unwrap_or_default();
         Job {
-            waiting_since: Some(chrono::Utc::now() - waited),
+            waiting_since: Some(Utc::now() - waited),
             ..self.job
         }
     }
@@ -67,7 +70,7 @@ impl Waiting {
 /// as long ago as it began (on this queue's clock, paused in tests).
 fn waiting_since(job: &Job, now: Instant) -> Instant {
     job.waiting_since
-        .and_then(|t| (chrono::Utc::now() - t).to_std().ok())
+        .and_then(|t| (Utc::now() - t).to_std().ok())
         .and_then(|waited| now.checked_sub(waited))
         .unwrap_or(now)
 }
@@ -98,18 +101,37 @@ impl InProcessQueue {
     }
 
     /// Takes the job of best effective priority (then the oldest) across the lanes of
-    /// `takes` that `consumer` is not asked to avoid. (A worker only hands a job on with an
-    /// avoid list when another healthy worker serves its lane.)
+    /// `takes` that `consumer` is not asked to avoid now ([`Job::avoids`]). (A worker only
+    /// hands a job on with an avoid list when another healthy worker serves its lane.)
+    #[cfg(test)]
     fn try_take(&self, takes: &Takes, consumer: &WorkerName) -> Option<Job> {
+        self.take_or_next(takes, consumer).ok()
+    }
+
+    /// [`Self::try_take`], or when nothing may be taken, the soonest time a job it avoids
+    /// now is no longer left to the others (`None` when no such job waits).
+    fn take_or_next(
+        &self,
+        takes: &Takes,
+        consumer: &WorkerName,
+    ) -> Result<Job, Option<DateTime<Utc>>> {
         let now = Instant::now();
+        let wall = Utc::now();
         let mut inner = self.lock();
         let mut best: Option<((u8, Instant, u64), &Lane, usize)> = None;
+        let mut next: Option<DateTime<Utc>> = None;
         for lane in &takes.lanes {
             let Some(q) = inner.lanes.get(lane) else {
                 continue;
             };
             for (pos, w) in q.iter().enumerate() {
-                if w.job.avoid.contains(consumer) || !takes.allows(lane, w.job.priority) {
+                if !takes.allows(lane, w.job.priority) {
+                    continue;
+                }
+                if w.job.avoids(consumer, wall) {
+                    if let Some(until) = w.job.avoid_until {
+                        next = Some(next.map_or(until, |n| n.min(until)));
+                    }
                     continue;
                 }
                 let order = w.order(self.aging, now);
@@ -118,14 +140,18 @@ impl InProcessQueue {
                 }
             }
         }
-        let (_, lane, pos) = best?;
+        let Some((_, lane, pos)) = best else {
+            return Err(next);
+        };
         let lane = lane.clone();
-        let q = inner.lanes.get_mut(&lane)?;
+        let Some(q) = inner.lanes.get_mut(&lane) else {
+            return Err(next);
+        };
         let taken = q.remove(pos).into_job(now);
         if q.is_empty() {
             inner.lanes.remove(&lane);
         }
-        Some(taken)
+        Ok(taken)
     }
 
     /// The lanes among `lanes` where a person's job waits (see [`Queue::awaited`]),
@@ -256,10 +282,19 @@ impl Queue for InProcessQueue {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(job) = self.try_take(takes, consumer) {
-                return Ok(Delivery::in_process(job));
+            match self.take_or_next(takes, consumer) {
+                Ok(job) => return Ok(Delivery::in_process(job)),
+                Err(None) => notified.await,
+                // A job left to the others until a time: look again then, if nothing
+                // else comes first.
+                Err(Some(until)) => {
+                    let wait = (until - Utc::now()).to_std().unwrap_or_default();
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
             }
-            notified.await;
         }
     }
 
@@ -596,6 +631,52 @@ mod tests {
             q.dequeue(&[lane], &good).await.unwrap().job.task_id,
             j.task_id
         );
+    }
+
+    /// A job left for a sooner worker until a time, as in Redis: the worker it was left
+    /// by takes other work meanwhile, and takes it once that time has come, waking for it
+    /// without anything queued. A job avoided without a time (it failed there) stays the
+    /// others'.
+    #[tokio::test]
+    async fn a_job_left_for_another_worker_until_a_time_is_taken_back_after_it() {
+        let q = InProcessQueue::new();
+        let lane = Lane::parse("tasks:llm:m").unwrap();
+        let left_by = WorkerName::parse("ai-core").unwrap();
+        let all = Takes::all(vec![lane.clone()]);
+        let left = |until: Option<chrono::Duration>| Job {
+            avoid: vec![left_by.clone()],
+            avoid_until: until.map(|d| Utc::now() + d),
+            ..job(&lane)
+        };
+        let later = left(Some(chrono::Duration::hours(1)));
+        let other = job(&lane);
+        q.push(later.clone());
+        q.push(other.clone());
+        assert_eq!(q.try_take(&all, &left_by).unwrap().task_id, other.task_id);
+        assert!(
+            q.try_take(&all, &left_by).is_none(),
+            "taken before its time"
+        );
+        let failed = left(None);
+        q.push(failed.clone());
+        assert!(
+            q.try_take(&all, &left_by).is_none(),
+            "taken where it failed"
+        );
+        let due = left(Some(chrono::Duration::zero()));
+        q.push(due.clone());
+        assert_eq!(q.try_take(&all, &left_by).unwrap().task_id, due.task_id);
+        // A worker already waiting when the time comes takes it then.
+        let soon = left(Some(chrono::Duration::milliseconds(50)));
+        q.push(soon.clone());
+        let taken = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            q.dequeue(std::slice::from_ref(&lane), &left_by),
+        )
+        .await
+        .expect("the worker it was left by never took it back")
+        .unwrap();
+        assert_eq!(taken.job.task_id, soon.task_id);
     }
 
     #[tokio::test]

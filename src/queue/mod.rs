@@ -41,8 +41,8 @@ pub struct Job {
     /// For a job left for a sooner worker: until when the workers in `avoid` leave it to
     /// the others (as long as placement expected to gain by it). In Redis they do not take
     /// it before then, and take it as it comes after; without it (a job that failed
-    /// there) one puts it back a bounded number of times. The in-process queue leaves an
-    /// avoiding job to the others while one of them serves its lane.
+    /// there) one puts it back a bounded number of times. In process alike until then;
+    /// without it, the in-process queue leaves the job to the others for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avoid_until: Option<DateTime<Utc>>,
     /// Whether the client reads the answer as it is generated. A job for a client that
