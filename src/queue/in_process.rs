@@ -17,8 +17,9 @@ use tokio::time::Instant;
 
 use super::priority::{Aging, Priority};
 use super::{Delivery, Job, Queue, QueueError, Takes};
+use crate::backend::registry::WorkerStatus;
 use crate::domain::{Lane, TaskId, WorkerName};
-use crate::placement::Ahead;
+use crate::placement::{Ahead, Waiting as PlacementWaiting};
 
 #[derive(Debug, Default)]
 pub struct InProcessQueue {
@@ -216,19 +217,49 @@ impl InProcessQueue {
         self.ahead_in(q, priority, now)
     }
 
-    /// For every lane where a fresh job of `priority` would be taken after some of the
-    /// waiting jobs: the lane and those jobs (see [`Self::ahead_now`]). One pass over the
-    /// queue under its lock, with nothing allocated: `visit` runs under the lock and must
-    /// be short. What placement reads of the queue for a task ([`crate::placement::Waiting`]).
-    pub fn each_ahead(&self, priority: Priority, mut visit: impl FnMut(&Lane, Ahead)) {
+    /// What waits before a fresh job of `priority` in `lane`, for placement and the
+    /// expected wait ([`crate::dispatch::Dispatcher::ahead`]): per lane, the jobs a fresh
+    /// one would be taken after, counted by [`PlacementWaiting::count`] among `statuses`;
+    /// but a job left for a sooner worker, that every other worker serving its lane
+    /// avoids now, is that worker's backlog wherever it waits ([`PlacementWaiting::left`]):
+    /// it runs there, before whatever that worker takes next. One pass over the queue
+    /// under its lock; nothing is allocated unless some machine owes work.
+    pub fn waiting_before(
+        &self,
+        lane: &Lane,
+        priority: Priority,
+        statuses: &[WorkerStatus],
+    ) -> PlacementWaiting {
         let now = Instant::now();
+        let wall = Utc::now();
+        let mut waiting = PlacementWaiting::default();
         let inner = self.lock();
-        for (lane, q) in &inner.lanes {
-            let ahead = self.ahead_in(q, priority, now);
-            if ahead.jobs > 0 {
-                visit(lane, ahead);
+        for (l, q) in &inner.lanes {
+            let mut free = Ahead::NONE;
+            for w in q.iter().filter(|w| self.goes_before(w, priority, now)) {
+                let one = Ahead {
+                    jobs: 1,
+                    prompt_tokens: Some(u64::from(w.prompt_tokens)),
+                };
+                if w.job.avoid.is_empty()
+                    || !waiting.left(statuses, l, |s| w.job.avoids(s, wall), one)
+                {
+                    free = free.plus(one);
+                }
+            }
+            if free.jobs > 0 {
+                waiting.count(statuses, lane, l, free);
             }
         }
+        waiting
+    }
+
+    /// Whether `w` goes before a fresh job of `priority` at `now` (a better or equal
+    /// effective priority).
+    fn goes_before(&self, w: &Waiting, priority: Priority, now: Instant) -> bool {
+        !self
+            .aging
+            .fresh_goes_before(priority, w.job.priority, now.duration_since(w.since))
     }
 
     /// The jobs of `q` that a fresh job of `priority` would be taken after, at `now`.
@@ -237,15 +268,9 @@ impl InProcessQueue {
             jobs: 0,
             prompt_tokens: Some(0),
         };
-        for w in q {
-            let waited = now.duration_since(w.since);
-            if !self
-                .aging
-                .fresh_goes_before(priority, w.job.priority, waited)
-            {
-                ahead.jobs += 1;
-                ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
-            }
+        for w in q.iter().filter(|w| self.goes_before(w, priority, now)) {
+            ahead.jobs += 1;
+            ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
         }
         ahead
     }
@@ -348,6 +373,8 @@ impl Queue for InProcessQueue {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    use crate::domain::ModelName;
 
     use crate::testkit::samples::sample_job as job;
 
@@ -677,6 +704,85 @@ mod tests {
         .expect("the worker it was left by never took it back")
         .unwrap();
         assert_eq!(taken.job.task_id, soon.task_id);
+    }
+
+    /// A one-slot machine serving `models`, healthy, idle.
+    fn machine(name: &str, models: &[&str]) -> WorkerStatus {
+        WorkerStatus {
+            name: WorkerName::parse(name).unwrap(),
+            kind: crate::config::BackendKind::Ollama,
+            url: String::new(),
+            models: models
+                .iter()
+                .map(|m| ModelName::parse(m).unwrap())
+                .collect(),
+            loaded: vec![],
+            healthy: true,
+            in_flight: 0,
+            max_concurrency: 1,
+            last_error: None,
+            perf: vec![],
+            running: vec![],
+            recent: vec![],
+            max_loaded: None,
+            max_num_ctx: None,
+            windows: vec![],
+            resident: vec![],
+        }
+    }
+
+    /// A chat turn ai-core left for moon runs on moon, before moon's next job of any
+    /// lane: it is moon's backlog, for a coder turn (only moon serves the coder) and for
+    /// a chat turn alike (in the household, coder turns were shown 12 s sooner than they
+    /// came). Once its time has come, ai-core may take it too: the lane's again.
+    #[tokio::test]
+    async fn a_job_left_for_one_machine_is_that_machines_backlog_in_every_lane() {
+        let q = InProcessQueue::new();
+        let statuses = [
+            machine("moon", &["chat", "coder"]),
+            machine("ai-core", &["chat"]),
+        ];
+        let (chat, coder) = (
+            Lane::parse("tasks:llm:chat").unwrap(),
+            Lane::parse("tasks:llm:coder").unwrap(),
+        );
+        let left = |until: chrono::Duration| {
+            let mut j = of(&chat, Priority::Interactive);
+            j.request.model = ModelName::parse("chat").unwrap();
+            j.request.messages = vec![crate::chat::ChatMessage::user("x".repeat(4000))];
+            j.avoid = vec![WorkerName::parse("ai-core").unwrap()];
+            j.avoid_until = Some(Utc::now() + until);
+            j
+        };
+        let job = left(chrono::Duration::hours(1));
+        let tokens = u64::from(job.request.estimated_prompt_tokens());
+        q.push(job);
+        let owed = |w: &PlacementWaiting| -> Vec<(String, String, Ahead)> {
+            let moon = WorkerName::parse("moon").unwrap();
+            w.backlog
+                .of(&moon)
+                .map(|o| (o.worker.to_string(), o.model.to_string(), o.ahead))
+                .collect()
+        };
+        let on_moon = vec![(
+            "moon".to_owned(),
+            "chat".to_owned(),
+            Ahead {
+                jobs: 1,
+                prompt_tokens: Some(tokens),
+            },
+        )];
+        for lane in [&coder, &chat] {
+            let w = q.waiting_before(lane, Priority::Interactive, &statuses);
+            assert_eq!(owed(&w), on_moon, "{lane}");
+            assert_eq!(w.ahead.jobs, 0, "{lane}");
+        }
+        // Its time has come: either machine may take it.
+        let q = InProcessQueue::new();
+        q.push(left(-chrono::Duration::seconds(1)));
+        let w = q.waiting_before(&chat, Priority::Interactive, &statuses);
+        assert!(w.backlog.is_empty(), "{w:?}");
+        assert_eq!(w.ahead.jobs, 1);
     }
 
     #[tokio::test]

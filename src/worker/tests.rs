@@ -329,12 +329,12 @@ async fn a_job_left_for_another_worker_is_looked_at_again_when_its_time_has_pass
     let moon = WorkerName::parse("moon").unwrap();
     let again = base
         .queue
-        .dequeue(&[lane.clone()], &moon)
+        .dequeue(std::slice::from_ref(&lane), &moon)
         .await
         .unwrap()
         .job;
     assert_eq!(again.task_id, due.task_id);
-    assert_eq!(again.avoid, [w1.clone()]);
+    assert_eq!(again.avoid, std::slice::from_ref(&w1));
     assert!(again.avoid_until.unwrap() > chrono::Utc::now());
     assert!(!seeing(false).hand_to_sooner_worker(&due).await);
     let still = left(chrono::Duration::hours(1));
