@@ -217,6 +217,31 @@ impl InProcessQueue {
         self.ahead_in(q, priority, now)
     }
 
+    /// The jobs waiting in `lane` that `job` would have been taken after (see
+    /// [`Queue::ahead_of`]), without an await.
+    pub fn ahead_of_now(&self, lane: &Lane, job: &Job) -> Ahead {
+        let now = Instant::now();
+        let since = waiting_since(job, now);
+        let mine = (
+            self.aging.rank(job.priority, now.duration_since(since)),
+            since,
+        );
+        let inner = self.lock();
+        let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
+        let mut ahead = Ahead {
+            jobs: 0,
+            prompt_tokens: Some(0),
+        };
+        for w in q {
+            let (rank, since, _) = w.order(self.aging, now);
+            if (rank, since) < mine {
+                ahead.jobs += 1;
+                ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
+            }
+        }
+        ahead
+    }
+
     /// What waits before a fresh job of `priority` in `lane`, for placement and the
     /// expected wait ([`crate::dispatch::Dispatcher::ahead`]): per lane, the jobs a fresh
     /// one would be taken after, counted by [`PlacementWaiting::count`] among `statuses`;
@@ -333,6 +358,10 @@ impl Queue for InProcessQueue {
 
     async fn ahead(&self, lane: &Lane, priority: Priority) -> Result<Ahead, QueueError> {
         Ok(self.ahead_now(lane, priority))
+    }
+
+    async fn ahead_of(&self, lane: &Lane, job: &Job) -> Result<Ahead, QueueError> {
+        Ok(self.ahead_of_now(lane, job))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -704,6 +733,26 @@ mod tests {
         .expect("the worker it was left by never took it back")
         .unwrap();
         assert_eq!(taken.job.task_id, soon.task_id);
+    }
+
+    /// A job a worker took after it waited counts only the jobs that were to go before
+    /// it, not those queued since (a fresh job's count: in the household, a chat turn
+    /// looked at again after 2 s saw a later coder turn and a later chat turn before it,
+    /// and went to the laptop).
+    #[tokio::test(start_paused = true)]
+    async fn the_jobs_ahead_of_a_taken_job_are_those_queued_before_it() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:a").unwrap();
+        q.push(of(&lane, Priority::Interactive));
+        tokio::time::advance(std::time::Duration::from_secs(2)).await;
+        q.push(of(&lane, Priority::Interactive));
+        // Taken a second after the first was queued, a second before the second.
+        let mine = Job {
+            waiting_since: Some(Utc::now() - chrono::Duration::seconds(1)),
+            ..of(&lane, Priority::Interactive)
+        };
+        assert_eq!(q.ahead_of(&lane, &mine).await.unwrap().jobs, 1);
+        assert_eq!(q.ahead_now(&lane, Priority::Interactive).jobs, 2);
     }
 
     /// A one-slot machine serving `models`, healthy, idle.

@@ -235,6 +235,20 @@ pub trait Queue: Send + Sync + 'static {
         priority: Priority,
     ) -> Result<crate::placement::Ahead, QueueError>;
 
+    /// The jobs waiting in `lane` that `job`, taken from the queue after waiting since
+    /// its [`Job::waiting_since`], would have been taken after (a better effective
+    /// priority, or the same and waiting longer): what a worker that took it weighs
+    /// before it leaves it for a sooner one. Jobs queued after it do not count. A queue
+    /// that does not know the waiting jobs' ages (Redis) counts those a fresh job of its
+    /// priority goes after ([`Self::ahead`]).
+    async fn ahead_of(
+        &self,
+        lane: &Lane,
+        job: &Job,
+    ) -> Result<crate::placement::Ahead, QueueError> {
+        self.ahead(lane, job.priority).await
+    }
+
     /// Jobs waiting in each lane per priority class, by the class each was queued with
     /// (waiting promotes none here), sorted; lanes and classes with none are left out.
     async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError>;

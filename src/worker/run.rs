@@ -553,10 +553,11 @@ impl Worker {
         if job.attempt > 0 || job.avoids(me, Utc::now()) || job.lane.is_pinned() {
             return false;
         }
+        let now = Utc::now();
         let all = self.directory.statuses();
         let statuses: Vec<WorkerStatus> = all
             .iter()
-            .filter(|s| !job.avoid.contains(&s.name) || &s.name == me)
+            .filter(|s| !job.avoids(&s.name, now) || &s.name == me)
             .filter(|s| {
                 job.priority == Priority::Interactive
                     || &s.name == me
@@ -596,7 +597,8 @@ impl Worker {
     }
 
     /// What waits in the queue before `job`, which this worker took: the jobs of its lane
-    /// that go first, and the backlog of each other machine among `candidates` (what
+    /// that were to go before it (not those queued since: [`crate::queue::Queue::ahead_of`]), and the
+    /// backlog of each other machine among `candidates` (what
     /// only it serves, among `all`: see [`crate::placement::backlog`]). This worker's own
     /// backlog does not count: it took this job before its other work. The queue is asked
     /// lane by lane; a lane it cannot read counts as empty.
@@ -613,7 +615,7 @@ impl Worker {
         }
         let mut waiting = crate::placement::Waiting::default();
         for lane in &lanes {
-            match self.queue.ahead(lane, job.priority).await {
+            match self.queue.ahead_of(lane, job).await {
                 Ok(ahead) => waiting.count(all, &job.lane, lane, ahead),
                 Err(e) => {
                     tracing::warn!(lane = %lane, error = %e, "could not read the jobs waiting in a lane; placing without them");
