@@ -74,10 +74,7 @@ impl Embedded {
         priority: crate::domain::Priority,
         statuses: &[crate::backend::registry::WorkerStatus],
     ) -> crate::placement::Waiting {
-        let mut waiting = crate::placement::Waiting::default();
-        self.queue
-            .each_ahead(priority, |l, ahead| waiting.count(statuses, lane, l, ahead));
-        waiting
+        self.queue.waiting_before(lane, priority, statuses)
     }
 
     pub(super) fn new(

@@ -7,7 +7,11 @@
 //! other machine serves (in the household, `qwen2.5-coder:7b` on moon). Their waiting jobs
 //! that go before the task (a better or equal effective priority, the queue's own rule)
 //! are that machine's backlog: it finishes them before it is free for the task, and a
-//! model they load may push the task's out ([`super::queued::after_ahead`]).
+//! model they load may push the task's out ([`super::queued::after_ahead`]). So is a job
+//! of any lane left for one machine by the others ([`Waiting::left`]: a job a worker left
+//! for a sooner one, and that the other workers serving its model avoid until a time):
+//! it runs there, before that machine is free for the task, in embedded mode, where the
+//! queue sees the jobs' avoid lists.
 //!
 //! Read on the request path once per placement, from the queue's own figures: in embedded
 //! mode one pass over the in-process queue under its lock; in cluster mode the lanes'
@@ -38,6 +42,35 @@ impl Waiting {
             self.backlog.count(statuses, lane, ahead);
         }
     }
+
+    /// Adds `ahead`, a job of `lane` left for a sooner worker, to the backlog of the one
+    /// machine (among `statuses`, as placement counts them) serving its model that it
+    /// does not `avoid` now, and returns true; false, adding nothing, when that is not
+    /// one machine.
+    pub fn left(
+        &mut self,
+        statuses: &[WorkerStatus],
+        lane: &Lane,
+        avoids: impl Fn(&WorkerName) -> bool,
+        ahead: Ahead,
+    ) -> bool {
+        let Lane::Llm { model, .. } = lane else {
+            return false;
+        };
+        let any_healthy = statuses
+            .iter()
+            .any(|s| s.healthy && s.models.contains(model));
+        let mut takers = statuses.iter().filter(|s| {
+            s.models.contains(model) && (s.healthy || !any_healthy) && !avoids(&s.name)
+        });
+        match (takers.next(), takers.next()) {
+            (Some(one), None) => {
+                self.backlog.owe(&one.name, model, ahead);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Per machine and model, the jobs waiting in lanes only that machine serves.
@@ -66,6 +99,14 @@ impl Backlog {
         let (Some(worker), Lane::Llm { model, .. }) = (only_server(statuses, lane), lane) else {
             return;
         };
+        self.owe(worker, model, ahead);
+    }
+
+    /// Adds `ahead` of `model` to what `worker` owes.
+    fn owe(&mut self, worker: &WorkerName, model: &ModelName, ahead: Ahead) {
+        if ahead.jobs == 0 {
+            return;
+        }
         match self
             .owed
             .iter_mut()

@@ -280,6 +280,7 @@ pub fn estimate_on(
         free_s: slot_wait(s, statuses, now),
         loaded_ahead: false,
         pushed_out: false,
+        same_model: 0,
     };
     estimate_after(s, ask, statuses, now, after)
 }
@@ -292,7 +293,7 @@ fn estimate_after(
     now: DateTime<Utc>,
     after: queued::After,
 ) -> Estimate {
-    let mut start = start_after(s, ask, statuses, now, after.pushed_out);
+    let mut start = start_after(s, ask, statuses, now, after.pushed_out, after.same_model);
     if after.loaded_ahead && !start.resident {
         // A job ahead loads the model (and evicts what that load evicts): the task finds
         // it resident.
@@ -332,17 +333,18 @@ pub fn start_on(
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
 ) -> Start {
-    start_after(s, ask, statuses, now, false)
+    start_after(s, ask, statuses, now, false, 0)
 }
 
 /// The start of `ask` on `s`, its model `pushed_out` by a load of what the machine owes
-/// first or not.
+/// first or not, after `same_model` jobs of its model that start there before it.
 fn start_after(
     s: &WorkerStatus,
     ask: &Ask<'_>,
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
     pushed_out: bool,
+    same_model: usize,
 ) -> Start {
     let rates = rates_on(s, ask.model, statuses);
     // Resident with a window the request must change counts as not resident: Ollama
@@ -359,7 +361,11 @@ fn start_after(
             .map_or(0.0, |v| eviction_cost(s, v, statuses, now));
         (rates.load_s, busy_wait.max(0.0), evicts, cost)
     };
-    let held = if resident { cache_holds(s, ask) } else { None };
+    let held = if resident {
+        cache_holds(s, ask, same_model)
+    } else {
+        None
+    };
     let tokens = held.unwrap_or(ask.prompt_tokens);
     tracing::trace!(worker = %s.name, model = %ask.model, ?rates, resident, tokens, busy_wait_s, "placement rates");
     Start {
@@ -616,10 +622,12 @@ fn eviction_cost(
 /// process: the conversation must be among the last the machine served with this model,
 /// one per slot (each slot keeps the last prompt it processed), and its history must have
 /// grown since, not been cut at the front (the cache holds a prefix). `None` when not.
-fn cache_holds(s: &WorkerStatus, ask: &Ask<'_>) -> Option<u32> {
+/// `ahead` jobs of the model start there before the ask: each takes a slot's cache, as an
+/// answer running now does.
+fn cache_holds(s: &WorkerStatus, ask: &Ask<'_>, ahead: usize) -> Option<u32> {
     let thread = ask.thread?;
     // An answer of this model running now takes over a slot, and that slot's cache.
-    let taken = s.running.iter().filter(|r| &r.model == ask.model).count();
+    let taken = s.running.iter().filter(|r| &r.model == ask.model).count() + ahead;
     let held = s
         .recent
         .iter()

@@ -21,6 +21,9 @@ pub struct After {
     pub loaded_ahead: bool,
     /// Whether a load for the machine's own backlog pushes the task's model out there.
     pub pushed_out: bool,
+    /// How many jobs of the task's model start there before it: each takes a slot of the
+    /// model, and with it the prompt cache that slot held.
+    pub same_model: usize,
 }
 
 /// Where the jobs ahead of `ask` ([`Ask::ahead`]), and before them each machine's own
@@ -51,6 +54,7 @@ pub fn after_ahead(
         .map(|(s, slots)| owe(s, slots, statuses, ask))
         .collect();
     let mut loaded_ahead: Vec<bool> = owes.iter().map(|o| o.loads_it).collect();
+    let mut same_model: Vec<usize> = owes.iter().map(|o| o.same_model).collect();
     if ask.ahead.jobs > 0 {
         let rates: Vec<_> = serving
             .iter()
@@ -78,6 +82,7 @@ pub fn after_ahead(
             };
             loaded_ahead[i] |= !holds[i];
             holds[i] = true;
+            same_model[i] += 1;
             slots[i][0] = at + answer_s(&rates[i]);
             slots[i].sort_by(f64::total_cmp);
         }
@@ -86,10 +91,12 @@ pub fn after_ahead(
         .iter()
         .zip(loaded_ahead)
         .zip(owes)
-        .map(|((free, loaded_ahead), owes)| After {
+        .zip(same_model)
+        .map(|(((free, loaded_ahead), owes), same_model)| After {
             free_s: free.first().copied().unwrap_or(0.0),
             loaded_ahead,
             pushed_out: owes.pushed_out,
+            same_model,
         })
         .collect()
 }
@@ -102,6 +109,8 @@ struct Owes {
     pushed_out: bool,
     /// A job of a lane pinned there loads it.
     loads_it: bool,
+    /// How many of the jobs it owes are of the task's model (a lane of it pinned there).
+    same_model: usize,
 }
 
 /// Puts what `s` owes ([`Ask::backlog`]) into its `slots` (soonest first), each job where
@@ -113,6 +122,9 @@ fn owe(s: &WorkerStatus, slots: &mut [f64], statuses: &[WorkerStatus], ask: &Ask
         let rates = rates_on(s, &owed.model, statuses);
         let prompt = owed.ahead.prompt_each(ask.prompt_tokens);
         let mut resident = s.loaded.contains(&owed.model);
+        if owed.model == *ask.model {
+            owes.same_model += owed.ahead.jobs;
+        }
         if !resident && owed.ahead.jobs > 0 {
             if owed.model == *ask.model {
                 owes.loads_it = true;

@@ -267,6 +267,43 @@ fn one_persons_occasional_model_goes_where_it_evicts_nobodys() {
     );
 }
 
+/// A job of the same model waiting before the ask takes the one slot's cache first: the
+/// ask's whole prompt counts again there (in the household, two long chats on moon's one
+/// chat slot: each turn evaluated in full, placement had it cached).
+#[test]
+fn a_job_ahead_of_the_same_model_takes_the_cache_of_the_slot_it_starts_in() {
+    let now = Utc::now();
+    let m = model("m");
+    let t = thread("chat-1");
+    let mut moon = with_rates(status("moon", true, 0), 3.0, 1000.0, 50.0);
+    moon.recent = vec![Recent {
+        thread: t.clone(),
+        model: m.clone(),
+        at: now - Duration::seconds(20),
+        tokens: 9900,
+    }];
+    let ask = Ask {
+        model: &m,
+        prompt_tokens: 10_000,
+        fresh_tokens: 50,
+        thread: Some(&t),
+        request: None,
+        ahead: Ahead::NONE,
+        backlog: &backlog::NONE,
+    };
+    let statuses = [moon];
+    let alone = &estimates(&statuses, &ask, now)[0];
+    assert!(alone.cached && alone.ttft_s < 0.2, "{alone:?}");
+    let behind = ask.behind(Ahead {
+        jobs: 1,
+        prompt_tokens: Some(1000),
+    });
+    let e = &estimates(&statuses, &behind, now)[0];
+    assert!(!e.cached, "{e:?}");
+    // The job ahead: 1 s of prompt, a 6 s answer; then all 10,000 tokens, 10 s.
+    assert!((e.ttft_s - 17.0).abs() < 1e-6, "{e:?}");
+}
+
 #[test]
 fn a_conversation_goes_back_to_the_machine_whose_cache_holds_it() {
     let now = Utc::now();

@@ -2,20 +2,24 @@
 //! takes the waiting job of best effective priority across its lanes, the oldest first
 //! among equals ([`Aging::rank`], see [`super::priority`]). A job taken and queued again
 //! (held back by the guard, or left for another worker) keeps its age
-//! ([`Job::waiting_since`]). Nothing survives a restart here; the store keeps the jobs of
-//! unfinished tasks and start-up queues them again.
+//! ([`Job::waiting_since`]). A job left for a sooner worker waits for it until its
+//! [`Job::avoid_until`], as in Redis: the workers it avoids take other work meanwhile and
+//! look again when that time comes. Nothing survives a restart here; the store keeps the
+//! jobs of unfinished tasks and start-up queues them again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::priority::{Aging, Priority};
 use super::{Delivery, Job, Queue, QueueError, Takes};
+use crate::backend::registry::WorkerStatus;
 use crate::domain::{Lane, TaskId, WorkerName};
-use crate::placement::Ahead;
+use crate::placement::{Ahead, Waiting as PlacementWaiting};
 
 #[derive(Debug, Default)]
 pub struct InProcessQueue {
@@ -57,7 +61,7 @@ impl Waiting {
     fn into_job(self, now: Instant) -> Job {
         let waited = chrono::Duration::from_std(now.duration_since(self.since)).unwrap_or_default();
         Job {
-            waiting_since: Some(chrono::Utc::now() - waited),
+            waiting_since: Some(Utc::now() - waited),
             ..self.job
         }
     }
@@ -67,7 +71,7 @@ impl Waiting {
 /// as long ago as it began (on this queue's clock, paused in tests).
 fn waiting_since(job: &Job, now: Instant) -> Instant {
     job.waiting_since
-        .and_then(|t| (chrono::Utc::now() - t).to_std().ok())
+        .and_then(|t| (Utc::now() - t).to_std().ok())
         .and_then(|waited| now.checked_sub(waited))
         .unwrap_or(now)
 }
@@ -98,18 +102,37 @@ impl InProcessQueue {
     }
 
     /// Takes the job of best effective priority (then the oldest) across the lanes of
-    /// `takes` that `consumer` is not asked to avoid. (A worker only hands a job on with an
-    /// avoid list when another healthy worker serves its lane.)
+    /// `takes` that `consumer` is not asked to avoid now ([`Job::avoids`]). (A worker only
+    /// hands a job on with an avoid list when another healthy worker serves its lane.)
+    #[cfg(test)]
     fn try_take(&self, takes: &Takes, consumer: &WorkerName) -> Option<Job> {
+        self.take_or_next(takes, consumer).ok()
+    }
+
+    /// [`Self::try_take`], or when nothing may be taken, the soonest time a job it avoids
+    /// now is no longer left to the others (`None` when no such job waits).
+    fn take_or_next(
+        &self,
+        takes: &Takes,
+        consumer: &WorkerName,
+    ) -> Result<Job, Option<DateTime<Utc>>> {
         let now = Instant::now();
+        let wall = Utc::now();
         let mut inner = self.lock();
         let mut best: Option<((u8, Instant, u64), &Lane, usize)> = None;
+        let mut next: Option<DateTime<Utc>> = None;
         for lane in &takes.lanes {
             let Some(q) = inner.lanes.get(lane) else {
                 continue;
             };
             for (pos, w) in q.iter().enumerate() {
-                if w.job.avoid.contains(consumer) || !takes.allows(lane, w.job.priority) {
+                if !takes.allows(lane, w.job.priority) {
+                    continue;
+                }
+                if w.job.avoids(consumer, wall) {
+                    if let Some(until) = w.job.avoid_until {
+                        next = Some(next.map_or(until, |n| n.min(until)));
+                    }
                     continue;
                 }
                 let order = w.order(self.aging, now);
@@ -118,14 +141,18 @@ impl InProcessQueue {
                 }
             }
         }
-        let (_, lane, pos) = best?;
+        let Some((_, lane, pos)) = best else {
+            return Err(next);
+        };
         let lane = lane.clone();
-        let q = inner.lanes.get_mut(&lane)?;
+        let Some(q) = inner.lanes.get_mut(&lane) else {
+            return Err(next);
+        };
         let taken = q.remove(pos).into_job(now);
         if q.is_empty() {
             inner.lanes.remove(&lane);
         }
-        Some(taken)
+        Ok(taken)
     }
 
     /// The lanes among `lanes` where a person's job waits (see [`Queue::awaited`]),
@@ -190,19 +217,74 @@ impl InProcessQueue {
         self.ahead_in(q, priority, now)
     }
 
-    /// For every lane where a fresh job of `priority` would be taken after some of the
-    /// waiting jobs: the lane and those jobs (see [`Self::ahead_now`]). One pass over the
-    /// queue under its lock, with nothing allocated: `visit` runs under the lock and must
-    /// be short. What placement reads of the queue for a task ([`crate::placement::Waiting`]).
-    pub fn each_ahead(&self, priority: Priority, mut visit: impl FnMut(&Lane, Ahead)) {
+    /// The jobs waiting in `lane` that `job` would have been taken after (see
+    /// [`Queue::ahead_of`]), without an await.
+    pub fn ahead_of_now(&self, lane: &Lane, job: &Job) -> Ahead {
         let now = Instant::now();
+        let since = waiting_since(job, now);
+        let mine = (
+            self.aging.rank(job.priority, now.duration_since(since)),
+            since,
+        );
         let inner = self.lock();
-        for (lane, q) in &inner.lanes {
-            let ahead = self.ahead_in(q, priority, now);
-            if ahead.jobs > 0 {
-                visit(lane, ahead);
+        let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
+        let mut ahead = Ahead {
+            jobs: 0,
+            prompt_tokens: Some(0),
+        };
+        for w in q {
+            let (rank, since, _) = w.order(self.aging, now);
+            if (rank, since) < mine {
+                ahead.jobs += 1;
+                ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
             }
         }
+        ahead
+    }
+
+    /// What waits before a fresh job of `priority` in `lane`, for placement and the
+    /// expected wait ([`crate::dispatch::Dispatcher::ahead`]): per lane, the jobs a fresh
+    /// one would be taken after, counted by [`PlacementWaiting::count`] among `statuses`;
+    /// but a job left for a sooner worker, that every other worker serving its lane
+    /// avoids now, is that worker's backlog wherever it waits ([`PlacementWaiting::left`]):
+    /// it runs there, before whatever that worker takes next. One pass over the queue
+    /// under its lock; nothing is allocated unless some machine owes work.
+    pub fn waiting_before(
+        &self,
+        lane: &Lane,
+        priority: Priority,
+        statuses: &[WorkerStatus],
+    ) -> PlacementWaiting {
+        let now = Instant::now();
+        let wall = Utc::now();
+        let mut waiting = PlacementWaiting::default();
+        let inner = self.lock();
+        for (l, q) in &inner.lanes {
+            let mut free = Ahead::NONE;
+            for w in q.iter().filter(|w| self.goes_before(w, priority, now)) {
+                let one = Ahead {
+                    jobs: 1,
+                    prompt_tokens: Some(u64::from(w.prompt_tokens)),
+                };
+                if w.job.avoid.is_empty()
+                    || !waiting.left(statuses, l, |s| w.job.avoids(s, wall), one)
+                {
+                    free = free.plus(one);
+                }
+            }
+            if free.jobs > 0 {
+                waiting.count(statuses, lane, l, free);
+            }
+        }
+        waiting
+    }
+
+    /// Whether `w` goes before a fresh job of `priority` at `now` (a better or equal
+    /// effective priority).
+    fn goes_before(&self, w: &Waiting, priority: Priority, now: Instant) -> bool {
+        !self
+            .aging
+            .fresh_goes_before(priority, w.job.priority, now.duration_since(w.since))
     }
 
     /// The jobs of `q` that a fresh job of `priority` would be taken after, at `now`.
@@ -211,15 +293,9 @@ impl InProcessQueue {
             jobs: 0,
             prompt_tokens: Some(0),
         };
-        for w in q {
-            let waited = now.duration_since(w.since);
-            if !self
-                .aging
-                .fresh_goes_before(priority, w.job.priority, waited)
-            {
-                ahead.jobs += 1;
-                ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
-            }
+        for w in q.iter().filter(|w| self.goes_before(w, priority, now)) {
+            ahead.jobs += 1;
+            ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
         }
         ahead
     }
@@ -256,10 +332,19 @@ impl Queue for InProcessQueue {
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(job) = self.try_take(takes, consumer) {
-                return Ok(Delivery::in_process(job));
+            match self.take_or_next(takes, consumer) {
+                Ok(job) => return Ok(Delivery::in_process(job)),
+                Err(None) => notified.await,
+                // A job left to the others until a time: look again then, if nothing
+                // else comes first.
+                Err(Some(until)) => {
+                    let wait = (until - Utc::now()).to_std().unwrap_or_default();
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
             }
-            notified.await;
         }
     }
 
@@ -273,6 +358,10 @@ impl Queue for InProcessQueue {
 
     async fn ahead(&self, lane: &Lane, priority: Priority) -> Result<Ahead, QueueError> {
         Ok(self.ahead_now(lane, priority))
+    }
+
+    async fn ahead_of(&self, lane: &Lane, job: &Job) -> Result<Ahead, QueueError> {
+        Ok(self.ahead_of_now(lane, job))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -313,6 +402,8 @@ impl Queue for InProcessQueue {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    use crate::domain::ModelName;
 
     use crate::testkit::samples::sample_job as job;
 
@@ -596,6 +687,151 @@ mod tests {
             q.dequeue(&[lane], &good).await.unwrap().job.task_id,
             j.task_id
         );
+    }
+
+    /// A job left for a sooner worker until a time, as in Redis: the worker it was left
+    /// by takes other work meanwhile, and takes it once that time has come, waking for it
+    /// without anything queued. A job avoided without a time (it failed there) stays the
+    /// others'.
+    #[tokio::test]
+    async fn a_job_left_for_another_worker_until_a_time_is_taken_back_after_it() {
+        let q = InProcessQueue::new();
+        let lane = Lane::parse("tasks:llm:m").unwrap();
+        let left_by = WorkerName::parse("ai-core").unwrap();
+        let all = Takes::all(vec![lane.clone()]);
+        let left = |until: Option<chrono::Duration>| Job {
+            avoid: vec![left_by.clone()],
+            avoid_until: until.map(|d| Utc::now() + d),
+            ..job(&lane)
+        };
+        let later = left(Some(chrono::Duration::hours(1)));
+        let other = job(&lane);
+        q.push(later.clone());
+        q.push(other.clone());
+        assert_eq!(q.try_take(&all, &left_by).unwrap().task_id, other.task_id);
+        assert!(
+            q.try_take(&all, &left_by).is_none(),
+            "taken before its time"
+        );
+        let failed = left(None);
+        q.push(failed.clone());
+        assert!(
+            q.try_take(&all, &left_by).is_none(),
+            "taken where it failed"
+        );
+        let due = left(Some(chrono::Duration::zero()));
+        q.push(due.clone());
+        assert_eq!(q.try_take(&all, &left_by).unwrap().task_id, due.task_id);
+        // A worker already waiting when the time comes takes it then.
+        let soon = left(Some(chrono::Duration::milliseconds(50)));
+        q.push(soon.clone());
+        let taken = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            q.dequeue(std::slice::from_ref(&lane), &left_by),
+        )
+        .await
+        .expect("the worker it was left by never took it back")
+        .unwrap();
+        assert_eq!(taken.job.task_id, soon.task_id);
+    }
+
+    /// A job a worker took after it waited counts only the jobs that were to go before
+    /// it, not those queued since (a fresh job's count: in the household, a chat turn
+    /// looked at again after 2 s saw a later coder turn and a later chat turn before it,
+    /// and went to the laptop).
+    #[tokio::test(start_paused = true)]
+    async fn the_jobs_ahead_of_a_taken_job_are_those_queued_before_it() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:a").unwrap();
+        q.push(of(&lane, Priority::Interactive));
+        tokio::time::advance(std::time::Duration::from_secs(2)).await;
+        q.push(of(&lane, Priority::Interactive));
+        // Taken a second after the first was queued, a second before the second.
+        let mine = Job {
+            waiting_since: Some(Utc::now() - chrono::Duration::seconds(1)),
+            ..of(&lane, Priority::Interactive)
+        };
+        assert_eq!(q.ahead_of(&lane, &mine).await.unwrap().jobs, 1);
+        assert_eq!(q.ahead_now(&lane, Priority::Interactive).jobs, 2);
+    }
+
+    /// A one-slot machine serving `models`, healthy, idle.
+    fn machine(name: &str, models: &[&str]) -> WorkerStatus {
+        WorkerStatus {
+            name: WorkerName::parse(name).unwrap(),
+            kind: crate::config::BackendKind::Ollama,
+            url: String::new(),
+            models: models
+                .iter()
+                .map(|m| ModelName::parse(m).unwrap())
+                .collect(),
+            loaded: vec![],
+            healthy: true,
+            in_flight: 0,
+            max_concurrency: 1,
+            last_error: None,
+            perf: vec![],
+            running: vec![],
+            recent: vec![],
+            max_loaded: None,
+            max_num_ctx: None,
+            windows: vec![],
+            resident: vec![],
+        }
+    }
+
+    /// A chat turn ai-core left for moon runs on moon, before moon's next job of any
+    /// lane: it is moon's backlog, for a coder turn (only moon serves the coder) and for
+    /// a chat turn alike (in the household, coder turns were shown 12 s sooner than they
+    /// came). Once its time has come, ai-core may take it too: the lane's again.
+    #[tokio::test]
+    async fn a_job_left_for_one_machine_is_that_machines_backlog_in_every_lane() {
+        let q = InProcessQueue::new();
+        let statuses = [
+            machine("moon", &["chat", "coder"]),
+            machine("ai-core", &["chat"]),
+        ];
+        let (chat, coder) = (
+            Lane::parse("tasks:llm:chat").unwrap(),
+            Lane::parse("tasks:llm:coder").unwrap(),
+        );
+        let left = |until: chrono::Duration| {
+            let mut j = of(&chat, Priority::Interactive);
+            j.request.model = ModelName::parse("chat").unwrap();
+            j.request.messages = vec![crate::chat::ChatMessage::user("x".repeat(4000))];
+            j.avoid = vec![WorkerName::parse("ai-core").unwrap()];
+            j.avoid_until = Some(Utc::now() + until);
+            j
+        };
+        let job = left(chrono::Duration::hours(1));
+        let tokens = u64::from(job.request.estimated_prompt_tokens());
+        q.push(job);
+        let owed = |w: &PlacementWaiting| -> Vec<(String, String, Ahead)> {
+            let moon = WorkerName::parse("moon").unwrap();
+            w.backlog
+                .of(&moon)
+                .map(|o| (o.worker.to_string(), o.model.to_string(), o.ahead))
+                .collect()
+        };
+        let on_moon = vec![(
+            "moon".to_owned(),
+            "chat".to_owned(),
+            Ahead {
+                jobs: 1,
+                prompt_tokens: Some(tokens),
+            },
+        )];
+        for lane in [&coder, &chat] {
+            let w = q.waiting_before(lane, Priority::Interactive, &statuses);
+            assert_eq!(owed(&w), on_moon, "{lane}");
+            assert_eq!(w.ahead.jobs, 0, "{lane}");
+        }
+        // Its time has come: either machine may take it.
+        let q = InProcessQueue::new();
+        q.push(left(-chrono::Duration::seconds(1)));
+        let w = q.waiting_before(&chat, Priority::Interactive, &statuses);
+        assert!(w.backlog.is_empty(), "{w:?}");
+        assert_eq!(w.ahead.jobs, 1);
     }
 
     #[tokio::test]

@@ -41,8 +41,8 @@ pub struct Job {
     /// For a job left for a sooner worker: until when the workers in `avoid` leave it to
     /// the others (as long as placement expected to gain by it). In Redis they do not take
     /// it before then, and take it as it comes after; without it (a job that failed
-    /// there) one puts it back a bounded number of times. The in-process queue leaves an
-    /// avoiding job to the others while one of them serves its lane.
+    /// there) one puts it back a bounded number of times. In process alike until then;
+    /// without it, the in-process queue leaves the job to the others for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avoid_until: Option<DateTime<Utc>>,
     /// Whether the client reads the answer as it is generated. A job for a client that
@@ -234,6 +234,20 @@ pub trait Queue: Send + Sync + 'static {
         lane: &Lane,
         priority: Priority,
     ) -> Result<crate::placement::Ahead, QueueError>;
+
+    /// The jobs waiting in `lane` that `job`, taken from the queue after waiting since
+    /// its [`Job::waiting_since`], would have been taken after (a better effective
+    /// priority, or the same and waiting longer): what a worker that took it weighs
+    /// before it leaves it for a sooner one. Jobs queued after it do not count. A queue
+    /// that does not know the waiting jobs' ages (Redis) counts those a fresh job of its
+    /// priority goes after ([`Self::ahead`]).
+    async fn ahead_of(
+        &self,
+        lane: &Lane,
+        job: &Job,
+    ) -> Result<crate::placement::Ahead, QueueError> {
+        self.ahead(lane, job.priority).await
+    }
 
     /// Jobs waiting in each lane per priority class, by the class each was queued with
     /// (waiting promotes none here), sorted; lanes and classes with none are left out.

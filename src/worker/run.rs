@@ -16,6 +16,11 @@ use crate::queue::{Delivery, Job};
 use crate::store::{Claim, StoreError, TaskOutcome};
 use crate::web::web_stream;
 
+/// The least time a job left for a sooner worker is left to it: the worker that left it
+/// does not look at it again at every turn of its loop (Redis's avoided consumers look
+/// again every 200 ms at most, too).
+const LEAVE_FOR: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// An answer that has started: its chunks, and why the web lane fell back to the local
 /// model alone, if it did.
 struct Opened {
@@ -534,18 +539,25 @@ impl Worker {
     /// it, a faster machine that frees up first, or an equal one configured earlier), the
     /// job is left for it, and this worker is added to the job's avoid list, so a job
     /// moves at most once per worker; it waits for the others for as long as placement
-    /// expects it to start sooner there ([`Job::avoid_until`]). Never for retries or jobs pinned to this worker, and
-    /// background work is never handed to a machine where it would push out a model.
-    async fn hand_to_sooner_worker(&self, job: &Job) -> bool {
+    /// expects it to start sooner there ([`Job::avoid_until`], at least [`LEAVE_FOR`]).
+    /// When that time has passed and this worker gets the job back, it looks again with
+    /// what it sees now: the other may still be sooner (its running answer took longer
+    /// than expected), and then the job is left to it once more; a machine that has gone
+    /// out of service meanwhile is sooner no longer. A job that avoids this worker still
+    /// (the queue gave up putting it back) runs here. Never for retries or jobs pinned to
+    /// this worker, and background work is never handed to a machine where it would push
+    /// out a model.
+    pub(super) async fn hand_to_sooner_worker(&self, job: &Job) -> bool {
         let me = self.handle.name();
         let model = &job.request.model;
-        if job.attempt > 0 || job.avoid.contains(me) || job.lane.is_pinned() {
+        if job.attempt > 0 || job.avoids(me, Utc::now()) || job.lane.is_pinned() {
             return false;
         }
+        let now = Utc::now();
         let all = self.directory.statuses();
         let statuses: Vec<WorkerStatus> = all
             .iter()
-            .filter(|s| !job.avoid.contains(&s.name))
+            .filter(|s| !job.avoids(&s.name, now) || &s.name == me)
             .filter(|s| {
                 job.priority == Priority::Interactive
                     || &s.name == me
@@ -562,11 +574,15 @@ impl Worker {
             return false;
         }
         let mut avoid = job.avoid.clone();
-        avoid.push(me.clone());
+        if !avoid.contains(me) {
+            avoid.push(me.clone());
+        }
         // It waits for the others as long as placement expects to gain by it; after
-        // that it runs where it lands.
+        // that this worker looks again.
         let gain = crate::placement::sooner_by(&statuses, &ask, me, &best).unwrap_or(0.0);
-        let gain = std::time::Duration::try_from_secs_f64(gain).unwrap_or_default();
+        let gain = std::time::Duration::try_from_secs_f64(gain)
+            .unwrap_or_default()
+            .max(LEAVE_FOR);
         let next = Job {
             avoid,
             avoid_until: Some(Utc::now() + gain),
@@ -581,7 +597,8 @@ impl Worker {
     }
 
     /// What waits in the queue before `job`, which this worker took: the jobs of its lane
-    /// that go first, and the backlog of each other machine among `candidates` (what
+    /// that were to go before it (not those queued since: [`crate::queue::Queue::ahead_of`]), and the
+    /// backlog of each other machine among `candidates` (what
     /// only it serves, among `all`: see [`crate::placement::backlog`]). This worker's own
     /// backlog does not count: it took this job before its other work. The queue is asked
     /// lane by lane; a lane it cannot read counts as empty.
@@ -598,7 +615,7 @@ impl Worker {
         }
         let mut waiting = crate::placement::Waiting::default();
         for lane in &lanes {
-            match self.queue.ahead(lane, job.priority).await {
+            match self.queue.ahead_of(lane, job).await {
                 Ok(ahead) => waiting.count(all, &job.lane, lane, ahead),
                 Err(e) => {
                     tracing::warn!(lane = %lane, error = %e, "could not read the jobs waiting in a lane; placing without them");

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::*;
-use crate::backend::{Backend, BackendHandle, Registry};
+use crate::backend::{Backend, BackendHandle, BackendRequest, Registry};
 use crate::config::{BackendConfig, BackendKind, TimeoutsConfig};
 use crate::events::{InProcessEvents, TaskEvent};
 use crate::queue::in_process::InProcessQueue;
@@ -238,4 +238,105 @@ async fn a_failed_job_logs_the_whole_error_once_and_shows_only_a_safe_message() 
         "{logged:#?}"
     );
     assert_eq!(logged.spans.get("task_id"), Some(&job.task_id.to_string()));
+}
+
+/// What the worker sees of the machines, as given.
+struct Seen(Vec<WorkerStatus>);
+
+impl Directory for Seen {
+    fn catalog(&self) -> Catalog {
+        Catalog::default()
+    }
+
+    fn best_worker_for(&self, ask: &crate::placement::Ask<'_>) -> Option<WorkerName> {
+        crate::placement::best_of(&self.0, ask)
+    }
+
+    fn statuses(&self) -> Vec<WorkerStatus> {
+        self.0.clone()
+    }
+
+    fn any_healthy(&self) -> bool {
+        self.0.iter().any(|s| s.healthy)
+    }
+
+    fn others_serving(&self, model: &ModelName, except: &[WorkerName]) -> usize {
+        self.0
+            .iter()
+            .filter(|s| s.healthy && s.models.contains(model) && !except.contains(&s.name))
+            .count()
+    }
+}
+
+/// A free one-slot machine with `m` resident, at `prompt_tps`.
+fn machine(name: &str, prompt_tps: f64, healthy: bool) -> WorkerStatus {
+    let m = ModelName::parse("m").unwrap();
+    let mut perf = crate::backend::perf::ModelPerf::new(m.clone());
+    perf.load_s = Some(3.0);
+    perf.prompt_tps = Some(prompt_tps);
+    perf.eval_tps = Some(prompt_tps / 20.0);
+    perf.answer_tokens = Some(300.0);
+    perf.samples = 5;
+    WorkerStatus {
+        name: WorkerName::parse(name).unwrap(),
+        kind: BackendKind::Ollama,
+        url: String::new(),
+        models: vec![m.clone()],
+        loaded: vec![m],
+        healthy,
+        in_flight: 0,
+        max_concurrency: 1,
+        last_error: None,
+        perf: vec![perf],
+        running: vec![],
+        recent: vec![],
+        max_loaded: Some(1),
+        max_num_ctx: None,
+        windows: vec![],
+        resident: vec![],
+    }
+}
+
+/// A job `w1` left for the faster `moon`, whose time has passed, comes back to `w1`
+/// (from either queue): `w1` looks again. Moon still sooner, it is left to moon once more
+/// (`w1` named once, a new time); moon out of service, it runs on `w1`. A job that
+/// avoids `w1` still runs there when it gets it all the same.
+#[tokio::test]
+async fn a_job_left_for_another_worker_is_looked_at_again_when_its_time_has_passed() {
+    let fake = FakeLlm::builder().spawn().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = worker(fake.base_url(), &dir).await;
+    let seeing = |moon_healthy| Worker {
+        directory: Arc::new(Seen(vec![
+            machine("moon", 1500.0, moon_healthy),
+            machine("w1", 150.0, true),
+        ])),
+        ..base.clone()
+    };
+    let lane = Lane::llm(&ModelName::parse("m").unwrap());
+    let w1 = WorkerName::parse("w1").unwrap();
+    let left = |until: chrono::Duration| Job {
+        request: BackendRequest {
+            messages: vec![crate::chat::ChatMessage::user("word ".repeat(2400))],
+            ..sample_job(&lane).request
+        },
+        avoid: vec![w1.clone()],
+        avoid_until: Some(chrono::Utc::now() + until),
+        ..sample_job(&lane)
+    };
+    let due = left(-chrono::Duration::seconds(1));
+    assert!(seeing(true).hand_to_sooner_worker(&due).await);
+    let moon = WorkerName::parse("moon").unwrap();
+    let again = base
+        .queue
+        .dequeue(std::slice::from_ref(&lane), &moon)
+        .await
+        .unwrap()
+        .job;
+    assert_eq!(again.task_id, due.task_id);
+    assert_eq!(again.avoid, std::slice::from_ref(&w1));
+    assert!(again.avoid_until.unwrap() > chrono::Utc::now());
+    assert!(!seeing(false).hand_to_sooner_worker(&due).await);
+    let still = left(chrono::Duration::hours(1));
+    assert!(!seeing(true).hand_to_sooner_worker(&still).await);
 }
