@@ -11,7 +11,8 @@ use coordinator::startup::{Application, WorkerProcess, shutdown_signal};
 
 /// jemalloc rather than the system allocator: every request allocates and frees many
 /// small buffers (JSON, headers, events) across threads, where glibc's malloc took about
-/// a seventh of the CPU under load (docs/BENCHMARKS.md).
+/// a seventh of the CPU under load (docs/BENCHMARKS.md). Its options are built in from
+/// `.cargo/config.toml` (`JEMALLOC_SYS_WITH_MALLOC_CONF`).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
