@@ -267,6 +267,29 @@ fn one_persons_occasional_model_goes_where_it_evicts_nobodys() {
     );
 }
 
+/// Thread `t` served on the machine with model `m` 20 s ago; its cache holds `tokens`.
+fn served_lately(t: &ThreadId, m: &ModelName, tokens: u32, now: DateTime<Utc>) -> Recent {
+    Recent {
+        thread: t.clone(),
+        model: m.clone(),
+        at: now - Duration::seconds(20),
+        tokens,
+    }
+}
+
+/// A turn of thread `t` whose new part is 50 tokens, nothing waiting before it.
+fn chat_ask<'a>(m: &'a ModelName, t: &'a ThreadId, prompt_tokens: u32) -> Ask<'a> {
+    Ask {
+        model: m,
+        prompt_tokens,
+        fresh_tokens: 50,
+        thread: Some(t),
+        request: None,
+        ahead: Ahead::NONE,
+        backlog: &backlog::NONE,
+    }
+}
+
 /// A job of the same model waiting before the ask takes the one slot's cache first: the
 /// ask's whole prompt counts again there (in the household, two long chats on moon's one
 /// chat slot: each turn evaluated in full, placement had it cached).
@@ -276,21 +299,8 @@ fn a_job_ahead_of_the_same_model_takes_the_cache_of_the_slot_it_starts_in() {
     let m = model("m");
     let t = thread("chat-1");
     let mut moon = with_rates(status("moon", true, 0), 3.0, 1000.0, 50.0);
-    moon.recent = vec![Recent {
-        thread: t.clone(),
-        model: m.clone(),
-        at: now - Duration::seconds(20),
-        tokens: 9900,
-    }];
-    let ask = Ask {
-        model: &m,
-        prompt_tokens: 10_000,
-        fresh_tokens: 50,
-        thread: Some(&t),
-        request: None,
-        ahead: Ahead::NONE,
-        backlog: &backlog::NONE,
-    };
+    moon.recent = vec![served_lately(&t, &m, 9900, now)];
+    let ask = chat_ask(&m, &t, 10_000);
     let statuses = [moon];
     let alone = &estimates(&statuses, &ask, now)[0];
     assert!(alone.cached && alone.ttft_s < 0.2, "{alone:?}");
@@ -312,21 +322,8 @@ fn a_conversation_goes_back_to_the_machine_whose_cache_holds_it() {
     // Two equal machines with the model resident; the second served this chat last.
     let moon = with_rates(status("moon", true, 0), 3.0, 500.0, 30.0);
     let mut twin = with_rates(status("twin", true, 0), 3.0, 500.0, 30.0);
-    twin.recent = vec![Recent {
-        thread: t.clone(),
-        model: m.clone(),
-        at: now - Duration::seconds(20),
-        tokens: 2900,
-    }];
-    let ask = Ask {
-        model: &m,
-        prompt_tokens: 3000,
-        fresh_tokens: 50,
-        thread: Some(&t),
-        request: None,
-        ahead: Ahead::NONE,
-        backlog: &backlog::NONE,
-    };
+    twin.recent = vec![served_lately(&t, &m, 2900, now)];
+    let ask = chat_ask(&m, &t, 3000);
     let statuses = [moon.clone(), twin.clone()];
     assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "twin");
     // The cache holds 2,900 of the 3,000 tokens: 100 are left, at 500/s.
