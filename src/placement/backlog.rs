@@ -57,18 +57,12 @@ impl Waiting {
         let Lane::Llm { model, .. } = lane else {
             return false;
         };
-        let any_healthy = statuses
-            .iter()
-            .any(|s| s.healthy && s.models.contains(model));
-        let mut takers = statuses.iter().filter(|s| {
-            s.models.contains(model) && (s.healthy || !any_healthy) && !avoids(&s.name)
-        });
-        match (takers.next(), takers.next()) {
-            (Some(one), None) => {
-                self.backlog.owe(&one.name, model, ahead);
+        match sole_server(statuses, model, avoids) {
+            Some(one) => {
+                self.backlog.owe(one, model, ahead);
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 }
@@ -149,12 +143,22 @@ pub fn only_server<'a>(statuses: &'a [WorkerStatus], lane: &Lane) -> Option<&'a 
             .find(|s| &s.name == pinned && s.models.contains(model))
             .map(|s| &s.name);
     }
+    sole_server(statuses, model, |_| false)
+}
+
+/// The one machine serving `model` (among the healthy ones, or all when none is) that is
+/// not `excluded`, if exactly one is.
+fn sole_server<'a>(
+    statuses: &'a [WorkerStatus],
+    model: &ModelName,
+    excluded: impl Fn(&WorkerName) -> bool,
+) -> Option<&'a WorkerName> {
     let any_healthy = statuses
         .iter()
         .any(|s| s.healthy && s.models.contains(model));
     let mut serving = statuses
         .iter()
-        .filter(|s| s.models.contains(model) && (s.healthy || !any_healthy));
+        .filter(|s| s.models.contains(model) && (s.healthy || !any_healthy) && !excluded(&s.name));
     match (serving.next(), serving.next()) {
         (Some(one), None) => Some(&one.name),
         _ => None,

@@ -38,7 +38,6 @@ pub fn after_ahead(
     ask: &Ask<'_>,
     now: DateTime<Utc>,
 ) -> Vec<After> {
-    // Each machine's slots, soonest first.
     // Each machine's slots, soonest first: as many as the jobs put there may take, and one
     // for the task.
     let mut slots: Vec<Vec<f64>> = serving

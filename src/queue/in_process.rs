@@ -76,6 +76,20 @@ fn waiting_since(job: &Job, now: Instant) -> Instant {
         .unwrap_or(now)
 }
 
+/// `waiting` as jobs ahead: how many, and their prompts' tokens (known for every job here).
+fn counted<'a>(waiting: impl Iterator<Item = &'a Waiting>) -> Ahead {
+    waiting.fold(
+        Ahead {
+            jobs: 0,
+            prompt_tokens: Some(0),
+        },
+        |ahead, w| Ahead {
+            jobs: ahead.jobs + 1,
+            prompt_tokens: ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens)),
+        },
+    )
+}
+
 impl InProcessQueue {
     /// A queue that promotes waiting jobs after the default `[scheduler] aging_s`.
     pub fn new() -> Self {
@@ -228,18 +242,10 @@ impl InProcessQueue {
         );
         let inner = self.lock();
         let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
-        let mut ahead = Ahead {
-            jobs: 0,
-            prompt_tokens: Some(0),
-        };
-        for w in q {
+        counted(q.iter().filter(|w| {
             let (rank, since, _) = w.order(self.aging, now);
-            if (rank, since) < mine {
-                ahead.jobs += 1;
-                ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
-            }
-        }
-        ahead
+            (rank, since) < mine
+        }))
     }
 
     /// What waits before a fresh job of `priority` in `lane`, for placement and the
@@ -262,10 +268,7 @@ impl InProcessQueue {
         for (l, q) in &inner.lanes {
             let mut free = Ahead::NONE;
             for w in q.iter().filter(|w| self.goes_before(w, priority, now)) {
-                let one = Ahead {
-                    jobs: 1,
-                    prompt_tokens: Some(u64::from(w.prompt_tokens)),
-                };
+                let one = counted(std::iter::once(w));
                 if w.job.avoid.is_empty()
                     || !waiting.left(statuses, l, |s| w.job.avoids(s, wall), one)
                 {
@@ -289,15 +292,7 @@ impl InProcessQueue {
 
     /// The jobs of `q` that a fresh job of `priority` would be taken after, at `now`.
     fn ahead_in(&self, q: &[Waiting], priority: Priority, now: Instant) -> Ahead {
-        let mut ahead = Ahead {
-            jobs: 0,
-            prompt_tokens: Some(0),
-        };
-        for w in q.iter().filter(|w| self.goes_before(w, priority, now)) {
-            ahead.jobs += 1;
-            ahead.prompt_tokens = ahead.prompt_tokens.map(|t| t + u64::from(w.prompt_tokens));
-        }
-        ahead
+        counted(q.iter().filter(|w| self.goes_before(w, priority, now)))
     }
 
     /// The place of `task_id` among the jobs waiting in `lane`, in the order they will be

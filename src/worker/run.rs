@@ -550,10 +550,10 @@ impl Worker {
     pub(super) async fn hand_to_sooner_worker(&self, job: &Job) -> bool {
         let me = self.handle.name();
         let model = &job.request.model;
-        if job.attempt > 0 || job.avoids(me, Utc::now()) || job.lane.is_pinned() {
+        let now = Utc::now();
+        if job.attempt > 0 || job.avoids(me, now) || job.lane.is_pinned() {
             return false;
         }
-        let now = Utc::now();
         let all = self.directory.statuses();
         let statuses: Vec<WorkerStatus> = all
             .iter()
@@ -597,9 +597,9 @@ impl Worker {
     }
 
     /// What waits in the queue before `job`, which this worker took: the jobs of its lane
-    /// that were to go before it (not those queued since: [`crate::queue::Queue::ahead_of`]), and the
-    /// backlog of each other machine among `candidates` (what
-    /// only it serves, among `all`: see [`crate::placement::backlog`]). This worker's own
+    /// that were to go before it (not those queued since: [`crate::queue::Queue::ahead_of`]),
+    /// and the backlog of each other machine among `candidates` (what only it serves, among
+    /// `all`: see [`crate::placement::backlog`]). This worker's own
     /// backlog does not count: it took this job before its other work. The queue is asked
     /// lane by lane; a lane it cannot read counts as empty.
     async fn waiting_before(
