@@ -101,31 +101,18 @@ mod tests {
     use super::*;
     use crate::chat::ChatMessage;
     use crate::config::BackendKind;
-    use crate::domain::WorkerName;
 
     fn moon(loaded_num_ctx: Option<u32>) -> WorkerStatus {
         let m = ModelName::parse("m").unwrap();
         WorkerStatus {
-            name: WorkerName::parse("moon").unwrap(),
-            kind: BackendKind::Ollama,
-            url: String::new(),
-            models: vec![m.clone()],
             loaded: loaded_num_ctx.map(|_| m.clone()).into_iter().collect(),
-            healthy: true,
-            in_flight: 0,
-            max_concurrency: 1,
-            last_error: None,
-            perf: vec![],
-            running: vec![],
-            recent: vec![],
-            max_loaded: None,
             max_num_ctx: Some(16_384),
             windows: vec![ModelWindow {
                 model: m,
                 context_length: Some(32_768),
                 loaded_num_ctx,
             }],
-            resident: vec![],
+            ..crate::testkit::samples::idle_worker("moon", &["m"])
         }
     }
 

@@ -3,7 +3,6 @@ use chrono::Duration;
 use super::*;
 use crate::backend::activity::Recent;
 use crate::backend::perf::ModelPerf;
-use crate::config::BackendKind;
 
 pub(super) fn model(s: &str) -> ModelName {
     ModelName::parse(s).unwrap()
@@ -15,24 +14,10 @@ fn thread(s: &str) -> ThreadId {
 
 /// A one-slot machine serving `m` (and the models in `also`), with `m` resident or not.
 pub(super) fn status(name: &str, loaded: bool, in_flight: usize) -> WorkerStatus {
-    let m = model("m");
     WorkerStatus {
-        name: WorkerName::parse(name).unwrap(),
-        kind: BackendKind::Ollama,
-        url: String::new(),
-        models: vec![m.clone()],
-        loaded: if loaded { vec![m] } else { vec![] },
-        healthy: true,
+        loaded: if loaded { vec![model("m")] } else { vec![] },
         in_flight,
-        max_concurrency: 1,
-        last_error: None,
-        perf: vec![],
-        running: vec![],
-        recent: vec![],
-        max_loaded: None,
-        max_num_ctx: None,
-        windows: vec![],
-        resident: vec![],
+        ..crate::testkit::samples::idle_worker(name, &["m"])
     }
 }
 

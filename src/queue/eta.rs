@@ -130,7 +130,6 @@ pub fn expected_wait_s(
 mod tests {
     use super::*;
     use crate::backend::perf::ModelPerf;
-    use crate::config::BackendKind;
 
     fn model() -> ModelName {
         ModelName::parse("qwen2.5:14b").unwrap()
@@ -145,22 +144,11 @@ mod tests {
         p.eval_tps = Some(eval_tps);
         p.answer_tokens = Some(100.0);
         WorkerStatus {
-            name: WorkerName::parse(name).unwrap(),
-            kind: BackendKind::Ollama,
-            url: String::new(),
-            models: vec![model()],
             loaded: vec![model()],
-            healthy: true,
             in_flight,
             max_concurrency: slots,
-            last_error: None,
             perf: vec![p],
-            running: vec![],
-            recent: vec![],
-            max_loaded: None,
-            max_num_ctx: None,
-            windows: vec![],
-            resident: vec![],
+            ..crate::testkit::samples::idle_worker(name, &[model().as_str()])
         }
     }
 

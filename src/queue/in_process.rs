@@ -752,27 +752,7 @@ mod tests {
 
     /// A one-slot machine serving `models`, healthy, idle.
     fn machine(name: &str, models: &[&str]) -> WorkerStatus {
-        WorkerStatus {
-            name: WorkerName::parse(name).unwrap(),
-            kind: crate::config::BackendKind::Ollama,
-            url: String::new(),
-            models: models
-                .iter()
-                .map(|m| ModelName::parse(m).unwrap())
-                .collect(),
-            loaded: vec![],
-            healthy: true,
-            in_flight: 0,
-            max_concurrency: 1,
-            last_error: None,
-            perf: vec![],
-            running: vec![],
-            recent: vec![],
-            max_loaded: None,
-            max_num_ctx: None,
-            windows: vec![],
-            resident: vec![],
-        }
+        crate::testkit::samples::idle_worker(name, models)
     }
 
     /// A chat turn ai-core left for moon runs on moon, before moon's next job of any

@@ -1,8 +1,10 @@
 //! Sample jobs and tasks for the queue and store tests and benchmarks.
 
 use crate::backend::BackendRequest;
+use crate::backend::registry::WorkerStatus;
+use crate::config::BackendKind;
 use crate::domain::TaskStatus;
-use crate::domain::{Domain, Lane, ModelName, TaskId, ThreadId};
+use crate::domain::{Domain, Lane, ModelName, TaskId, ThreadId, WorkerName};
 use crate::queue::Job;
 use crate::store::NewTask;
 
@@ -56,5 +58,32 @@ pub fn sample_task(prompt: &str) -> NewTask {
         priority: crate::domain::Priority::Interactive,
         context: Default::default(),
         conversation: None,
+    }
+}
+
+/// An Ollama machine named `name` serving `models`, healthy and idle, with one slot and
+/// nothing resident, learned or configured: what a test changes is set over it.
+#[allow(clippy::expect_used)] // Tests pass valid names.
+pub fn idle_worker(name: &str, models: &[&str]) -> WorkerStatus {
+    WorkerStatus {
+        name: WorkerName::parse(name).expect("a valid worker name"),
+        kind: BackendKind::Ollama,
+        url: String::new(),
+        models: models
+            .iter()
+            .map(|m| ModelName::parse(m).expect("a valid model name"))
+            .collect(),
+        loaded: vec![],
+        healthy: true,
+        in_flight: 0,
+        max_concurrency: 1,
+        last_error: None,
+        perf: vec![],
+        running: vec![],
+        recent: vec![],
+        max_loaded: None,
+        max_num_ctx: None,
+        windows: vec![],
+        resident: vec![],
     }
 }
