@@ -143,7 +143,7 @@ name = "bench"
 kind = "openai"
 url = "http://$FAKE_ADDR/v1"
 models = ["$MODEL"]
-max_concurrency = 64
+parallel = 64
 
 EOF
 if [[ "${BENCH_LIMITS:-1}" != 0 ]]; then

@@ -207,7 +207,7 @@ pub fn apply_cluster_flags(
                 url,
                 models: None,
                 api_key_env: None,
-                max_concurrency: 2,
+                parallel: 2,
                 max_loaded: None,
                 keep_alive: Default::default(),
                 context_length: None,

@@ -385,4 +385,4 @@ pub mod embed;
 mod window;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -227,6 +227,69 @@ impl Drop for StopOnDisconnect {
     }
 }
 
+/// A chat turn's submission, which ends even if its client goes away meanwhile (the
+/// server drops the request): then the rest of it runs on its own, and the task it
+/// recorded is cancelled as soon as it is ([`StopOnDisconnect`]), so it never starts. A
+/// client that hangs up while its row is being written or its job queued is thus not left
+/// with a task that runs for nobody.
+struct Submitting {
+    state: AppState,
+    submission: Option<futures::future::BoxFuture<'static, Submission>>,
+}
+
+type Submission = Result<crate::service::Submitted, crate::service::SubmitError>;
+
+impl Submitting {
+    fn of(state: &AppState, turn: Turn) -> Self {
+        let owned = state.clone();
+        Self::new(
+            state,
+            Box::pin(async move { owned.submit_for_answer(turn).await }),
+        )
+    }
+
+    fn new(state: &AppState, submission: futures::future::BoxFuture<'static, Submission>) -> Self {
+        Self {
+            state: state.clone(),
+            submission: Some(submission),
+        }
+    }
+}
+
+impl std::future::Future for Submitting {
+    type Output = Submission;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Submission> {
+        let Some(submission) = self.submission.as_mut() else {
+            return std::task::Poll::Pending;
+        };
+        let done = std::task::ready!(submission.as_mut().poll(cx));
+        self.submission = None;
+        std::task::Poll::Ready(done)
+    }
+}
+
+impl Drop for Submitting {
+    fn drop(&mut self) {
+        let Some(submission) = self.submission.take() else {
+            return;
+        };
+        // No runtime: the process is ending, and the task's row is recovered at start.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let state = self.state.clone();
+        runtime.spawn(async move {
+            if let Ok(sub) = submission.await {
+                drop(StopOnDisconnect::new(&state, sub.task_id));
+            }
+        });
+    }
+}
+
 /// One piece of a streamed answer, after decoration.
 pub enum Piece {
     Chunk(Chunk),
@@ -314,8 +377,7 @@ impl ChatReply {
         };
         // Structured output (JSON) is returned as the backend wrote it: no routing info.
         let structured = turn.params.format.is_some();
-        let sub = state
-            .submit_for_answer(turn)
+        let sub = Submitting::of(state, turn)
             .await
             .map_err(|e| ApiError::from(e).in_language(lang))?;
         let mut stop = StopOnDisconnect::new(state, sub.task_id);
@@ -539,6 +601,7 @@ mod tests {
     use futures::channel::mpsc;
 
     use super::*;
+    use crate::domain::TaskStatus;
 
     fn text(t: &str) -> Piece {
         Piece::Chunk(Chunk::Content { text: t.into() })
@@ -553,6 +616,65 @@ mod tests {
             Piece::Error(e) => buf.extend_from_slice(e.to_string().as_bytes()),
         }
         buf.push(b'|');
+    }
+
+    /// A client that hangs up while its turn is being submitted: the submission goes on
+    /// without it, and the task it records ends cancelled, never run.
+    #[tokio::test]
+    async fn a_submission_whose_client_left_ends_with_its_task_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = crate::service::tests::service(&dir).await;
+        let turn = crate::turn::build_turn(
+            crate::turn::TurnInput {
+                messages: vec![crate::chat::ChatMessage::user("never mind")],
+                ..Default::default()
+            },
+            &state.config.history,
+        )
+        .unwrap();
+        let (go, gate) = tokio::sync::oneshot::channel::<()>();
+        let owned = state.clone();
+        let mut submitting = Submitting::new(
+            &state,
+            Box::pin(async move {
+                let _ = gate.await;
+                owned.submit_for_answer(turn).await
+            }),
+        );
+        assert!(
+            (&mut submitting).now_or_never().is_none(),
+            "held at the gate"
+        );
+        drop(submitting);
+        go.send(()).unwrap();
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let row = loop {
+            let rows = state
+                .store
+                .list(&crate::store::TaskFilter {
+                    limit: 10,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            if let Some(row) = rows.into_iter().find(|r| r.status != TaskStatus::Queued) {
+                break row;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the task never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(row.status, TaskStatus::Cancelled, "{row:?}");
+        assert!(
+            row.error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("the client went away"),
+            "{row:?}"
+        );
     }
 
     #[tokio::test]

@@ -12,6 +12,7 @@ pub mod openai;
 pub mod perf;
 mod public;
 pub mod registry;
+pub mod slots;
 #[cfg(test)]
 mod text_tests;
 mod windows;

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 
 use super::activity::{Activity, Recent, Running};
 use super::perf::{ModelPerf, Sample};
+use super::slots::Slots;
 pub use super::windows::ConfiguredWindows;
 use super::{Backend, BackendRequest, Loaded, ModelInfo};
 use crate::context::{self, ModelWindow};
@@ -24,7 +25,10 @@ use crate::routing::{Catalog, CatalogEntry};
 #[derive(Debug)]
 pub struct BackendHandle {
     pub backend: Backend,
-    pub max_concurrency: usize,
+    /// Answers per model at once (see [`super::slots`]).
+    pub parallel: usize,
+    /// The answers holding one of its slots now.
+    pub slots: Arc<Slots>,
     /// Models from the config; when set, discovery only checks health.
     configured_models: Option<Vec<ModelName>>,
     models: Mutex<Vec<ModelInfo>>,
@@ -62,7 +66,9 @@ pub struct WorkerStatus {
     pub loaded: Vec<ModelName>,
     pub healthy: bool,
     pub in_flight: usize,
-    pub max_concurrency: usize,
+    /// Answers per model at once (older heartbeats call it `max_concurrency`).
+    #[serde(alias = "max_concurrency")]
+    pub parallel: usize,
     pub last_error: Option<String>,
     /// Learned speed per model (placement's figures); older heartbeats carry none.
     #[serde(default)]
@@ -89,6 +95,19 @@ pub struct WorkerStatus {
     /// meanwhile; older heartbeats carry none.
     #[serde(default)]
     pub resident: Vec<Resident>,
+}
+
+impl WorkerStatus {
+    /// How many models answer here at once (see [`super::slots::models_at_once`]).
+    pub fn models_at_once(&self) -> usize {
+        super::slots::models_at_once(self.kind, self.max_loaded, self.loaded.len())
+    }
+
+    /// How many answers run here at once at most: `parallel` for each model that may
+    /// answer at once (no more than it serves).
+    pub fn slots(&self) -> usize {
+        self.parallel * self.models_at_once().min(self.models.len()).max(1)
+    }
 }
 
 /// A resident model and its expiry (Ollama's `/api/ps` `expires_at`, in UTC; `None`
@@ -159,7 +178,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl BackendHandle {
     pub fn new(
         backend: Backend,
-        max_concurrency: usize,
+        parallel: usize,
         configured_models: Option<Vec<ModelName>>,
     ) -> Self {
         let models = configured_models
@@ -180,7 +199,8 @@ impl BackendHandle {
         };
         Self {
             backend,
-            max_concurrency,
+            parallel,
+            slots: Slots::new(parallel),
             configured_models,
             models: Mutex::new(models),
             loaded: Mutex::new(Vec::new()),
@@ -297,6 +317,23 @@ impl BackendHandle {
 
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// How many models answer here at once (see [`super::slots::models_at_once`]).
+    pub fn models_at_once(&self) -> usize {
+        let max_loaded = lock(&self.activity).max_loaded();
+        let resident = lock(&self.loaded).len();
+        super::slots::models_at_once(self.backend.kind(), max_loaded, resident)
+    }
+
+    /// A slot for an answer of `model` now, if one is free (see [`super::slots`]).
+    pub fn try_slot(&self, model: &ModelName) -> Option<super::slots::Slot> {
+        self.slots.try_take(model, self.models_at_once())
+    }
+
+    /// Whether an answer of `model` could start here now.
+    pub fn has_slot_for(&self, model: &ModelName) -> bool {
+        self.slots.can_start(model, self.models_at_once())
     }
 
     /// An answer for `model` starts now, of `priority`, for `thread` if known, with a prompt of about
@@ -536,7 +573,7 @@ impl BackendHandle {
             loaded: lock(&self.loaded).clone(),
             healthy: self.is_healthy(),
             in_flight: self.in_flight(),
-            max_concurrency: self.max_concurrency,
+            parallel: self.parallel,
             last_error: lock(&self.last_error).clone(),
             perf: lock(&self.perf).clone(),
             running,

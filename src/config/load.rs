@@ -222,7 +222,7 @@ mod tests {
             kind = "ollama"
             url = "http://127.0.0.1:11434"
             models = ["qwen2.5:7b"]
-            max_concurrency = 2
+            parallel = 2
             [routing]
             default_model = "qwen2.5:7b"
             [timeouts]
@@ -232,6 +232,21 @@ mod tests {
         assert_eq!(c.backends[0].kind, BackendKind::Ollama);
         assert_eq!(c.queue, QueueConfig::InProcess);
         assert!(matches!(c.store, StoreConfig::Sqlite { .. }));
+    }
+
+    #[test]
+    fn a_backends_parallel_may_still_be_called_max_concurrency() {
+        let backend = |key: &str| {
+            format!(
+                "[[backends]]\nname = \"moon\"\nkind = \"ollama\"\nurl = \"http://127.0.0.1:11434\"\n{key} = 3\n"
+            )
+        };
+        for key in ["parallel", "max_concurrency"] {
+            let c = load_str(&backend(key), no_env()).unwrap();
+            assert_eq!(c.backends[0].parallel, 3, "{key}");
+        }
+        let unset = load_str(&backend("max_loaded"), no_env()).unwrap();
+        assert_eq!(unset.backends[0].parallel, 1, "Ollama's default");
     }
 
     #[test]
@@ -262,7 +277,7 @@ mod tests {
             name = "a b"
             kind = "ollama"
             url = "ftp://x"
-            max_concurrency = 0
+            parallel = 0
         "#;
         let err = load_str(text, no_env()).unwrap_err().problems();
         assert!(err.len() >= 5, "{err:?}");

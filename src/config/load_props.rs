@@ -87,7 +87,7 @@ const BACKEND_KEYS: &[&str] = &[
     "url",
     "models",
     "api_key_env",
-    "max_concurrency",
+    "parallel",
     "context_length",
     "model_context_length",
     "max_num_ctx",
@@ -176,7 +176,7 @@ name = "moon"
 kind = "ollama"
 url = "http://127.0.0.1:11434"
 models = ["qwen2.5:7b"]
-max_concurrency = 2
+parallel = 2
 context_length = 32768
 max_num_ctx = 16384
 model_context_length = { "qwen2.5:7b" = 8192 }
@@ -217,7 +217,7 @@ const LEAVES: &[(&str, &str, Kind)] = &[
     ("backends[0]", "name", Kind::Text),
     ("backends[0]", "kind", Kind::Text),
     ("backends[0]", "models", Kind::Texts),
-    ("backends[0]", "max_concurrency", Kind::Number),
+    ("backends[0]", "parallel", Kind::Number),
     ("backends[0]", "context_length", Kind::Number),
     ("backends[0]", "max_num_ctx", Kind::Number),
     ("history", "enabled", Kind::Flag),

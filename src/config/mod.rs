@@ -146,11 +146,13 @@ pub struct BackendConfig {
     /// Name of the environment variable that holds the API key (OpenAI-compatible backends).
     #[serde(default)]
     pub api_key_env: Option<String>,
-    /// Generations Coordinator runs on this backend at once: its parallel slots
-    /// (`OLLAMA_NUM_PARALLEL`); 1 by default, as Ollama's. The rest wait in Coordinator's
-    /// queue, where the first machine that frees up can take them.
-    #[serde(default = "default_max_concurrency")]
-    pub max_concurrency: usize,
+    /// Generations Coordinator runs at once per model on this backend (Ollama's
+    /// `OLLAMA_NUM_PARALLEL`, 1 by default as Ollama's); as many models answer side by
+    /// side as the machine keeps resident (`max_loaded`). The rest wait in Coordinator's
+    /// queue, where the first machine that frees up can take them. Older configs name it
+    /// `max_concurrency`.
+    #[serde(default = "default_parallel", alias = "max_concurrency")]
+    pub parallel: usize,
     /// How many models the machine keeps resident at once (`OLLAMA_MAX_LOADED_MODELS`, or
     /// what fits its memory). Learned from the first load that evicts a model when absent.
     #[serde(default)]
@@ -227,7 +229,7 @@ impl KeepAliveSetting {
 /// Ollama's default `OLLAMA_NUM_PARALLEL`: one generation per model at a time. More
 /// would only stack requests in the backend's own queue, where Coordinator can no longer
 /// place them on a machine that frees up first.
-fn default_max_concurrency() -> usize {
+fn default_parallel() -> usize {
     1
 }
 
@@ -240,7 +242,7 @@ impl BackendConfig {
             url: "http://127.0.0.1:11434".to_owned(),
             models: None,
             api_key_env: None,
-            max_concurrency: default_max_concurrency(),
+            parallel: default_parallel(),
             max_loaded: None,
             keep_alive: std::collections::BTreeMap::new(),
             context_length: None,
@@ -436,8 +438,8 @@ impl Config {
                 Ok(u) if matches!(u.scheme(), "http" | "https") => {}
                 _ => problems.push(format!("{at}.url: {:?} is not an http(s) URL", b.url)),
             }
-            if b.max_concurrency == 0 {
-                problems.push(format!("{at}.max_concurrency: must be at least 1"));
+            if b.parallel == 0 {
+                problems.push(format!("{at}.parallel: must be at least 1"));
             }
             if b.max_loaded == Some(0) {
                 problems.push(format!("{at}.max_loaded: must be at least 1"));

@@ -246,7 +246,7 @@ fn machine(s: &WorkerStatus, recent: &[TaskRecord]) -> Machine {
             .filter_map(|r| Some((r.model.to_string(), r.expires_at?)))
             .collect(),
         in_flight: s.in_flight,
-        slots: s.max_concurrency,
+        slots: s.slots(),
         last_error: s.last_error.clone(),
         latest,
     }

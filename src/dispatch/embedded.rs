@@ -21,7 +21,6 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::task::{Context, Poll, ready};
 
 use futures::{FutureExt, Stream, StreamExt};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -187,7 +186,7 @@ struct Local {
 /// A slot held on a worker for one job, from before its row is written until it ends.
 pub struct Reservation {
     local: Local,
-    permit: OwnedSemaphorePermit,
+    slot: crate::backend::slots::Slot,
 }
 
 impl LocalWorkers {
@@ -228,10 +227,11 @@ impl LocalWorkers {
         if !takes_it {
             return None;
         }
-        let permit = local.worker.slots.clone().try_acquire_owned().ok()?;
+        let model = local.worker.answer_model(job);
+        let slot = local.worker.handle.try_slot(&model)?;
         Some(Reservation {
             local: local.clone(),
-            permit,
+            slot,
         })
     }
 }
@@ -244,10 +244,10 @@ impl Reservation {
     /// Starts `job`, whose row was written claimed by this worker, in a task of its own.
     /// Returns at once.
     pub fn start(self, job: Job, span: tracing::Span) {
-        let Self { local, permit } = self;
+        let Self { local, slot } = self;
         local
             .worker
-            .spawn_job(&local.tracker, Delivery::direct(job, span), permit);
+            .spawn_job(&local.tracker, Delivery::direct(job, span), slot);
     }
 }
 

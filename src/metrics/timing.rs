@@ -176,7 +176,7 @@ impl Timing {
         for m in household.machines {
             let name = m.name.to_string();
             gauge(SLOTS_IN_USE, "machine", name.clone()).set(m.in_flight as f64);
-            gauge(SLOTS, "machine", name.clone()).set(m.max_concurrency as f64);
+            gauge(SLOTS, "machine", name.clone()).set(m.slots() as f64);
             gauge(RESIDENT, "machine", name.clone()).set(m.loaded.len() as f64);
             gauge(HEALTHY, "machine", name).set(if m.healthy { 1.0 } else { 0.0 });
         }
@@ -301,7 +301,7 @@ mod tests {
             loaded: vec![m.clone()],
             healthy: true,
             in_flight: 1,
-            max_concurrency: 2,
+            parallel: 2,
             last_error: None,
             perf: Vec::new(),
             running: Vec::new(),

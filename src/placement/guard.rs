@@ -62,7 +62,7 @@ mod tests {
             loaded: loaded.iter().map(|m| model(m)).collect(),
             healthy: true,
             in_flight: running.len(),
-            max_concurrency: 1,
+            parallel: 1,
             last_error: None,
             perf: vec![],
             running: running

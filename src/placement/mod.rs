@@ -277,7 +277,7 @@ pub fn estimate_on(
     now: DateTime<Utc>,
 ) -> Estimate {
     let after = queued::After {
-        free_s: slot_wait(s, statuses, now),
+        free_s: slot_wait(s, ask.model, statuses, now),
         loaded_ahead: false,
         pushed_out: false,
         same_model: 0,
@@ -458,15 +458,24 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
     }
 }
 
-/// Seconds until `s` has a free slot: none when one is free, else until the soonest of
-/// its running answers that frees one ends.
-fn slot_wait(s: &WorkerStatus, statuses: &[WorkerStatus], now: DateTime<Utc>) -> f64 {
-    slot_free_times(s, statuses, now, 1)[0]
+/// Seconds until `s` has a free slot for `model`: none when one is free, else until the
+/// soonest of the running answers that frees one ends.
+fn slot_wait(
+    s: &WorkerStatus,
+    model: &ModelName,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> f64 {
+    slot_free_times(s, model, statuses, now, 1)[0]
 }
 
-/// When each of `s`'s slots is free, soonest first: now for a free slot, else when the
-/// running answer holding it ends (from how far along it is). Answers beyond the slots
-/// (queued inside the backend) hold on to them longest.
+/// When each of `s`'s slots for `model` is free, soonest first ([`crate::backend::slots`]:
+/// `parallel` per model, as many models at once as the machine keeps resident). For a
+/// model answering there now: now for a free slot, else when the running answer of it
+/// holding the slot ends (from how far along it is); answers beyond the slots (queued
+/// inside the backend) hold on to them longest. For a model not answering there: every
+/// slot now while fewer models answer than the machine keeps, else when the first of the
+/// others is done with all its answers.
 ///
 /// The caller reads at most the `needed` soonest (one, and one more for each job it puts
 /// there first): when that many slots are free now, only the free ones are given and the
@@ -474,44 +483,65 @@ fn slot_wait(s: &WorkerStatus, statuses: &[WorkerStatus], now: DateTime<Utc>) ->
 /// and a busy machine runs many answers.
 pub fn slot_free_times(
     s: &WorkerStatus,
+    model: &ModelName,
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
     needed: usize,
 ) -> Vec<f64> {
-    let slots = s.max_concurrency.max(1);
-    let busy = s.in_flight.max(s.running.len());
-    let free = slots.saturating_sub(busy);
+    let slots = s.parallel.max(1);
+    // In flight, but not described (a heartbeat of an older version): of this model.
+    let undescribed = s.in_flight.saturating_sub(s.running.len());
+    let mine = s.running.iter().filter(|r| &r.model == model).count() + undescribed;
+    if mine == 0 {
+        return vec![others_done_s(s, model, statuses, now); slots];
+    }
+    let free = slots.saturating_sub(mine);
     if free >= needed.max(1) {
         return vec![0.0; free];
     }
-    // The running answers are of a model or two: their rates are figured once each.
-    let mut rates: Vec<(&ModelName, Rates)> = Vec::new();
-    let mut left: Vec<f64> = Vec::with_capacity(busy);
-    for r in &s.running {
-        let at = match rates.iter().find(|(m, _)| *m == &r.model) {
-            Some((_, at)) => *at,
-            None => {
-                let at = rates_on(s, &r.model, statuses);
-                rates.push((&r.model, at));
-                at
-            }
-        };
-        left.push(remaining_at(r, &at, now));
-    }
-    if busy > left.len() {
-        // In flight, but not described (a heartbeat of an older version): a whole answer.
-        let whole = s
-            .models
-            .first()
-            .map_or(perf::ASSUMED.answer_tokens / perf::ASSUMED.eval_tps, |m| {
-                answer_s(&rates_on(s, m, statuses))
-            });
-        left.resize(busy, whole);
-    }
+    let rates = rates_on(s, model, statuses);
+    let mut left: Vec<f64> = s
+        .running
+        .iter()
+        .filter(|r| &r.model == model)
+        .map(|r| remaining_at(r, &rates, now))
+        .collect();
+    // Undescribed: a whole answer.
+    left.resize(mine, answer_s(&rates));
     left.sort_by(f64::total_cmp);
     let mut times = vec![0.0; free];
-    times.extend_from_slice(&left[busy.saturating_sub(slots)..]);
+    times.extend_from_slice(&left[mine.saturating_sub(slots)..]);
     times
+}
+
+/// Seconds until a model not answering on `s` may start there: none while fewer models
+/// answer than the machine keeps at once, else until the first of those answering is done
+/// with all its answers.
+fn others_done_s(
+    s: &WorkerStatus,
+    model: &ModelName,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> f64 {
+    let mut busy: Vec<&ModelName> = Vec::new();
+    for r in s.running.iter().filter(|r| &r.model != model) {
+        if !busy.contains(&&r.model) {
+            busy.push(&r.model);
+        }
+    }
+    if busy.len() < s.models_at_once() {
+        return 0.0;
+    }
+    busy.iter()
+        .map(|m| {
+            let rates = rates_on(s, m, statuses);
+            s.running
+                .iter()
+                .filter(|r| &r.model == *m)
+                .map(|r| remaining_at(r, &rates, now))
+                .fold(0.0, f64::max)
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// Seconds a whole answer takes at `rates`.
@@ -633,7 +663,7 @@ fn cache_holds(s: &WorkerStatus, ask: &Ask<'_>, ahead: usize) -> Option<u32> {
         .iter()
         .rev()
         .filter(|r| &r.model == ask.model)
-        .take(s.max_concurrency.max(1).saturating_sub(taken))
+        .take(s.parallel.max(1).saturating_sub(taken))
         .find(|r| &r.thread == thread)?;
     (held.tokens <= ask.prompt_tokens)
         .then(|| (ask.prompt_tokens - held.tokens).max(ask.fresh_tokens))

@@ -44,7 +44,7 @@ pub fn after_ahead(
         .iter()
         .map(|s| {
             let owed: usize = ask.backlog.of(&s.name).map(|o| o.ahead.jobs).sum();
-            slot_free_times(s, statuses, now, ask.ahead.jobs + owed + 1)
+            slot_free_times(s, ask.model, statuses, now, ask.ahead.jobs + owed + 1)
         })
         .collect();
     let owes: Vec<Owes> = serving

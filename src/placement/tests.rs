@@ -130,7 +130,7 @@ fn how_far_along_the_running_answers_are_decides_when_a_slot_frees() {
     let statuses = std::slice::from_ref(&moon);
     assert!((estimate_on(&moon, &ask, statuses, now).ttft_s - 30.0 / 80.0).abs() < 1e-6);
     // Two slots, one busy: no wait.
-    moon.max_concurrency = 2;
+    moon.parallel = 2;
     let statuses = std::slice::from_ref(&moon);
     assert_eq!(estimate_on(&moon, &ask, statuses, now).ttft_s, 0.0);
 }
@@ -245,7 +245,7 @@ fn one_persons_occasional_model_goes_where_it_evicts_nobodys() {
     let (mut moon, ai_core) = full_moon(2);
     moon.running = vec![running("a", 2, 10, true)];
     moon.in_flight = 0;
-    moon.max_concurrency = 2;
+    moon.parallel = 2;
     assert_eq!(
         best_of(&[moon, ai_core], &ask).unwrap().to_string(),
         "ai-core"
@@ -332,7 +332,7 @@ fn a_conversation_goes_back_to_the_machine_whose_cache_holds_it() {
     assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "moon");
     // Two slots, one running another conversation: the other slot still holds this one.
     twin.recent.pop();
-    twin.max_concurrency = 2;
+    twin.parallel = 2;
     twin.in_flight = 1;
     twin.running = vec![running("m", 1, 10, true)];
     let statuses = [moon.clone(), twin.clone()];
@@ -481,17 +481,50 @@ fn slot_times_look_at_running_answers_only_when_the_free_slots_do_not_suffice() 
     // Three slots, two running answers of 300-token answers at 30 tokens/s: one 100
     // tokens in (about 6.7 s left), one 280 tokens in (the floor of a tenth of an answer: 1 s left).
     let mut s = with_rates(status("w", true, 2), 1.0, 1000.0, 30.0);
-    s.max_concurrency = 3;
+    s.parallel = 3;
     s.running = vec![running("m", 4, 100, true), running("m", 9, 280, true)];
     let statuses = vec![s.clone()];
     let now = Utc::now();
 
-    assert_eq!(slot_free_times(&s, &statuses, now, 1), vec![0.0]);
-    let all = slot_free_times(&s, &statuses, now, 2);
+    let m = model("m");
+    assert_eq!(slot_free_times(&s, &m, &statuses, now, 1), vec![0.0]);
+    let all = slot_free_times(&s, &m, &statuses, now, 2);
     assert_eq!(all.len(), 3, "{all:?}");
     assert_eq!(all[0], 0.0);
     assert!((all[1] - 1.0).abs() < 0.01, "{all:?}");
     assert!((all[2] - 200.0 / 30.0).abs() < 0.01, "{all:?}");
     // Asking for more than there are slots gives every slot, no more.
-    assert_eq!(slot_free_times(&s, &statuses, now, 10), all);
+    assert_eq!(slot_free_times(&s, &m, &statuses, now, 10), all);
+}
+
+#[test]
+fn each_model_has_its_own_slots_as_far_as_the_machine_keeps_models() {
+    // One slot per model; a coder answer 100 tokens into 300 at 30 tokens/s (6.7 s left).
+    let mut s = with_rates(status("moon", true, 1), 1.0, 1000.0, 30.0);
+    s.models.push(model("coder"));
+    s.loaded.push(model("coder"));
+    s.perf.push(rates("coder", 1.0, 1000.0, 30.0));
+    s.running = vec![running("coder", 4, 100, true)];
+    let now = Utc::now();
+    let (m, coder) = (model("m"), model("coder"));
+
+    // A machine that keeps two answers a chat beside the coder at once...
+    s.max_loaded = Some(2);
+    let statuses = vec![s.clone()];
+    assert_eq!(slot_free_times(&s, &m, &statuses, now, 1), vec![0.0]);
+    // ...but a second coder answer waits for the first.
+    let coder_free = slot_free_times(&s, &coder, &statuses, now, 1);
+    assert!(
+        (coder_free[0] - 200.0 / 30.0).abs() < 0.01,
+        "{coder_free:?}"
+    );
+
+    // A machine that keeps one answers the chat once the coder is done.
+    s.max_loaded = Some(1);
+    let statuses = vec![s.clone()];
+    let chat_free = slot_free_times(&s, &m, &statuses, now, 1);
+    assert!((chat_free[0] - 200.0 / 30.0).abs() < 0.01, "{chat_free:?}");
+    let ask = Ask::fresh(&m, 100);
+    let e = &estimates(&statuses, &ask, now)[0];
+    assert!(e.ttft_s >= 200.0 / 30.0, "{e:?}");
 }

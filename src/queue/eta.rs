@@ -146,7 +146,7 @@ mod tests {
         WorkerStatus {
             loaded: vec![model()],
             in_flight,
-            max_concurrency: slots,
+            parallel: slots,
             perf: vec![p],
             ..crate::testkit::samples::idle_worker(name, &[model().as_str()])
         }

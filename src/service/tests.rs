@@ -15,14 +15,14 @@ use crate::turn::{TurnInput, build_turn};
 
 /// An embedded service whose one backend serves `m`, with no worker running: a submitted
 /// job waits in its lane.
-async fn service(dir: &tempfile::TempDir) -> AppState {
+pub(crate) async fn service(dir: &tempfile::TempDir) -> AppState {
     let backend = BackendConfig {
         name: "w1".into(),
         kind: BackendKind::Ollama,
         url: "http://127.0.0.1:9".into(),
         models: Some(vec!["m".into()]),
         api_key_env: None,
-        max_concurrency: 1,
+        parallel: 1,
         max_loaded: None,
         keep_alive: Default::default(),
         context_length: None,

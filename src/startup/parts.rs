@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -77,7 +76,7 @@ pub fn build_registry(config: &Config, rename: Option<&str>) -> anyhow::Result<R
             .collect::<Result<Vec<_>, crate::domain::ParseError>>()?;
         let windows = crate::backend::registry::ConfiguredWindows::from_config(&b);
         handles.push(
-            BackendHandle::new(backend, b.max_concurrency, models)
+            BackendHandle::new(backend, b.parallel, models)
                 .with_windows(windows)
                 .with_max_loaded(b.max_loaded)
                 .with_keep_alive(keep_alive),
@@ -259,7 +258,6 @@ pub fn spawn_workers(
             memory: parts.memory.clone(),
             abort: abort.clone(),
             cancels: parts.dispatch.cancels().clone(),
-            slots: Arc::new(Semaphore::new(handle.max_concurrency)),
             metrics: parts.metrics.clone(),
         };
         parts

@@ -76,7 +76,7 @@ pub fn idle_worker(name: &str, models: &[&str]) -> WorkerStatus {
         loaded: vec![],
         healthy: true,
         in_flight: 0,
-        max_concurrency: 1,
+        parallel: 1,
         last_error: None,
         perf: vec![],
         running: vec![],

@@ -292,7 +292,7 @@ pub(super) fn backend_at(url: &str) -> Backend {
         url: url.into(),
         models: None,
         api_key_env: None,
-        max_concurrency: 1,
+        parallel: 1,
         max_loaded: None,
         keep_alive: Default::default(),
         context_length: None,

@@ -2,19 +2,19 @@
 //! tokens back as events and record the result.
 //!
 //! In embedded mode `serve` runs one worker per configured backend. A worker respects its
-//! backend's `max_concurrency`, fails over before the first token when another worker
+//! backend's slots ([`crate::backend::slots`]), fails over before the first token when another worker
 //! serves the model, and reports a clear error after it.
 
 mod run;
 
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument, Span};
 
 use crate::backend::registry::WorkerStatus;
+use crate::backend::slots::Slot;
 use crate::backend::{BackendHandle, Registry};
 use crate::dispatch::Cancels;
 use crate::domain::{Lane, ModelName, Priority, ThreadId, WorkerName};
@@ -110,8 +110,6 @@ pub struct Worker {
     pub abort: CancellationToken,
     /// This process's cancellations: a job whose task is cancelled stops, or never starts.
     pub cancels: Cancels,
-    /// The backend's slots (`max_concurrency`): a job runs only while it holds one.
-    pub slots: Arc<Semaphore>,
     /// Where a finished task's times are recorded (`/metrics`).
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -128,14 +126,10 @@ pub fn task_span(job: &Job) -> Span {
 }
 
 impl Worker {
-    /// Runs one job in a task of its own, inside the task's span, holding `permit` (one of
-    /// the backend's slots) until it ends; abandoned when shutdown's grace period is over.
-    pub(crate) fn spawn_job(
-        self,
-        tracker: &TaskTracker,
-        delivery: Delivery,
-        permit: OwnedSemaphorePermit,
-    ) {
+    /// Runs one job in a task of its own, inside the task's span, holding `slot` (one of
+    /// the backend's slots for the job's model) until it ends; abandoned when shutdown's
+    /// grace period is over.
+    pub(crate) fn spawn_job(self, tracker: &TaskTracker, delivery: Delivery, slot: Slot) {
         let span = match &delivery.span {
             Some(span) => span.clone(),
             None => task_span(&delivery.job),
@@ -160,7 +154,7 @@ impl Worker {
                     self.ack(&delivery).await;
                 }
             }
-            drop(permit);
+            drop(slot);
         };
         tracker.spawn(job.instrument(span));
     }
@@ -286,15 +280,14 @@ impl Worker {
             && !self.takes().await.allows(&job.lane, job.priority)
     }
 
-    /// Queues a job taken too soon again (see [`Self::holds_back`]) and acknowledges the
-    /// delivery. `Err` gives it back when it cannot be queued: it runs here after all
-    /// rather than be lost.
-    async fn put_back(&self, delivery: Delivery) -> Result<(), Delivery> {
+    /// Queues a job taken too soon again (`why`) and acknowledges the delivery. `Err` gives
+    /// it back when it cannot be queued: it runs here after all rather than be lost.
+    async fn put_back(&self, delivery: Delivery, why: &'static str) -> Result<(), Delivery> {
         if let Err(e) = self.queue.enqueue(delivery.job.clone()).await {
-            tracing::warn!(worker = %self.handle.name(), error = %e, "could not queue held-back work again; running it");
+            tracing::warn!(worker = %self.handle.name(), error = %e, why, "could not queue a job taken too soon again; running it");
             return Err(delivery);
         }
-        tracing::debug!(worker = %self.handle.name(), task_id = %delivery.job.task_id, "background work would push out a model people need; queued again");
+        tracing::debug!(worker = %self.handle.name(), task_id = %delivery.job.task_id, why, "queued again");
         self.ack(&delivery).await;
         Ok(())
     }
@@ -318,21 +311,30 @@ impl Worker {
             .any(|m| self.directory.others_serving(&m.name, me) > 0)
     }
 
-    /// Takes and runs jobs until `shutdown`; running jobs are tracked by `tracker`.
+    /// Whether a job of `lane` could start here now: its model (this worker's first for a
+    /// lane of no one model) has a free slot ([`crate::backend::slots`]).
+    fn has_slot_for(&self, lane: &Lane) -> bool {
+        match self.model_of(lane) {
+            Some(model) => self.handle.has_slot_for(model),
+            None => self
+                .handle
+                .models()
+                .first()
+                .is_none_or(|m| self.handle.has_slot_for(&m.name)),
+        }
+    }
+
+    /// Takes and runs jobs until `shutdown`; running jobs are tracked by `tracker`. A lane
+    /// is read only while its model has a free slot here; when a slot is given back, the
+    /// worker looks again.
     pub async fn run(self, shutdown: CancellationToken, tracker: TaskTracker) {
         let name = self.handle.name().clone();
-        let slots = self.slots.clone();
         let mut models = self.handle.watch_models();
-        tracing::info!(worker = %name, slots = self.handle.max_concurrency, "worker started");
+        let mut freed = self.handle.slots.watch_freed();
+        tracing::info!(worker = %name, parallel = self.handle.parallel, "worker started");
         let mut cooling = false;
         loop {
-            let permit = tokio::select! {
-                p = slots.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-                () = shutdown.cancelled() => break,
-            };
+            freed.mark_unchanged();
             // A failing backend steps out while another worker can serve its models, and is
             // probed back in after a cool-down. With nobody else, it keeps taking tasks, so
             // they fail with a clear error instead of waiting.
@@ -345,7 +347,6 @@ impl Worker {
                     () = tokio::time::sleep(COOL_DOWN) => {}
                     () = shutdown.cancelled() => break,
                 }
-                drop(permit);
                 self.handle.refresh().await;
                 continue;
             }
@@ -354,7 +355,12 @@ impl Worker {
                 cooling = false;
             }
             models.mark_unchanged();
-            let takes = self.takes().await;
+            let mut takes = self.takes().await;
+            let all = takes.lanes.len();
+            takes.lanes.retain(|l| self.has_slot_for(l));
+            // A lane left out for want of a slot is read again once one is given back;
+            // with every lane read, a slot given back changes nothing here.
+            let waits_for_slot = takes.lanes.len() < all;
             // Who waits, and what is resident, change without the queue saying so: while
             // background work is held back, the worker looks again every so often.
             let guarded = !takes.interactive_only.is_empty();
@@ -366,16 +372,44 @@ impl Worker {
                     }
                     continue;
                 }
+                changed = freed.changed(), if waits_for_slot => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 () = tokio::time::sleep(LOOK_AGAIN), if guarded => continue,
                 () = shutdown.cancelled() => break,
             };
             match delivery {
                 Ok(delivery) if self.holds_back(&delivery).await => {
-                    if let Err(delivery) = self.put_back(delivery).await {
-                        self.clone().spawn_job(&tracker, delivery, permit);
+                    let why = "background work would push out a model people need";
+                    if let Err(delivery) = self.put_back(delivery, why).await {
+                        let slot = self.handle.slots.take(&self.answer_model(&delivery.job));
+                        self.clone().spawn_job(&tracker, delivery, slot);
                     }
                 }
-                Ok(delivery) => self.clone().spawn_job(&tracker, delivery, permit),
+                Ok(delivery) => {
+                    // Its lane had a free slot when the worker began to read it; a job
+                    // handed straight to this worker meanwhile may have taken it. Then this
+                    // one goes back to the queue, keeping its place, until a slot is free.
+                    let model = self.answer_model(&delivery.job);
+                    let slot = match self.handle.try_slot(&model) {
+                        Some(slot) => slot,
+                        None => match self.put_back(delivery, "no free slot for its model").await {
+                            Ok(()) => continue,
+                            Err(delivery) => {
+                                self.clone().spawn_job(
+                                    &tracker,
+                                    delivery,
+                                    self.handle.slots.take(&model),
+                                );
+                                continue;
+                            }
+                        },
+                    };
+                    self.clone().spawn_job(&tracker, delivery, slot);
+                }
                 Err(e) => {
                     tracing::error!(worker = %name, error = %e, "queue failed; worker stops");
                     break;

@@ -8,7 +8,7 @@ use crate::backend::perf::Sample;
 use crate::backend::registry::{InFlight, WorkerStatus};
 use crate::backend::{BackendError, BackendRequest, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
-use crate::domain::{Lane, Priority, TaskId, TaskStatus, WorkerName};
+use crate::domain::{Lane, ModelName, Priority, TaskId, TaskStatus, WorkerName};
 use crate::events::TaskEvent;
 use crate::memory::Exchange;
 use crate::metrics::TaskTimes;
@@ -399,19 +399,32 @@ impl Worker {
         }
     }
 
+    /// The model this worker answers `job` with: the RAG lane's configured model where
+    /// this backend serves it, a web or RAG job's own model where it does, else this
+    /// backend's first model; any other job's own model.
+    pub(crate) fn answer_model(&self, job: &Job) -> ModelName {
+        let own = || self.handle.models().into_iter().next().map(|m| m.name);
+        let served = |m: &ModelName| self.handle.serves(m);
+        match &job.lane {
+            Lane::Rag => self
+                .rag
+                .as_ref()
+                .and_then(|ctx| ctx.model.clone())
+                .filter(served)
+                .or_else(own),
+            Lane::Web => Some(job.request.model.clone()).filter(served).or_else(own),
+            Lane::Llm { .. } | Lane::Utility => None,
+        }
+        .unwrap_or_else(|| job.request.model.clone())
+    }
+
     /// Calls the backend (through the web lane for web jobs) and returns its answer's
     /// chunks once the answer has started.
     async fn open(&self, job: &Job, num_ctx: Option<u32>) -> Result<Opened, BackendError> {
         let adjusted = self.as_sent_here(job, num_ctx);
         let request = adjusted.as_ref().unwrap_or(&job.request);
         if let (Some(ctx), Lane::Rag) = (&self.rag, &job.lane) {
-            let own = self.handle.models().into_iter().next().map(|m| m.name);
-            let model = ctx
-                .model
-                .clone()
-                .filter(|m| self.handle.serves(m))
-                .or(own)
-                .unwrap_or_else(|| job.request.model.clone());
+            let model = self.answer_model(job);
             let answer =
                 crate::docs::lane::rag_stream(ctx, &self.handle.backend, &job.request, model)
                     .await?;
@@ -423,11 +436,7 @@ impl Worker {
         match (&self.web, job.lane == Lane::Web) {
             (Some(ctx), true) => {
                 let mut request = job.request.clone();
-                if !self.handle.serves(&request.model)
-                    && let Some(own) = self.handle.models().into_iter().next()
-                {
-                    request.model = own.name;
-                }
+                request.model = self.answer_model(job);
                 let answer = web_stream(ctx, &self.handle.backend, &request).await?;
                 let fallback = answer
                     .outcome

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -29,7 +28,7 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
         url: fake_url,
         models: Some(vec!["m".into()]),
         api_key_env: None,
-        max_concurrency: 1,
+        parallel: 1,
         max_loaded: None,
         keep_alive: Default::default(),
         context_length: None,
@@ -61,7 +60,6 @@ async fn worker(fake_url: String, dir: &tempfile::TempDir) -> Worker {
         memory: None,
         abort: CancellationToken::new(),
         cancels: Default::default(),
-        slots: Arc::new(Semaphore::new(1)),
         metrics: Arc::default(),
     }
 }
@@ -285,7 +283,7 @@ fn machine(name: &str, prompt_tps: f64, healthy: bool) -> WorkerStatus {
         loaded: vec![m],
         healthy,
         in_flight: 0,
-        max_concurrency: 1,
+        parallel: 1,
         last_error: None,
         perf: vec![perf],
         running: vec![],

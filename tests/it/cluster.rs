@@ -59,7 +59,7 @@ pub(crate) fn backend(name: &str, fake: &FakeLlmServer) -> BackendConfig {
         url: fake.base_url(),
         models: None,
         api_key_env: None,
-        max_concurrency: 4,
+        parallel: 4,
         max_loaded: None,
         keep_alive: Default::default(),
         context_length: None,
@@ -545,7 +545,7 @@ async fn a_cancel_reaches_the_worker_process_running_the_task() {
     fake.update_knobs(|k| k.stall_after = Some(1));
     let mut wcfg = cluster_config(&env, &env.redis);
     let mut one_slot = backend("ollama", &fake);
-    one_slot.max_concurrency = 1;
+    one_slot.parallel = 1;
     wcfg.backends = vec![one_slot];
     let worker = WorkerProcess::build(wcfg, Some("laptop")).await.unwrap();
     let (wstop, wrx) = oneshot::channel::<()>();

@@ -28,7 +28,7 @@ type Running = (
 async fn worker_on(env: &Env, name: &str, fake: &FakeLlmServer) -> Running {
     let mut config = cluster_config(env, &env.redis);
     let mut b = backend(name, fake);
-    b.max_concurrency = 1;
+    b.parallel = 1;
     config.backends = vec![b];
     let worker = WorkerProcess::build(config, Some(name)).await.unwrap();
     let (stop, rx) = oneshot::channel::<()>();

@@ -32,7 +32,7 @@ async fn machine() -> FakeLlmServer {
 /// Coordinator on one machine, `max_num_ctx` set when given.
 async fn app(max_num_ctx: Option<u32>) -> TestApp {
     spawn_app_with(machine().await, |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         c.backends[0].max_num_ctx = max_num_ctx;
     })
     .await

@@ -38,12 +38,12 @@ pub async fn household(keys: bool) -> Household {
     let sun: FakeLlmServer = FakeLlm::builder().model(SMALL).spawn().await.unwrap();
     let sun_url = sun.base_url();
     let app = spawn_app_with(moon, move |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         c.timeouts.queued_head_ms = 50;
         c.backends.push(BackendConfig {
             name: "sun".into(),
             url: sun_url,
-            max_concurrency: 4,
+            parallel: 4,
             ..BackendConfig::default_ollama()
         });
         if keys {

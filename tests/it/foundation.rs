@@ -515,35 +515,29 @@ async fn once_started(app: &TestApp, id: &str) -> Value {
 
 /// A fresh task whose worker has a free slot skips the queue: its row is written already
 /// running on that worker, with no separate claim. Without a free slot it waits in the
-/// queue, and the backend's limit holds across both ways in.
+/// queue, and the backend's limit holds across both ways in; once a slot is free, the
+/// worker claims it from the queue.
 #[tokio::test]
 async fn a_task_goes_straight_to_a_free_worker_and_waits_in_the_queue_when_none_is() {
     let fake = spawn_fake().await;
     // Every answer stalls after its first token: each task keeps its slot.
     fake.update_knobs(|k| k.stall_after = Some(1));
-    // Two slots: the worker loop holds one while it waits for the queue; one is free.
-    let app = spawn_app_with(fake, |c| c.backends[0].max_concurrency = 2).await;
+    // Two slots, and a worker loop that holds none while it waits for the queue.
+    let app = spawn_app_with(fake, |c| c.backends[0].parallel = 2).await;
 
-    let first = app.route(json!({ "prompt": "first" })).await;
-    let first = once_started(&app, first["task_id"].as_str().unwrap()).await;
-    assert_eq!(first["status"], "running", "{first}");
-    assert_eq!(first["worker_id"], "moon");
-    assert_eq!(first["attempts"], 1);
-    assert_eq!(
-        first["updated_at"], first["created_at"],
-        "handed over with its row, never claimed: {first}"
-    );
-
-    // The free slot is taken: the next task goes through the queue, and the worker loop
-    // claims it with its own slot.
-    let second = app.route(json!({ "prompt": "second" })).await;
-    let second = once_started(&app, second["task_id"].as_str().unwrap()).await;
-    assert_eq!(second["status"], "running", "{second}");
-    assert_eq!(second["attempts"], 1);
-    assert_ne!(
-        second["updated_at"], second["created_at"],
-        "claimed from the queue: {second}"
-    );
+    let mut running = Vec::new();
+    for prompt in ["first", "second"] {
+        let task = app.route(json!({ "prompt": prompt })).await;
+        let task = once_started(&app, task["task_id"].as_str().unwrap()).await;
+        assert_eq!(task["status"], "running", "{task}");
+        assert_eq!(task["worker_id"], "moon");
+        assert_eq!(task["attempts"], 1);
+        assert_eq!(
+            task["updated_at"], task["created_at"],
+            "handed over with its row, never claimed: {task}"
+        );
+        running.push(task["task_id"].as_str().unwrap().to_owned());
+    }
 
     // Both slots are busy: the third task waits, neither handed over nor taken.
     let third = app.route(json!({ "prompt": "third" })).await;
@@ -552,6 +546,20 @@ async fn a_task_goes_straight_to_a_free_worker_and_waits_in_the_queue_when_none_
     assert_eq!(third["status"], "queued", "{third}");
     assert_eq!(third["attempts"], 0);
     assert_eq!(app.fake.requests_to("/api/chat").len(), 2);
+
+    // A slot frees: the worker claims the third task from the queue.
+    let res = app
+        .post(&format!("/tasks/{}/cancel", running[0]), json!({}))
+        .await;
+    assert_eq!(res.status(), 200);
+    let third = once_started(&app, id).await;
+    assert_eq!(third["status"], "running", "{third}");
+    assert_eq!(third["attempts"], 1);
+    assert_ne!(
+        third["updated_at"], third["created_at"],
+        "claimed from the queue: {third}"
+    );
+    assert_eq!(app.fake.requests_to("/api/chat").len(), 3);
     app.stop().await;
 }
 
@@ -563,7 +571,7 @@ async fn a_cancelled_task_stops_where_it_is() {
     let fake = spawn_fake().await;
     // Every answer stalls after its first token; one slot, which the running task holds.
     fake.update_knobs(|k| k.stall_after = Some(1));
-    let app = spawn_app_with(fake, |c| c.backends[0].max_concurrency = 1).await;
+    let app = spawn_app_with(fake, |c| c.backends[0].parallel = 1).await;
 
     let res = app
         .post(

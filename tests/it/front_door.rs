@@ -340,14 +340,14 @@ async fn fails_over_to_another_machine_before_the_first_token() {
     let good = spawn_fake().await;
     let good_url = good.base_url();
     let app = spawn_app_with(bad, |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         c.backends.push(BackendConfig {
             name: "sun".into(),
             kind: BackendKind::Ollama,
             url: good_url,
             models: None,
             api_key_env: None,
-            max_concurrency: 1,
+            parallel: 1,
             max_loaded: None,
             keep_alive: Default::default(),
             context_length: None,
@@ -462,7 +462,7 @@ async fn a_whole_answer_that_no_worker_starts_in_time_says_busy() {
     });
     let app = spawn_app_with(fake, |c| {
         c.timeouts.route_s = 1;
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
     })
     .await;
     // A long stream holds the backend's only slot (its first chunk says it runs).

@@ -189,7 +189,7 @@ pub fn test_config(dir: &tempfile::TempDir, backend_url: &str) -> Config {
         url: backend_url.to_owned(),
         models: None,
         api_key_env: None,
-        max_concurrency: 4,
+        parallel: 4,
         max_loaded: None,
         keep_alive: Default::default(),
         context_length: None,

@@ -37,7 +37,7 @@ pub(crate) async fn machine(answer_tokens: (usize, usize), eval_tps: f64) -> Fak
 }
 
 async fn app_on(fake: FakeLlmServer) -> TestApp {
-    spawn_app_with(fake, |c| c.backends[0].max_concurrency = 1).await
+    spawn_app_with(fake, |c| c.backends[0].parallel = 1).await
 }
 
 async fn chat(app: &TestApp, model: &str, messages: Value) -> Value {
@@ -280,6 +280,90 @@ async fn a_client_that_closes_its_stream_stops_the_generation() {
     app.stop().await;
 }
 
+/// Ollama runs one answer per resident model, and as many models side by side as the
+/// machine keeps: on a machine that keeps two, a coder turn runs beside a chat turn at
+/// once, while a second chat turn waits in Coordinator's queue (not in Ollama's) until the
+/// first chat answer is done.
+#[tokio::test]
+async fn a_machine_that_keeps_two_models_answers_one_turn_of_each_at_once() {
+    let fake = FakeLlm::builder()
+        .model(CHAT)
+        .model(CODER)
+        .realistic(Realism {
+            time_scale: 100.0,
+            max_loaded: 2,
+            answer_tokens: (200, 200),
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let app = spawn_app_with(fake, |c| {
+        c.backends[0].parallel = 1;
+        c.backends[0].max_loaded = Some(2);
+    })
+    .await;
+    // Every answer holds after its first token until released.
+    app.fake.hold();
+    let open = |model: &'static str, text: &'static str| {
+        let url = app.url("/api/chat");
+        async move {
+            let res = reqwest::Client::new()
+                .post(url)
+                .json(&json!({"model": model, "messages": [{"role": "user", "content": text}]}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200, "{text}");
+            let mut body = res.bytes_stream();
+            body.next().await.expect("the answer started").unwrap();
+            body
+        }
+    };
+    let (chat, coder) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(open(CHAT, "a chat turn"), open(CODER, "a coder turn"))
+    })
+    .await
+    .expect("the coder turn starts beside the held chat turn");
+    assert_eq!(app.fake.stats().requests, 2, "{:?}", app.fake.stats());
+
+    let second = app
+        .route(json!({"prompt": "another chat turn", "model": CHAT}))
+        .await;
+    let second_id = second["task_id"].as_str().unwrap().to_owned();
+    let waiting = app.task(&second_id).await;
+    assert_eq!(waiting["status"], "queued", "{waiting}");
+    assert_eq!(
+        app.fake.stats().requests,
+        2,
+        "nothing waits in Ollama's queue"
+    );
+
+    app.fake.release();
+    for mut body in [chat, coder] {
+        while let Some(chunk) = body.next().await {
+            chunk.unwrap();
+        }
+    }
+    let done = app.finished_task(&second_id).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let ran: Vec<(String, String)> = app
+        .fake
+        .generations()
+        .into_iter()
+        .map(|g| (g.model, g.last_user))
+        .collect();
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert_eq!(
+        ran[2],
+        (CHAT.to_owned(), "another chat turn".to_owned()),
+        "{ran:?}"
+    );
+    let stats = app.fake.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 0), "{stats:?}");
+    app.stop().await;
+}
+
 /// A client waiting for a whole answer that hangs up while its task is queued: the task
 /// never reaches the machine.
 #[tokio::test]
@@ -358,7 +442,7 @@ async fn with_nothing_learned_the_first_configured_machine_answers() {
     let laptop = one_model_machine((20, 40)).await;
     let (ai_core_url, laptop_url) = (ai_core.base_url(), laptop.base_url());
     let app = spawn_app_with(moon, |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         for (name, url) in [("ai-core", ai_core_url), ("laptop", laptop_url)] {
             let mut b = c.backends[0].clone();
             b.name = name.to_owned();

@@ -83,7 +83,7 @@ async fn a_full_lane_refuses_new_work_until_it_drains() {
     let fake = spawn_fake().await;
     fake.update_knobs(|k| k.stall_after = Some(1));
     let app = spawn_app_with(fake, |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         c.limits.queued_per_lane = 2;
     })
     .await;
@@ -229,7 +229,7 @@ async fn at_shutdown_a_waiting_client_is_told_and_its_task_runs_after_the_restar
     let fake = spawn_fake().await;
     // The running turn takes a few seconds, well inside the shutdown's grace.
     fake.update_knobs(|k| k.token_delay = std::time::Duration::from_millis(600));
-    let mut app = spawn_app_with(fake, |c| c.backends[0].max_concurrency = 1).await;
+    let mut app = spawn_app_with(fake, |c| c.backends[0].parallel = 1).await;
     let running = app
         .post(
             "/v1/chat/completions",

@@ -24,7 +24,7 @@ async fn a_worker_with_the_model_loaded_gets_the_task() {
             url: warm_url,
             models: None,
             api_key_env: None,
-            max_concurrency: 4,
+            parallel: 4,
             max_loaded: None,
             keep_alive: Default::default(),
             context_length: None,
@@ -94,7 +94,7 @@ async fn realistic(models: &[&str], max_loaded: usize) -> FakeLlmServer {
 /// Config: the app's fake as `first`, then `others` in order, each one slot.
 fn machines(c: &mut Config, first: &str, others: &[(&str, String)]) {
     c.backends[0].name = first.into();
-    c.backends[0].max_concurrency = 1;
+    c.backends[0].parallel = 1;
     for (name, url) in others {
         let mut b = c.backends[0].clone();
         b.name = (*name).to_owned();

@@ -11,7 +11,7 @@ use crate::household::{CHAT, CODER, machine, stats_until};
 /// One machine with one slot; Open WebUI's background tasks are sent to `CHAT`.
 async fn app(answer_tokens: (usize, usize), eval_tps: f64, aging_s: u64) -> TestApp {
     spawn_app_with(machine(answer_tokens, eval_tps).await, |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         c.internal_tasks.mode = coordinator::config::InternalTasksMode::Model;
         c.internal_tasks.model = Some(CHAT.to_owned());
         c.scheduler.aging_s = aging_s;
@@ -222,7 +222,7 @@ async fn a_bad_priority_is_refused_by_name_and_records_nothing() {
 async fn background_work_never_evicts_a_model_a_person_needs() {
     // 200 tokens at 5 tokens/s: 40 s of life, 0.4 s here.
     let app = spawn_app_with(machine((200, 200), 5.0).await, |c| {
-        c.backends[0].max_concurrency = 2;
+        c.backends[0].parallel = 2;
         c.backends[0].max_loaded = Some(1);
     })
     .await;
@@ -264,7 +264,7 @@ async fn background_work_never_evicts_a_model_a_person_needs() {
 #[tokio::test]
 async fn background_work_loads_its_model_when_nobody_needs_the_resident_one() {
     let app = spawn_app_with(machine((20, 20), 50.0).await, |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         c.backends[0].max_loaded = Some(1);
     })
     .await;
@@ -288,7 +288,7 @@ async fn background_work_loads_its_model_when_nobody_needs_the_resident_one() {
 #[tokio::test]
 async fn resident_mode_answers_background_tasks_only_where_a_model_is_resident() {
     let app = spawn_app_with(machine((20, 20), 50.0).await, |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         c.internal_tasks.mode = coordinator::config::InternalTasksMode::Resident;
     })
     .await;

@@ -38,7 +38,7 @@ async fn slow_machine(answer_tokens: usize) -> FakeLlmServer {
 
 async fn app_on(fake: FakeLlmServer, tweak: impl FnOnce(&mut Config)) -> TestApp {
     spawn_app_with(fake, |c| {
-        c.backends[0].max_concurrency = 1;
+        c.backends[0].parallel = 1;
         c.timeouts.queued_head_ms = 50;
         tweak(c);
     })

@@ -292,7 +292,7 @@ async fn a_model_extracts_facts_and_the_rules_step_in_when_it_fails() {
             url: fake.base_url(),
             models: None,
             api_key_env: None,
-            max_concurrency: 1,
+            parallel: 1,
             max_loaded: None,
             keep_alive: Default::default(),
             context_length: None,
