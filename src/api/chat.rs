@@ -208,20 +208,18 @@ impl Drop for StopOnDisconnect {
         let Some(state) = self.state.take() else {
             return;
         };
-        // No runtime: the process is ending, and the task's row is recovered at start.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let id = self.task_id;
         // This process's worker stops at once, before anything is written.
         state.dispatch.cancels().cancel(id);
-        runtime.spawn(async move {
+        after_the_client(async move {
             match super::tasks::cancel(&state, id, "the client went away").await {
                 Ok(Cancelled::Cancelled) => {
                     tracing::info!(task_id = %id, "cancelled: the client went away");
                 }
                 Ok(Cancelled::AlreadyEnded | Cancelled::Unknown) => {}
-                Err(e) => tracing::warn!(task_id = %id, error = %e, "cannot cancel after the client went away"),
+                Err(e) => {
+                    tracing::warn!(task_id = %id, error = %e, "cannot cancel after the client went away")
+                }
             }
         });
     }
@@ -277,16 +275,20 @@ impl Drop for Submitting {
         let Some(submission) = self.submission.take() else {
             return;
         };
-        // No runtime: the process is ending, and the task's row is recovered at start.
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let state = self.state.clone();
-        runtime.spawn(async move {
+        after_the_client(async move {
             if let Ok(sub) = submission.await {
                 drop(StopOnDisconnect::new(&state, sub.task_id));
             }
         });
+    }
+}
+
+/// Runs `work` on its own, its request's handler gone; with no runtime the process is
+/// ending, and the task's row is recovered at start.
+fn after_the_client(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(work);
     }
 }
 
