@@ -324,6 +324,26 @@ impl Worker {
         }
     }
 
+    /// The slot a job just taken from the queue runs in. Its lane had a free slot when the
+    /// worker began to read it, but a job handed straight to this worker meanwhile may have
+    /// taken it: then the job goes back to the queue, keeping its place, until a slot is
+    /// free (`None`). A job answered by another model than the one its lane was read for,
+    /// as a web or RAG job may be, runs anyway (its lane would be read again at once), and
+    /// so does one the queue cannot take back.
+    async fn slot_for_taken(&self, delivery: Delivery) -> Option<(Delivery, Slot)> {
+        let model = self.answer_model(&delivery.job);
+        if let Some(slot) = self.handle.try_slot(&model) {
+            return Some((delivery, slot));
+        }
+        if self.model_of(&delivery.job.lane) == Some(&model) {
+            match self.put_back(delivery, "no free slot for its model").await {
+                Ok(()) => return None,
+                Err(delivery) => return Some((delivery, self.handle.slots.take(&model))),
+            }
+        }
+        Some((delivery, self.handle.slots.take(&model)))
+    }
+
     /// Takes and runs jobs until `shutdown`; running jobs are tracked by `tracker`. A lane
     /// is read only while its model has a free slot here; when a slot is given back, the
     /// worker looks again.
@@ -390,25 +410,9 @@ impl Worker {
                     }
                 }
                 Ok(delivery) => {
-                    // Its lane had a free slot when the worker began to read it; a job
-                    // handed straight to this worker meanwhile may have taken it. Then this
-                    // one goes back to the queue, keeping its place, until a slot is free.
-                    let model = self.answer_model(&delivery.job);
-                    let slot = match self.handle.try_slot(&model) {
-                        Some(slot) => slot,
-                        None => match self.put_back(delivery, "no free slot for its model").await {
-                            Ok(()) => continue,
-                            Err(delivery) => {
-                                self.clone().spawn_job(
-                                    &tracker,
-                                    delivery,
-                                    self.handle.slots.take(&model),
-                                );
-                                continue;
-                            }
-                        },
-                    };
-                    self.clone().spawn_job(&tracker, delivery, slot);
+                    if let Some((delivery, slot)) = self.slot_for_taken(delivery).await {
+                        self.clone().spawn_job(&tracker, delivery, slot);
+                    }
                 }
                 Err(e) => {
                     tracing::error!(worker = %name, error = %e, "queue failed; worker stops");
