@@ -49,6 +49,9 @@ pub struct BackendHandle {
     activity: Mutex<Activity>,
     /// `keep_alive` per model from the config, for requests that set none.
     keep_alive: Vec<(ModelName, serde_json::Value)>,
+    /// Models loaded here with more than Ollama's default window: their next load gets the
+    /// whole limit at once (see [`crate::context::choose_num_ctx`]).
+    wide: Mutex<Vec<ModelName>>,
     /// Where what it learned is kept across restarts, and when it was last written.
     learned: std::sync::OnceLock<Arc<dyn LearnedStore>>,
     last_kept: Mutex<Option<tokio::time::Instant>>,
@@ -212,6 +215,7 @@ impl BackendHandle {
             perf: Mutex::new(Vec::new()),
             activity: Mutex::new(Activity::default()),
             keep_alive: Vec::new(),
+            wide: Mutex::new(Vec::new()),
             learned: std::sync::OnceLock::new(),
             last_kept: Mutex::new(None),
             models_version: tokio::sync::watch::Sender::new(0),
@@ -252,6 +256,10 @@ impl BackendHandle {
                 *perf = learned.perf;
             }
             lock(&self.activity).restore_max_loaded(learned.max_loaded);
+            let mut wide = lock(&self.wide);
+            if wide.is_empty() {
+                *wide = learned.wide;
+            }
         }
         let _ = self.learned.set(store);
     }
@@ -261,6 +269,7 @@ impl BackendHandle {
         Learned {
             perf: lock(&self.perf).clone(),
             max_loaded: lock(&self.activity).learned_max_loaded(),
+            wide: lock(&self.wide).clone(),
         }
     }
 
@@ -358,6 +367,12 @@ impl BackendHandle {
                 loaded.push(model.clone());
             }
             if let Some(n) = num_ctx {
+                if n > crate::context::OLLAMA_DEFAULT_NUM_CTX {
+                    let mut wide = lock(&self.wide);
+                    if !wide.contains(model) {
+                        wide.push(model.clone());
+                    }
+                }
                 let mut known = lock(&self.loaded_known);
                 match known.iter_mut().find(|l| &l.model == model) {
                     Some(l) => {
@@ -452,7 +467,8 @@ impl BackendHandle {
             .known(model)
             .and_then(|l| l.num_ctx)
             .filter(|_| self.has_loaded(model));
-        super::windows::num_ctx_given(self.backend.kind(), window, resident, request)
+        let wide = lock(&self.wide).contains(model);
+        super::windows::num_ctx_given(self.backend.kind(), window, resident, wide, request)
     }
 
     /// Reads the resident models again (Ollama's `/api/ps`), as after every task.
@@ -482,6 +498,7 @@ impl BackendHandle {
 
     fn model_windows(&self) -> Vec<ModelWindow> {
         let known = lock(&self.loaded_known).clone();
+        let wide = lock(&self.wide).clone();
         lock(&self.models)
             .iter()
             .map(|m| ModelWindow {
@@ -491,6 +508,7 @@ impl BackendHandle {
                     .iter()
                     .find(|l| l.model == m.name)
                     .and_then(|l| l.num_ctx),
+                wide: wide.contains(&m.name),
             })
             .collect()
     }
@@ -669,6 +687,69 @@ impl Registry {
 mod tests {
     use super::*;
     use crate::config::{BackendConfig, TimeoutsConfig};
+
+    fn request(model: &ModelName, text: &str) -> BackendRequest {
+        BackendRequest {
+            model: model.clone(),
+            messages: vec![crate::chat::ChatMessage::user(text)],
+            params: Default::default(),
+            tools: vec![],
+        }
+    }
+
+    /// A model once loaded with more than Ollama's default window is loaded with the whole
+    /// window next time, even for a short prompt: a household's long chats then cost one
+    /// load, not a load and a reload. The status (and so placement, in any process) and what
+    /// is kept across restarts say the same.
+    #[tokio::test]
+    async fn a_model_loaded_wide_is_loaded_wide_again() {
+        let config = BackendConfig {
+            url: "http://127.0.0.1:9".into(),
+            ..BackendConfig::default_ollama()
+        };
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        let m = ModelName::parse("m").unwrap();
+        let handle = Arc::new(
+            BackendHandle::new(backend, 1, Some(vec![m.clone()]))
+                .with_windows(ConfiguredWindows::from_config(&config)),
+        );
+        let short = request(&m, "hello");
+        let long = request(&m, &"word ".repeat(20_000));
+        let limit = crate::context::DEFAULT_MAX_NUM_CTX;
+        assert_eq!(
+            handle.num_ctx_for(&short),
+            Some(crate::context::OLLAMA_DEFAULT_NUM_CTX)
+        );
+        assert_eq!(
+            handle.status().num_ctx_for(&short),
+            handle.num_ctx_for(&short)
+        );
+
+        let sent = handle.num_ctx_for(&long);
+        assert_eq!(sent, Some(limit));
+        drop(handle.start_request(&m, None, 20_000, sent, Priority::Interactive));
+        // Unloaded since (its keep-alive ended).
+        handle.set_loaded(vec![]);
+        assert_eq!(handle.num_ctx_for(&short), Some(limit));
+        assert_eq!(handle.status().num_ctx_for(&short), Some(limit));
+        assert_eq!(handle.learned().wide, [m.clone()]);
+
+        // After a restart, from what was kept.
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        let restarted = BackendHandle::new(backend, 1, Some(vec![m.clone()]))
+            .with_windows(ConfiguredWindows::from_config(&config));
+        assert_eq!(
+            restarted.num_ctx_for(&short),
+            Some(crate::context::OLLAMA_DEFAULT_NUM_CTX)
+        );
+        restarted.restore_learned(
+            Some(handle.learned()),
+            Arc::new(crate::placement::learned::SqliteLearned(
+                sqlx::SqlitePool::connect_lazy("sqlite::memory:").unwrap(),
+            )),
+        );
+        assert_eq!(restarted.num_ctx_for(&short), Some(limit));
+    }
 
     #[test]
     fn resident_models_carry_their_expiry_in_the_status_and_the_heartbeat() {

@@ -27,6 +27,7 @@ impl WorkerStatus {
             self.kind,
             self.window(&request.model),
             self.resident_num_ctx(&request.model),
+            self.model_window(&request.model).is_some_and(|w| w.wide),
             request,
         )
     }
@@ -53,12 +54,13 @@ impl WorkerStatus {
 }
 
 /// The `num_ctx` an Ollama backend of `kind` gets for `request` where the model's window is
-/// `window` and it is resident with `resident` (if at all); `None` for other kinds, or when
-/// nothing bounds it.
+/// `window`, it is resident with `resident` (if at all) and has been loaded wide before or
+/// not (`wide`); `None` for other kinds, or when nothing bounds it.
 pub fn num_ctx_given(
     kind: crate::config::BackendKind,
     window: Window,
     resident: Option<u32>,
+    wide: bool,
     request: &BackendRequest,
 ) -> Option<u32> {
     if kind != crate::config::BackendKind::Ollama {
@@ -72,6 +74,7 @@ pub fn num_ctx_given(
         request.params.num_ctx,
         resident,
         limit,
+        wide,
     ))
 }
 
@@ -111,6 +114,7 @@ mod tests {
                 model: m,
                 context_length: Some(32_768),
                 loaded_num_ctx,
+                wide: false,
             }],
             ..crate::testkit::samples::idle_worker("moon", &["m"])
         }

@@ -127,14 +127,22 @@ impl Window {
 /// when that holds it, and beyond it the whole `limit` at once. Every other size reloads
 /// the model (seconds, and the prompt cache with it): a chat that grows past the default
 /// reloads once, not at every step, and `limit` (the model's window within
-/// `max_num_ctx`) is what bounds the memory it costs.
-pub fn choose_num_ctx(need: u32, user: Option<u32>, resident: Option<u32>, limit: u32) -> u32 {
+/// `max_num_ctx`) is what bounds the memory it costs. A model that has needed more than
+/// the default on this machine before (`wide`) is loaded with the whole `limit` at once,
+/// so the household's long chats cost it one load, not a load and a reload.
+pub fn choose_num_ctx(
+    need: u32,
+    user: Option<u32>,
+    resident: Option<u32>,
+    limit: u32,
+    wide: bool,
+) -> u32 {
     if let Some(own) = user {
         return own.min(limit);
     }
     match resident {
         Some(r) if r >= need && r <= limit => r,
-        _ if need <= OLLAMA_DEFAULT_NUM_CTX => OLLAMA_DEFAULT_NUM_CTX.min(limit),
+        _ if need <= OLLAMA_DEFAULT_NUM_CTX && !wide => OLLAMA_DEFAULT_NUM_CTX.min(limit),
         _ => limit,
     }
 }
@@ -149,6 +157,10 @@ pub struct ModelWindow {
     /// The window the resident model was loaded with (`/api/ps` `context_length`, or the
     /// last `num_ctx` sent), while it is resident.
     pub loaded_num_ctx: Option<u32>,
+    /// Whether it has been loaded here with more than Ollama's default window: its next
+    /// load gets the whole limit (see [`choose_num_ctx`]).
+    #[serde(default)]
+    pub wide: bool,
 }
 
 /// A request whose prompt alone does not fit the largest window allowed. Refused before

@@ -36,29 +36,57 @@ proptest::proptest! {
 
 #[test]
 fn num_ctx_is_rounded_capped_and_at_least_ollamas_default() {
-    assert_eq!(choose_num_ctx(100, None, None, 32_768), 4096);
+    assert_eq!(choose_num_ctx(100, None, None, 32_768, false), 4096);
     // Past the default, the whole window at once: a growing chat reloads once.
-    assert_eq!(choose_num_ctx(5000, None, None, 32_768), 32_768);
+    assert_eq!(choose_num_ctx(5000, None, None, 32_768, false), 32_768);
     // Capped by the window, even below the default.
-    assert_eq!(choose_num_ctx(20_000, None, None, 16_384), 16_384);
-    assert_eq!(choose_num_ctx(100, None, None, 2048), 2048);
+    assert_eq!(choose_num_ctx(20_000, None, None, 16_384, false), 16_384);
+    assert_eq!(choose_num_ctx(100, None, None, 2048, false), 2048);
 }
 
 #[test]
 fn a_resident_window_that_holds_the_request_is_kept() {
     // Loaded at 12288: a small request keeps it (no reload).
-    assert_eq!(choose_num_ctx(3000, None, Some(12_288), 16_384), 12_288);
+    assert_eq!(
+        choose_num_ctx(3000, None, Some(12_288), 16_384, false),
+        12_288
+    );
     // Too small for this one: it grows to the whole window.
-    assert_eq!(choose_num_ctx(9000, None, Some(8192), 16_384), 16_384);
-    assert_eq!(choose_num_ctx(5000, None, Some(4096), 16_384), 16_384);
+    assert_eq!(
+        choose_num_ctx(9000, None, Some(8192), 16_384, false),
+        16_384
+    );
+    assert_eq!(
+        choose_num_ctx(5000, None, Some(4096), 16_384, false),
+        16_384
+    );
     // Loaded above what is allowed now (config changed): not reused.
-    assert_eq!(choose_num_ctx(3000, None, Some(32_768), 16_384), 4096);
+    assert_eq!(
+        choose_num_ctx(3000, None, Some(32_768), 16_384, false),
+        4096
+    );
+}
+
+#[test]
+fn a_model_loaded_wide_before_is_loaded_with_the_whole_window_at_once() {
+    // A short prompt first: the whole window, not the default it would outgrow.
+    assert_eq!(choose_num_ctx(100, None, None, 16_384, true), 16_384);
+    // Resident already with a window that holds the request: kept.
+    assert_eq!(choose_num_ctx(100, None, Some(4096), 16_384, true), 4096);
+    // The client's own window still wins.
+    assert_eq!(choose_num_ctx(100, Some(2048), None, 16_384, true), 2048);
 }
 
 #[test]
 fn the_clients_own_num_ctx_wins_within_the_window() {
-    assert_eq!(choose_num_ctx(9000, Some(2048), Some(8192), 16_384), 2048);
-    assert_eq!(choose_num_ctx(100, Some(65_536), None, 16_384), 16_384);
+    assert_eq!(
+        choose_num_ctx(9000, Some(2048), Some(8192), 16_384, false),
+        2048
+    );
+    assert_eq!(
+        choose_num_ctx(100, Some(65_536), None, 16_384, false),
+        16_384
+    );
 }
 
 #[test]

@@ -17,7 +17,7 @@ use sqlx::Row;
 
 use crate::backend::perf::ModelPerf;
 use crate::config::StoreConfig;
-use crate::domain::WorkerName;
+use crate::domain::{ModelName, WorkerName};
 use crate::store::StoreError;
 
 /// How often, at most, a worker writes what it learned.
@@ -31,6 +31,9 @@ pub struct Learned {
     /// Learned from a load that evicted a model (a configured value is not stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_loaded: Option<usize>,
+    /// Models loaded here with more than Ollama's default window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wide: Vec<ModelName>,
 }
 
 #[async_trait]
@@ -165,7 +168,6 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn LearnedStore>, StoreEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::ModelName;
 
     fn learned() -> Learned {
         let mut p = ModelPerf::new(ModelName::parse("qwen2.5:7b").unwrap());
@@ -175,6 +177,7 @@ mod tests {
         Learned {
             perf: vec![p],
             max_loaded: Some(2),
+            wide: vec![ModelName::parse("qwen2.5:7b").unwrap()],
         }
     }
 
