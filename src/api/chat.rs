@@ -231,24 +231,23 @@ impl Drop for StopOnDisconnect {
 /// client that hangs up while its row is being written or its job queued is thus not left
 /// with a task that runs for nobody.
 struct Submitting {
-    state: AppState,
-    submission: Option<futures::future::BoxFuture<'static, Submission>>,
+    /// The submission, which hands back the state it was made with (for a cancel).
+    submission: Option<futures::future::BoxFuture<'static, (AppState, Submission)>>,
 }
 
 type Submission = Result<crate::service::Submitted, crate::service::SubmitError>;
 
 impl Submitting {
     fn of(state: &AppState, turn: Turn) -> Self {
-        let owned = state.clone();
-        Self::new(
-            state,
-            Box::pin(async move { owned.submit_for_answer(turn).await }),
-        )
+        let state = state.clone();
+        Self::new(Box::pin(async move {
+            let submitted = state.submit_for_answer(turn).await;
+            (state, submitted)
+        }))
     }
 
-    fn new(state: &AppState, submission: futures::future::BoxFuture<'static, Submission>) -> Self {
+    fn new(submission: futures::future::BoxFuture<'static, (AppState, Submission)>) -> Self {
         Self {
-            state: state.clone(),
             submission: Some(submission),
         }
     }
@@ -264,7 +263,7 @@ impl std::future::Future for Submitting {
         let Some(submission) = self.submission.as_mut() else {
             return std::task::Poll::Pending;
         };
-        let done = std::task::ready!(submission.as_mut().poll(cx));
+        let (_, done) = std::task::ready!(submission.as_mut().poll(cx));
         self.submission = None;
         std::task::Poll::Ready(done)
     }
@@ -275,9 +274,8 @@ impl Drop for Submitting {
         let Some(submission) = self.submission.take() else {
             return;
         };
-        let state = self.state.clone();
         after_the_client(async move {
-            if let Ok(sub) = submission.await {
+            if let (state, Ok(sub)) = submission.await {
                 drop(StopOnDisconnect::new(&state, sub.task_id));
             }
         });
@@ -636,13 +634,11 @@ mod tests {
         .unwrap();
         let (go, gate) = tokio::sync::oneshot::channel::<()>();
         let owned = state.clone();
-        let mut submitting = Submitting::new(
-            &state,
-            Box::pin(async move {
-                let _ = gate.await;
-                owned.submit_for_answer(turn).await
-            }),
-        );
+        let mut submitting = Submitting::new(Box::pin(async move {
+            let _ = gate.await;
+            let submitted = owned.submit_for_answer(turn).await;
+            (owned, submitted)
+        }));
         assert!(
             (&mut submitting).now_or_never().is_none(),
             "held at the gate"
