@@ -732,7 +732,7 @@ mod tests {
         handle.set_loaded(vec![]);
         assert_eq!(handle.num_ctx_for(&short), Some(limit));
         assert_eq!(handle.status().num_ctx_for(&short), Some(limit));
-        assert_eq!(handle.learned().wide, [m.clone()]);
+        assert_eq!(handle.learned().wide, vec![m.clone()]);
 
         // After a restart, from what was kept.
         let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
