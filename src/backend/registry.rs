@@ -25,9 +25,8 @@ use crate::routing::{Catalog, CatalogEntry};
 #[derive(Debug)]
 pub struct BackendHandle {
     pub backend: Backend,
-    /// Answers per model at once (see [`super::slots`]).
-    pub parallel: usize,
-    /// The answers holding one of its slots now.
+    /// Its slots: `parallel` answers per model, and the answers holding one now (see
+    /// [`super::slots`]).
     pub slots: Arc<Slots>,
     /// Models from the config; when set, discovery only checks health.
     configured_models: Option<Vec<ModelName>>,
@@ -202,7 +201,6 @@ impl BackendHandle {
         };
         Self {
             backend,
-            parallel,
             slots: Slots::new(parallel),
             configured_models,
             models: Mutex::new(models),
@@ -338,11 +336,6 @@ impl BackendHandle {
     /// A slot for an answer of `model` now, if one is free (see [`super::slots`]).
     pub fn try_slot(&self, model: &ModelName) -> Option<super::slots::Slot> {
         self.slots.try_take(model, self.models_at_once())
-    }
-
-    /// Whether an answer of `model` could start here now.
-    pub fn has_slot_for(&self, model: &ModelName) -> bool {
-        self.slots.can_start(model, self.models_at_once())
     }
 
     /// An answer for `model` starts now, of `priority`, for `thread` if known, with a prompt of about
@@ -591,7 +584,7 @@ impl BackendHandle {
             loaded: lock(&self.loaded).clone(),
             healthy: self.is_healthy(),
             in_flight: self.in_flight(),
-            parallel: self.parallel,
+            parallel: self.slots.parallel(),
             last_error: lock(&self.last_error).clone(),
             perf: lock(&self.perf).clone(),
             running,

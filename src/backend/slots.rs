@@ -83,12 +83,14 @@ impl Slots {
     }
 
     /// Answers holding a slot now, of every model.
-    pub fn held(&self) -> usize {
+    #[cfg(test)]
+    fn held(&self) -> usize {
         self.lock().iter().map(|(_, n)| n).sum()
     }
 
     /// Answers of `model` holding a slot now.
-    pub fn held_by(&self, model: &ModelName) -> usize {
+    #[cfg(test)]
+    fn held_by(&self, model: &ModelName) -> usize {
         self.lock()
             .iter()
             .find(|(m, _)| m == model)
@@ -127,12 +129,6 @@ fn add(held: &mut Vec<(ModelName, usize)>, model: &ModelName) {
     match held.iter_mut().find(|(m, _)| m == model) {
         Some((_, n)) => *n += 1,
         None => held.push((model.clone(), 1)),
-    }
-}
-
-impl Slot {
-    pub fn model(&self) -> &ModelName {
-        &self.model
     }
 }
 

@@ -311,17 +311,19 @@ impl Worker {
             .any(|m| self.directory.others_serving(&m.name, me) > 0)
     }
 
-    /// Whether a job of `lane` could start here now: its model (this worker's first for a
-    /// lane of no one model) has a free slot ([`crate::backend::slots`]).
-    fn has_slot_for(&self, lane: &Lane) -> bool {
-        match self.model_of(lane) {
-            Some(model) => self.handle.has_slot_for(model),
-            None => self
-                .handle
-                .models()
-                .first()
-                .is_none_or(|m| self.handle.has_slot_for(&m.name)),
-        }
+    /// Keeps the lanes of `lanes` whose jobs could start here now: those whose model (this
+    /// worker's first for a lane of no one model) has a free slot
+    /// ([`crate::backend::slots`]). Whether any was left out.
+    fn keep_lanes_with_a_slot(&self, lanes: &mut Vec<Lane>) -> bool {
+        let at_once = self.handle.models_at_once();
+        let first = self.handle.models().into_iter().next().map(|m| m.name);
+        let all = lanes.len();
+        lanes.retain(|lane| {
+            self.model_of(lane)
+                .or(first.as_ref())
+                .is_none_or(|model| self.handle.slots.can_start(model, at_once))
+        });
+        lanes.len() < all
     }
 
     /// The slot a job just taken from the queue runs in. Its lane had a free slot when the
@@ -351,7 +353,7 @@ impl Worker {
         let name = self.handle.name().clone();
         let mut models = self.handle.watch_models();
         let mut freed = self.handle.slots.watch_freed();
-        tracing::info!(worker = %name, parallel = self.handle.parallel, "worker started");
+        tracing::info!(worker = %name, parallel = self.handle.slots.parallel(), "worker started");
         let mut cooling = false;
         loop {
             freed.mark_unchanged();
@@ -376,11 +378,9 @@ impl Worker {
             }
             models.mark_unchanged();
             let mut takes = self.takes().await;
-            let all = takes.lanes.len();
-            takes.lanes.retain(|l| self.has_slot_for(l));
             // A lane left out for want of a slot is read again once one is given back;
             // with every lane read, a slot given back changes nothing here.
-            let waits_for_slot = takes.lanes.len() < all;
+            let waits_for_slot = self.keep_lanes_with_a_slot(&mut takes.lanes);
             // Who waits, and what is resident, change without the queue saying so: while
             // background work is held back, the worker looks again every so often.
             let guarded = !takes.interactive_only.is_empty();
