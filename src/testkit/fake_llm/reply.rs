@@ -183,37 +183,40 @@ const JA_PROSE: [&str; 15] = [
 ];
 
 /// An answer of exactly `n` tokens of prose, chosen deterministically from `seed`, in the
-/// language of `seed`. Japanese has no spaces between words, so its tokens are clauses
-/// (each ends at `、` or `。`) joined by single spaces.
+/// language of `seed`: words in English; in Japanese, characters written as models write
+/// them, without spaces (see [`tokens`]), so that the answer sent back as history is about
+/// as many prompt tokens as it was generated tokens, as with a real model.
 fn prose_answer(seed: &str, n: usize) -> String {
-    let words: Box<dyn Iterator<Item = &str>> = match detect_language(seed) {
+    let mut out = String::with_capacity(n * 6);
+    match detect_language(seed) {
         Lang::En => {
             let start = (fnv(seed) as usize) % PROSE.len();
-            Box::new(
-                PROSE
-                    .iter()
-                    .cycle()
-                    .skip(start)
-                    .flat_map(|s| s.split_whitespace()),
-            )
+            let words = PROSE
+                .iter()
+                .cycle()
+                .skip(start)
+                .flat_map(|s| s.split_whitespace());
+            for word in words.take(n) {
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                out.push_str(word);
+            }
         }
         Lang::Ja => {
             let start = (fnv(seed) as usize) % JA_PROSE.len();
-            Box::new(
-                JA_PROSE
-                    .iter()
-                    .cycle()
-                    .skip(start)
-                    .flat_map(|s| s.split_inclusive(['、', '。'])),
-            )
+            let sentences = JA_PROSE.iter().cycle().skip(start);
+            for sentence in sentences {
+                if n == 0 || tokens(&out).count() >= n {
+                    break;
+                }
+                out.push_str(sentence);
+            }
+            let cut = tokens(&out).nth(n).map(|(at, _)| at);
+            if let Some(cut) = cut {
+                out.truncate(cut);
+            }
         }
-    };
-    let mut out = String::with_capacity(n * 6);
-    for word in words.take(n) {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(word);
     }
     out
 }
@@ -376,21 +379,24 @@ fn requested_call(text: &str, offered: &[String]) -> Option<FakeToolCall> {
     })
 }
 
-/// Splits text into word tokens: each token after the first starts at a space. Yields the
+/// Splits text into tokens as a model's tokenizer roughly does: a word with its leading
+/// space in scripts that separate words, one character in Chinese and Japanese (whose
+/// tokenizers give about one token per character), which is also what the simulation
+/// counts them as when they come back in a prompt (`sim::estimate_tokens`). Yields each
 /// token's byte offset and text.
 pub(crate) fn tokens(text: &str) -> impl Iterator<Item = (usize, &str)> {
     let mut start = 0;
     std::iter::from_fn(move || {
-        if start >= text.len() {
-            return None;
-        }
+        let rest = text.get(start..).filter(|r| !r.is_empty())?;
+        let mut chars = rest.char_indices();
+        let (_, first) = chars.next()?;
+        let wide = super::sim::is_wide(first);
+        let end = chars
+            .find(|&(_, c)| wide || c == ' ' || super::sim::is_wide(c))
+            .map_or(rest.len(), |(i, _)| i);
         let from = start;
-        let first = text[from..].chars().next()?.len_utf8();
-        let next = text[from + first..]
-            .find(' ')
-            .map_or(text.len(), |i| from + first + i);
-        start = next;
-        Some((from, &text[from..next]))
+        start += end;
+        Some((from, &rest[..end]))
     })
 }
 

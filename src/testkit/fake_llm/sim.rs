@@ -265,7 +265,7 @@ pub(crate) fn estimate_tokens(text: &str) -> u32 {
     wide + narrow.div_ceil(4)
 }
 
-fn is_wide(c: char) -> bool {
+pub(crate) fn is_wide(c: char) -> bool {
     matches!(u32::from(c), 0x3000..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF | 0xFF00..=0xFFEF)
 }
 

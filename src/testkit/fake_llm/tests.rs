@@ -437,6 +437,41 @@ fn tokens_keep_leading_spaces_and_handle_unicode() {
     let t: Vec<&str> = tokens("héllo wörld  x").map(|(_, t)| t).collect();
     assert_eq!(t, ["héllo", " wörld", " ", " x"]);
     assert_eq!(tokens("").count(), 0);
+    // Japanese and Chinese: one token per character, as their tokenizers roughly give.
+    let t: Vec<&str> = tokens("猫のミケ。ok 猫cat").map(|(_, t)| t).collect();
+    assert_eq!(t, ["猫", "の", "ミ", "ケ", "。", "ok", " ", "猫", "cat"]);
+}
+
+#[test]
+fn an_answer_sent_back_as_history_is_about_as_many_prompt_tokens_as_it_was_generated() {
+    // A real model's answer, tokenized again in the next turn's prompt, is about as long
+    // as it was to generate; a fake whose Japanese tokens were whole clauses made chats
+    // ten times longer than life.
+    let model = Model {
+        spec: ModelSpec::new("m"),
+        digest: String::new(),
+        loaded: std::sync::atomic::AtomicBool::new(false),
+        used_at_ms: std::sync::atomic::AtomicI64::new(0),
+    };
+    for text in [JA_PROMPT, EN_PROMPT] {
+        for n in [40, 327] {
+            let prompt = reply::Prompt {
+                last: reply::Last::User(text.to_owned()),
+                prompt_tokens: 1,
+                tools: Vec::new(),
+                max_tokens: None,
+            };
+            let content =
+                reply::plan(&model, prompt, None, Some(n), None, Answers::Realistic).content;
+            assert_eq!(tokens(&content).count(), n, "{content}");
+            let again = f64::from(super::sim::estimate_tokens(&content));
+            let ratio = again / n as f64;
+            assert!(
+                (0.8..=1.6).contains(&ratio),
+                "{n} tokens came back as {again}: {content}"
+            );
+        }
+    }
 }
 
 #[tokio::test]
