@@ -187,6 +187,8 @@ pub struct Estimate {
     pub resident: bool,
     /// Whether its prompt cache holds the conversation.
     pub cached: bool,
+    /// Whether the task would wait there for a slot (or for a busy model to make room).
+    pub waits: bool,
 }
 
 impl Estimate {
@@ -198,9 +200,16 @@ impl Estimate {
 /// Among workers serving the ask's model, a healthy one (any, when none is) with the best
 /// expected time to first token plus eviction cost. Scores within [`SAME_WITHIN`] of the
 /// best count as the same, and then one holding the conversation in its cache wins, then
-/// one with the model resident, then the worker configured (or, in a cluster, heard from)
-/// first: with nothing learned yet the first machine in the config is preferred, and noise
-/// in the figures does not move work around.
+/// one with the model resident and a slot free, then one with a slot free whose load
+/// evicts nothing, then one with the model resident, then the worker configured (or, in a
+/// cluster, heard from) first: with nothing learned yet the first machine in the config is
+/// preferred, and noise in the figures does not move work around.
+///
+/// A machine that is free now goes before a busy one expected as soon: the task waiting
+/// for the busy one would hold its slot next, and whoever asks after it would wait for
+/// both, while the free machine's time would go unused. (Three chats starting at once on
+/// a desktop with one slot for their model: the second goes to the idle mini PC, whose
+/// load takes as long as the first answer, and the third waits for one answer, not two.)
 pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
     let estimates = estimates(statuses, ask, Utc::now());
     tracing::debug!(model = %ask.model, prompt_tokens = ask.prompt_tokens, ahead = ask.ahead.jobs, backlog = ?ask.backlog, estimates = ?estimates, "placement");
@@ -213,6 +222,8 @@ pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
     close
         .iter()
         .find(|e| e.cached)
+        .or_else(|| close.iter().find(|e| e.resident && !e.waits))
+        .or_else(|| close.iter().find(|e| !e.waits && e.evicts.is_none()))
         .or_else(|| close.iter().find(|e| e.resident))
         .or(close.first())
         .map(|e| e.worker.clone())
@@ -301,11 +312,13 @@ fn estimate_after(
         start.evicts = None;
         start.eviction_s = 0.0;
     }
+    // A load that must wait for a busy resident model to finish waits for it once, in the
+    // same time the slot frees: the two waits overlap, they do not add up.
+    let wait_s = after.free_s.max(start.busy_wait_s);
     Estimate {
         worker: s.name.clone(),
-        // A load that must wait for a busy resident model to finish waits for it once, in
-        // the same time the slot frees: the two waits overlap, they do not add up.
-        ttft_s: after.free_s.max(start.busy_wait_s) + start.seconds,
+        ttft_s: wait_s + start.seconds,
+        waits: wait_s > 0.0,
         eviction_s: start.eviction_s,
         evicts: start.evicts,
         resident: start.resident,

@@ -528,3 +528,59 @@ fn each_model_has_its_own_slots_as_far_as_the_machine_keeps_models() {
     let e = &estimates(&statuses, &ask, now)[0];
     assert!(e.ttft_s >= 200.0 / 30.0, "{e:?}");
 }
+
+#[test]
+fn a_free_machine_goes_before_a_busy_one_expected_as_soon() {
+    // Moon has the model resident and its one slot busy with an answer that ends in about
+    // three seconds; ai-core is idle and loads the model in as long. The task would wait
+    // for moon's slot and hold it next: ai-core takes it, and whoever asks next finds moon
+    // free after one answer instead of two.
+    let mut moon = with_rates(status("moon", true, 1), 3.0, 1500.0, 80.0);
+    moon.running = vec![running("m", 2, 40, true)];
+    let ai_core = with_rates(status("ai-core", false, 0), 3.0, 300.0, 27.0);
+    let m = model("m");
+    let ask = Ask::fresh(&m, 30);
+    let e = estimates(&[moon.clone(), ai_core.clone()], &ask, Utc::now());
+    let (busy, free) = (&e[0], &e[1]);
+    assert!(
+        busy.waits && busy.resident && !free.waits && !free.resident,
+        "{e:?}"
+    );
+    let (factor, seconds) = SAME_WITHIN;
+    assert!(
+        free.score() <= busy.score() * factor + seconds
+            && busy.score() <= free.score() * factor + seconds,
+        "the two are expected about as soon: {e:?}"
+    );
+    assert_eq!(best(&[moon.clone(), ai_core.clone()], 30), "ai-core");
+
+    // Not when the free machine's load would push out a model resident there…
+    let mut full = ai_core.clone();
+    full.models.push(model("other"));
+    full.loaded = vec![model("other")];
+    full.max_loaded = Some(1);
+    assert_eq!(best(&[moon.clone(), full], 30), "moon");
+    // … nor when the busy machine holds the conversation in its prompt cache.
+    let t = thread("chat");
+    let mut cached = moon.clone();
+    cached.recent = vec![Recent {
+        model: m.clone(),
+        thread: t.clone(),
+        tokens: 500,
+        at: Utc::now(),
+    }];
+    let ask = Ask {
+        thread: Some(&t),
+        fresh_tokens: 30,
+        ..Ask::fresh(&m, 530)
+    };
+    assert_eq!(
+        best_of(&[cached, ai_core.clone()], &ask)
+            .unwrap()
+            .to_string(),
+        "moon"
+    );
+    // A resident model with a free slot needs no load and no wait: it goes first.
+    let idle_moon = with_rates(status("moon", true, 0), 3.0, 1500.0, 80.0);
+    assert_eq!(best(&[ai_core, idle_moon], 30), "moon");
+}
