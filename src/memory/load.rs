@@ -28,9 +28,18 @@ impl Memory {
             .or_default()
             .clone();
         cell.get_or_try_init(|| async {
-            let items = self.inner.store.load_person(person).await?;
-            let count = items.len();
-            let added = add_items(&mut self.indexes_mut(), items);
+            // Each batch goes into the index as it is read: no recall searches it before
+            // the last (they wait on this cell), and a failed read leaves what it added,
+            // which the next try skips.
+            let (mut count, mut added) = (0, 0);
+            let mut each = |items: Vec<MemoryItem>| {
+                count += items.len();
+                added += add_items(&mut self.indexes_mut(), items);
+            };
+            self.inner.store.load_person(person, &mut each).await?;
+            if let Some(own) = self.indexes_mut().get_mut(person) {
+                own.values_mut().for_each(Index::shrink_to_fit);
+            }
             tracing::info!(person = %person.as_str(), items = count, added, "memory loaded");
             Ok::<(), MemoryError>(())
         })
@@ -58,10 +67,13 @@ impl Memory {
     /// processes deleted), one person at a time. Returns how many items are indexed.
     pub async fn reload(&self) -> Result<usize, MemoryError> {
         for person in self.loaded_people() {
-            let items = self.inner.store.load_person(&person).await?;
             let mut fresh = HashMap::new();
-            add_items(&mut fresh, items);
-            let own = fresh.remove(&person).unwrap_or_default();
+            let mut each = |items: Vec<MemoryItem>| {
+                add_items(&mut fresh, items);
+            };
+            self.inner.store.load_person(&person, &mut each).await?;
+            let mut own = fresh.remove(&person).unwrap_or_default();
+            own.values_mut().for_each(Index::shrink_to_fit);
             self.indexes_mut().insert(person, own);
         }
         Ok(self.len())

@@ -415,8 +415,7 @@ impl Memory {
 pub(super) type Indexes = HashMap<Person, HashMap<String, Index>>;
 
 fn hit(index: &Index, s: Scored, same_thread: bool) -> Option<MemoryHit> {
-    let mut item = index.entry(s.slot)?.clone();
-    item.superseded_by = index.superseded_by(s.slot);
+    let item = index.item(s.slot)?;
     Some(MemoryHit {
         item,
         score: s.score,

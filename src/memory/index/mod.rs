@@ -1,24 +1,32 @@
 //! The in-memory vector index: every item of one embedder and person, vectors in
-//! contiguous `Vec<f32>` arenas (one per thread), searched by a dot-product scan with a
-//! top-k heap ([`search`]).
+//! contiguous arenas (one per thread), searched by a dot-product scan with a top-k heap
+//! ([`search`]).
 //!
-//! Vectors are unit length, so the dot product is the cosine similarity. The scan is a
-//! plain loop over fixed-width chunks that the compiler vectorises; at 256 dimensions
-//! 100,000 items take a few milliseconds (see `benches/memory.rs`). A recall for a turn
-//! reads its own thread's arena and, of other threads, only the facts its question
-//! shares a term or concept with, so its cost grows neither with the person's other
-//! threads (years of them) nor with their facts. Loaded from the store when the person
-//! is first recalled for, updated on every write and forget.
+//! Vectors are unit length, so the dot product is the cosine similarity. They are held
+//! as one byte per dimension and a scale ([`Quantized`]): a quarter of the memory of
+//! `f32`s, for a cosine within 0.002 of the exact one for a long text's vector and 0.006
+//! for a short one's (the store keeps the exact vectors). An item's other fields are held
+//! once per index where they are the same for all (person, embedder, thread id): see
+//! [`Entry`]. The scan is a plain loop over fixed-width chunks that the compiler
+//! vectorises; at 256 dimensions 100,000 items take a few milliseconds (see
+//! `benches/memory.rs`). A recall for a turn reads its own thread's arena and, of other
+//! threads, only the facts its question shares a term or concept with, so its cost grows
+//! neither with the person's other threads (years of them) nor with their facts. Loaded
+//! from the store when the person is first recalled for, updated on every write and
+//! forget.
 
 mod search;
 
 use std::collections::{HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::concepts::Mask;
 use super::store::{ItemKind, MemoryItem};
+use crate::domain::{Person, TaskId};
 
+pub(crate) use search::Quantized;
 pub use search::{MAX_CANDIDATES, Query, Scored, dot};
 
 /// Items without any of the query's terms assumed besides the index's own (see
@@ -49,19 +57,25 @@ pub struct Index {
     arenas: Vec<Arena>,
     /// Per slot: its arena and position there.
     place: Vec<(u32, u32)>,
+    /// Whose items these are and which embedder made their vectors (taken from the
+    /// first item: an index holds one person's items of one embedder).
+    person: Person,
+    embedder: String,
     /// The items without their vectors, slot for slot.
-    entries: Vec<MemoryItem>,
+    entries: Vec<Entry>,
     /// Each slot's thread, interned.
     threads: Vec<u32>,
     /// Per slot: whether a recall for another thread may return it.
     shared: Vec<bool>,
     /// Per slot: its lexical terms and concepts; and each term's slots.
-    terms: Vec<Vec<u64>>,
+    terms: Vec<Box<[u64]>>,
     concepts: Vec<Mask>,
     postings: HashMap<u64, Vec<u32>>,
     /// The same for the facts alone: where a recall finds other threads' candidates.
     fact_postings: HashMap<u64, Vec<u32>>,
     thread_numbers: HashMap<String, u32>,
+    /// Each thread number's thread id.
+    thread_ids: Vec<Box<str>>,
     slots: HashMap<Uuid, usize>,
     /// (thread, hash of the text) of every item, so the same exchange is stored once.
     known: HashSet<(u32, u64)>,
@@ -71,10 +85,44 @@ pub struct Index {
     current: HashMap<String, Uuid>,
 }
 
-/// Vectors of some of an index's items, contiguous, with each one's slot and thread.
+/// What the index keeps of an item besides its vector, its thread and its owner (which
+/// it holds once, not per item): [`Index::item`] makes the whole [`MemoryItem`] again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub id: Uuid,
+    pub task_id: TaskId,
+    pub created_at: DateTime<Utc>,
+    pub seq: u32,
+    pub kind: ItemKind,
+    pub text: Box<str>,
+    pub subject: Option<Box<str>>,
+}
+
+impl Entry {
+    fn of(item: MemoryItem) -> Self {
+        Self {
+            id: item.id,
+            task_id: item.task_id,
+            created_at: item.created_at,
+            seq: item.seq,
+            kind: item.kind,
+            text: item.text.into_boxed_str(),
+            subject: item.subject.map(String::into_boxed_str),
+        }
+    }
+
+    /// Whether it was made after `other` (by time, then id).
+    fn newer_than(&self, other: &Entry) -> bool {
+        (self.created_at, self.id) > (other.created_at, other.id)
+    }
+}
+
+/// Vectors of some of an index's items, contiguous (each `dim` bytes, times its scale),
+/// with each one's slot and thread.
 #[derive(Debug, Clone, Default)]
 struct Arena {
-    vectors: Vec<f32>,
+    codes: Vec<i8>,
+    scales: Vec<f32>,
     slots: Vec<u32>,
     threads: Vec<u32>,
 }
@@ -123,6 +171,8 @@ impl Index {
             dim,
             arenas: Vec::new(),
             place: Vec::new(),
+            person: Person::default(),
+            embedder: String::new(),
             entries: Vec::new(),
             threads: Vec::new(),
             shared: Vec::new(),
@@ -131,6 +181,7 @@ impl Index {
             postings: HashMap::new(),
             fact_postings: HashMap::new(),
             thread_numbers: HashMap::new(),
+            thread_ids: Vec::new(),
             slots: HashMap::new(),
             known: HashSet::new(),
             facts: HashMap::new(),
@@ -150,15 +201,56 @@ impl Index {
         self.entries.is_empty()
     }
 
-    pub fn entry(&self, slot: usize) -> Option<&MemoryItem> {
+    pub fn entry(&self, slot: usize) -> Option<&Entry> {
         self.entries.get(slot)
     }
 
+    /// The whole item in `slot` (without its vector, which the store keeps).
+    pub fn item(&self, slot: usize) -> Option<MemoryItem> {
+        let e = self.entries.get(slot)?;
+        Some(MemoryItem {
+            id: e.id,
+            person: self.person.clone(),
+            thread_id: self.thread_ids[self.threads[slot] as usize].to_string(),
+            task_id: e.task_id,
+            seq: e.seq,
+            kind: e.kind,
+            text: e.text.to_string(),
+            subject: e.subject.as_deref().map(str::to_owned),
+            superseded_by: self.superseded_by(slot),
+            embedder: self.embedder.clone(),
+            vector: Vec::new(),
+            created_at: e.created_at,
+        })
+    }
+
+    /// Gives back what the vectors and lists hold beyond their items (after a load).
+    pub fn shrink_to_fit(&mut self) {
+        for arena in &mut self.arenas {
+            arena.codes.shrink_to_fit();
+            arena.scales.shrink_to_fit();
+            arena.slots.shrink_to_fit();
+            arena.threads.shrink_to_fit();
+        }
+        self.arenas.shrink_to_fit();
+        self.place.shrink_to_fit();
+        self.entries.shrink_to_fit();
+        self.threads.shrink_to_fit();
+        self.shared.shrink_to_fit();
+        self.terms.shrink_to_fit();
+        self.concepts.shrink_to_fit();
+        self.postings.values_mut().for_each(Vec::shrink_to_fit);
+        self.fact_postings.values_mut().for_each(Vec::shrink_to_fit);
+    }
+
     /// The vector of the item in `slot` (which must be held).
-    fn vector(&self, slot: usize) -> &[f32] {
+    fn vector(&self, slot: usize) -> Quantized<'_> {
         let (a, pos) = self.place[slot];
-        let start = pos as usize * self.dim;
-        &self.arenas[a as usize].vectors[start..start + self.dim]
+        let (arena, pos) = (&self.arenas[a as usize], pos as usize);
+        Quantized {
+            codes: &arena.codes[pos * self.dim..(pos + 1) * self.dim],
+            scale: arena.scales[pos],
+        }
     }
 
     pub fn contains(&self, id: &Uuid) -> bool {
@@ -174,7 +266,7 @@ impl Index {
 
     /// The newest fact saying the same as `text` (same letters and digits), if any, and
     /// whether it is still current (no newer fact on its subject).
-    pub fn same_fact(&self, text: &str) -> Option<(&MemoryItem, bool)> {
+    pub fn same_fact(&self, text: &str) -> Option<(&Entry, bool)> {
         let id = self.facts.get(&fact_hash(text))?;
         let slot = *self.slots.get(id)?;
         Some((&self.entries[slot], self.shared[slot]))
@@ -185,7 +277,7 @@ impl Index {
         let item = self.entries.get(slot)?;
         let subject = item
             .subject
-            .as_ref()
+            .as_deref()
             .filter(|_| item.kind == ItemKind::Fact)?;
         self.current
             .get(subject)
@@ -213,7 +305,7 @@ impl Index {
         overlap
             .into_iter()
             .max_by_key(|&(slot, n)| (n, self.entries[slot].created_at, self.entries[slot].id))
-            .and_then(|(slot, _)| self.entries[slot].subject.clone())
+            .and_then(|(slot, _)| self.entries[slot].subject.as_deref().map(str::to_owned))
     }
 
     /// [`superseded_by`](Self::superseded_by) for the item with `id`.
@@ -224,14 +316,14 @@ impl Index {
     }
 
     /// The latest `n` `exchange` items of a thread, newest first.
-    pub fn recent_in_thread(&self, thread: &str, n: usize) -> Vec<&MemoryItem> {
+    pub fn recent_in_thread(&self, thread: &str, n: usize) -> Vec<&Entry> {
         let Some(own) = self.thread_numbers.get(thread).copied() else {
             return Vec::new();
         };
         let Some(arena) = self.arenas.get(own as usize) else {
             return Vec::new();
         };
-        let mut items: Vec<&MemoryItem> = arena
+        let mut items: Vec<&Entry> = arena
             .slots
             .iter()
             .map(|&slot| &self.entries[slot as usize])
@@ -244,7 +336,7 @@ impl Index {
 
     /// Adds an item; false (and nothing added) when its dimension differs or its id is
     /// already there.
-    pub fn insert(&mut self, mut item: MemoryItem) -> bool {
+    pub fn insert(&mut self, item: MemoryItem) -> bool {
         if item.vector.len() != self.dim || self.slots.contains_key(&item.id) {
             return false;
         }
@@ -255,16 +347,23 @@ impl Index {
             .or_insert(next);
         if thread == next {
             self.arenas.push(Arena::default());
+            self.thread_ids.push(item.thread_id.as_str().into());
+        }
+        if self.entries.is_empty() {
+            self.person = item.person.clone();
+            self.embedder.clone_from(&item.embedder);
         }
         let slot = self.entries.len();
         self.known.insert((thread, text_key(&item.text)));
         let a = thread;
         let arena = &mut self.arenas[a as usize];
         self.place.push((a, slot_u32(arena.slots.len())));
-        arena.vectors.extend_from_slice(&item.vector);
+        arena
+            .scales
+            .push(search::quantize(&item.vector, &mut arena.codes));
         arena.slots.push(slot_u32(slot));
         arena.threads.push(thread);
-        item.vector = Vec::new();
+        let item = Entry::of(item);
         let mut analysis = super::lexical::analyze(&item.text);
         // A fact is about its subject even when it does not say so ("Finally sold the
         // Mazda and got a Kia" took "car" from the fact it replaces).
@@ -293,30 +392,32 @@ impl Index {
                     .push(slot_u32(slot));
             }
         }
-        self.terms.push(terms);
+        self.terms.push(terms.into_boxed_slice());
         self.concepts
             .push(super::concepts::mask(&analysis.concepts));
         let mut shared = item.kind == ItemKind::Fact;
         if shared {
-            let newer =
-                |a: &MemoryItem, b: &MemoryItem| (a.created_at, a.id) > (b.created_at, b.id);
             let key = fact_hash(&item.text);
             let replaces = self
                 .facts
                 .get(&key)
                 .and_then(|id| self.slots.get(id))
-                .is_none_or(|&s| newer(&item, &self.entries[s]));
+                .is_none_or(|&s| item.newer_than(&self.entries[s]));
             if replaces {
                 self.facts.insert(key, item.id);
             }
             if let Some(subject) = &item.subject {
-                match self.current.get(subject).and_then(|id| self.slots.get(id)) {
-                    Some(&held) if !newer(&item, &self.entries[held]) => shared = false,
+                match self
+                    .current
+                    .get(&**subject)
+                    .and_then(|id| self.slots.get(id))
+                {
+                    Some(&held) if !item.newer_than(&self.entries[held]) => shared = false,
                     held => {
                         if let Some(&held) = held {
                             self.shared[held] = false;
                         }
-                        self.current.insert(subject.clone(), item.id);
+                        self.current.insert(subject.to_string(), item.id);
                     }
                 }
             }
@@ -344,13 +445,15 @@ impl Index {
         let arena = &mut self.arenas[a as usize];
         let (pos, end) = (pos as usize, arena.slots.len() - 1);
         if pos != end {
-            let (head, tail) = arena.vectors.split_at_mut(end * self.dim);
+            let (head, tail) = arena.codes.split_at_mut(end * self.dim);
             head[pos * self.dim..(pos + 1) * self.dim].copy_from_slice(&tail[..self.dim]);
+            arena.scales[pos] = arena.scales[end];
             arena.slots[pos] = arena.slots[end];
             arena.threads[pos] = arena.threads[end];
             self.place[arena.slots[pos] as usize].1 = slot_u32(pos);
         }
-        arena.vectors.truncate(end * self.dim);
+        arena.codes.truncate(end * self.dim);
+        arena.scales.pop();
         arena.slots.pop();
         arena.threads.pop();
         // … and its slot the index (the last slot moves into its place).
@@ -372,7 +475,7 @@ impl Index {
             if self.facts.get(&key) == Some(&gone.id) {
                 self.facts.remove(&key);
             }
-            if let Some(subject) = &gone.subject
+            if let Some(subject) = gone.subject.as_deref()
                 && self.current.get(subject) == Some(&gone.id)
             {
                 self.current.remove(subject);

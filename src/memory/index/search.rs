@@ -207,14 +207,15 @@ impl Index {
             .filter_map(|&a| self.arenas.get(a))
             .flat_map(|arena| {
                 arena
-                    .vectors
+                    .codes
                     .chunks_exact(self.dim)
+                    .zip(&arena.scales)
                     .zip(arena.slots.iter().zip(&arena.threads))
             });
-        for (v, (&slot, t)) in every {
+        for ((codes, &scale), (&slot, t)) in every {
             let slot = slot as usize;
             if wanted(slot, *t)
-                && let Some(s) = scorer.score(self, slot, v)
+                && let Some(s) = scorer.score(self, slot, Quantized { codes, scale })
             {
                 visit(*t, s);
             }
@@ -292,12 +293,12 @@ struct Scorer<'q> {
 impl Scorer<'_> {
     /// The score of the item in `slot`, whose vector is `v`; `None` when it is about
     /// another pet or person than the question names.
-    fn score(&self, index: &Index, slot: usize, v: &[f32]) -> Option<Scored> {
+    fn score(&self, index: &Index, slot: usize, v: Quantized<'_>) -> Option<Scored> {
         let concepts = index.concepts[slot];
         if !self.fit.compatible(concepts) {
             return None;
         }
-        let cosine = dot(self.vector, v);
+        let cosine = v.dot(self.vector);
         let w = self.w;
         let mut score = match &self.lexical {
             Some(l) => (1.0 - w) * cosine + w * l.share(&index.terms[slot]),
@@ -332,6 +333,52 @@ impl Lexical {
             sum
         }
     }
+}
+
+/// A vector held as one signed byte per dimension: each dimension is `codes[i] × scale`,
+/// where `scale` is the largest magnitude over 127. For a unit vector every dimension is
+/// within `scale / 2` of the exact one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Quantized<'a> {
+    pub codes: &'a [i8],
+    pub scale: f32,
+}
+
+impl Quantized<'_> {
+    /// The dot product with an exact vector `q`, in eight independent lanes so that it
+    /// vectorises.
+    pub fn dot(&self, q: &[f32]) -> f32 {
+        let mut lanes = [0f32; 8];
+        let (cq, cc) = (q.chunks_exact(8), self.codes.chunks_exact(8));
+        let tail: f32 = cq
+            .remainder()
+            .iter()
+            .zip(cc.remainder())
+            .map(|(x, c)| x * f32::from(*c))
+            .sum();
+        for (x, c) in cq.zip(cc) {
+            for i in 0..8 {
+                lanes[i] += x[i] * f32::from(c[i]);
+            }
+        }
+        (lanes.iter().sum::<f32>() + tail) * self.scale
+    }
+}
+
+/// Appends `v` to `codes` as [`Quantized`] codes; returns its scale.
+pub(super) fn quantize(v: &[f32], codes: &mut Vec<i8>) -> f32 {
+    let largest = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+    if largest == 0.0 || !largest.is_finite() {
+        codes.extend(std::iter::repeat_n(0, v.len()));
+        return 0.0;
+    }
+    let scale = largest / 127.0;
+    // In range by construction: |x / scale| <= 127.
+    codes.extend(
+        v.iter()
+            .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8),
+    );
+    scale
 }
 
 /// The dot product, in eight independent lanes so that it vectorises.

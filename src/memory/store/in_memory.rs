@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{MemoryItem, MemoryStore, limit};
+use super::{Batches, MemoryItem, MemoryStore, in_batches, limit};
 use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
 
@@ -53,10 +53,10 @@ impl MemoryStore for InMemoryStore {
         Ok(items)
     }
 
-    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError> {
+    async fn load_person(&self, person: &Person, each: &mut Batches<'_>) -> Result<(), StoreError> {
         let mut items = self.load(None).await?;
         items.retain(|i| i.person == *person);
-        Ok(items)
+        in_batches(futures::stream::iter(items.into_iter().map(Ok)), each).await
     }
 
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {

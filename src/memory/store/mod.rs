@@ -99,8 +99,10 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn load(&self, since: Option<DateTime<Utc>>) -> Result<Vec<MemoryItem>, StoreError>;
 
     /// Every item of one person, oldest first (to build their in-memory index when they
-    /// are first recalled for).
-    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError>;
+    /// are first recalled for), handed to `each` in batches of at most [`LOAD_BATCH`] as
+    /// they are read: a person's years of memory are never all in flight at once. On an
+    /// error, the batches already handed over stay handed over.
+    async fn load_person(&self, person: &Person, each: &mut Batches<'_>) -> Result<(), StoreError>;
 
     /// The people who hold any item, with how many, by name.
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError>;
@@ -127,6 +129,35 @@ pub trait MemoryStore: Send + Sync + 'static {
         person: Option<&Person>,
         thread_id: &str,
     ) -> Result<Vec<Uuid>, StoreError>;
+}
+
+/// How many items [`MemoryStore::load_person`] hands over at once.
+pub const LOAD_BATCH: usize = 256;
+
+/// Where [`MemoryStore::load_person`] hands its batches.
+pub type Batches<'a> = dyn FnMut(Vec<MemoryItem>) + Send + 'a;
+
+/// Hands `items`, as they come, to `each` in batches of at most [`LOAD_BATCH`].
+pub(super) async fn in_batches(
+    items: impl futures::Stream<Item = Result<MemoryItem, StoreError>>,
+    each: &mut Batches<'_>,
+) -> Result<(), StoreError> {
+    use futures::TryStreamExt;
+    let mut items = std::pin::pin!(items);
+    let mut batch = Vec::with_capacity(LOAD_BATCH);
+    while let Some(item) = items.try_next().await? {
+        batch.push(item);
+        if batch.len() == LOAD_BATCH {
+            each(std::mem::replace(
+                &mut batch,
+                Vec::with_capacity(LOAD_BATCH),
+            ));
+        }
+    }
+    if !batch.is_empty() {
+        each(batch);
+    }
+    Ok(())
 }
 
 /// Opens the memory store in the database `[store]` names (applying the migrations).

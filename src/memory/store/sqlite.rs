@@ -2,12 +2,14 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 use uuid::Uuid;
 
 use super::{
-    MemoryItem, MemoryStore, PEOPLE, corrupt, decode_vector, encode_vector, limit, people_named,
+    Batches, MemoryItem, MemoryStore, PEOPLE, corrupt, decode_vector, encode_vector, in_batches,
+    limit, people_named,
 };
 use crate::domain::{Person, TaskId};
 use crate::store::StoreError;
@@ -70,14 +72,11 @@ impl MemoryStore for SqliteMemoryStore {
         rows.iter().map(from_row).collect()
     }
 
-    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM memory_items WHERE person = ? ORDER BY created_at, id"
-        ))
-        .bind(person.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(from_row).collect()
+    async fn load_person(&self, person: &Person, each: &mut Batches<'_>) -> Result<(), StoreError> {
+        let query =
+            format!("SELECT {COLUMNS} FROM memory_items WHERE person = ? ORDER BY created_at, id");
+        let rows = sqlx::query(&query).bind(person.as_str()).fetch(&self.pool);
+        in_batches(rows.map(|row| from_row(&row?)), each).await
     }
 
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::*;
+use crate::memory::store::Batches;
 use crate::store::StoreError;
 
 /// A store that counts the reads of a person's items, can hold them until released and
@@ -39,7 +40,7 @@ impl MemoryStore for Watched {
     async fn load(&self, since: Option<DateTime<Utc>>) -> Result<Vec<MemoryItem>, StoreError> {
         self.inner.load(since).await
     }
-    async fn load_person(&self, person: &Person) -> Result<Vec<MemoryItem>, StoreError> {
+    async fn load_person(&self, person: &Person, each: &mut Batches<'_>) -> Result<(), StoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.entered.notify_one();
         self.release.acquire().await.unwrap().forget();
@@ -49,7 +50,7 @@ impl MemoryStore for Watched {
                 detail: "the database went away".into(),
             });
         }
-        self.inner.load_person(person).await
+        self.inner.load_person(person, each).await
     }
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         self.inner.people().await
@@ -216,4 +217,76 @@ async fn a_failed_read_is_tried_again() {
     assert!(hits[0].item.text.contains("ミケ"), "{hits:?}");
     assert!(memory.is_loaded(&me()));
     assert_eq!(watched.reads.load(Ordering::SeqCst), 3);
+}
+
+/// A person with more items than one batch: the store hands them over oldest first in
+/// batches of at most `LOAD_BATCH`, and their memory holds every one, each whole.
+async fn a_long_memory_is_read_in_batches(store: Arc<dyn MemoryStore>) {
+    use crate::memory::store::LOAD_BATCH;
+    // Whole seconds: PostgreSQL keeps microseconds.
+    let start = chrono::SubsecRound::trunc_subsecs(Utc::now(), 0) - chrono::Duration::days(1);
+    let items: Vec<MemoryItem> = (0..2 * LOAD_BATCH + 3)
+        .map(|i| {
+            let text = format!("exchange number {i} about topic {}", i % 7);
+            MemoryItem {
+                id: Uuid::now_v7(),
+                person: me(),
+                thread_id: format!("t{}", i % 5),
+                task_id: TaskId::new(),
+                seq: 0,
+                kind: ItemKind::Exchange,
+                text: text.clone(),
+                subject: None,
+                superseded_by: None,
+                embedder: HashEmbedder::ID.into(),
+                vector: HashEmbedder.embed(&text),
+                created_at: start + chrono::Duration::seconds(i as i64),
+            }
+        })
+        .collect();
+    assert_eq!(store.insert(&items).await.unwrap().len(), items.len());
+
+    let mut batches = Vec::new();
+    let mut each = |batch: Vec<MemoryItem>| batches.push(batch);
+    store.load_person(&me(), &mut each).await.unwrap();
+    let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [LOAD_BATCH, LOAD_BATCH, 3]);
+    let read: Vec<Uuid> = batches.into_iter().flatten().map(|i| i.id).collect();
+    let written: Vec<Uuid> = items.iter().map(|i| i.id).collect();
+    assert_eq!(read, written, "oldest first");
+
+    let memory = memory_on(store.clone(), MemoryConfig::default()).await;
+    memory.load_person(&me()).await.unwrap();
+    assert_eq!(memory.len(), items.len());
+    let hits = memory
+        .search("exchange number 260", Some(&me()), None, 1)
+        .await
+        .unwrap();
+    let mut expected = items[260].clone();
+    expected.vector = Vec::new();
+    assert_eq!(
+        hits[0].item, expected,
+        "the item comes back whole from the index"
+    );
+}
+
+#[tokio::test]
+async fn a_long_memory_is_read_in_batches_on_sqlite() {
+    let db = sqlite().await;
+    a_long_memory_is_read_in_batches(db.store.clone()).await;
+}
+
+#[tokio::test]
+async fn a_long_memory_is_read_in_batches_on_postgres() {
+    let Some(db) = postgres().await else { return };
+    a_long_memory_is_read_in_batches(db.store.clone()).await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_long_memory_is_read_in_batches_in_memory() {
+    a_long_memory_is_read_in_batches(Arc::new(
+        crate::memory::store::in_memory::InMemoryStore::default(),
+    ))
+    .await;
 }
