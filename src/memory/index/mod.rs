@@ -67,11 +67,12 @@ pub struct Index {
     threads: Vec<u32>,
     /// Per slot: whether a recall for another thread may return it.
     shared: Vec<bool>,
-    /// Per slot: its lexical terms and concepts; and each term's slots.
+    /// Per slot: its lexical terms and concepts.
     terms: Vec<Box<[u64]>>,
     concepts: Vec<Mask>,
-    postings: HashMap<u64, Vec<u32>>,
-    /// The same for the facts alone: where a recall finds other threads' candidates.
+    /// How many items hold each term (what idf reads).
+    counts: HashMap<u64, u32>,
+    /// Each term's facts: where a recall finds other threads' candidates.
     fact_postings: HashMap<u64, Vec<u32>>,
     thread_numbers: HashMap<String, u32>,
     /// Each thread number's thread id.
@@ -142,6 +143,18 @@ fn slot_u32(slot: usize) -> u32 {
     u32::try_from(slot).unwrap_or(u32::MAX)
 }
 
+/// Counts one item fewer for each of its `terms`.
+fn uncount(counts: &mut HashMap<u64, u32>, terms: &[u64]) {
+    for t in terms {
+        if let Some(n) = counts.get_mut(t) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(t);
+            }
+        }
+    }
+}
+
 /// Takes `slot` out of the postings of its `terms`.
 fn unpost(postings: &mut HashMap<u64, Vec<u32>>, terms: &[u64], slot: usize) {
     for t in terms {
@@ -178,7 +191,7 @@ impl Index {
             shared: Vec::new(),
             terms: Vec::new(),
             concepts: Vec::new(),
-            postings: HashMap::new(),
+            counts: HashMap::new(),
             fact_postings: HashMap::new(),
             thread_numbers: HashMap::new(),
             thread_ids: Vec::new(),
@@ -239,7 +252,6 @@ impl Index {
         self.shared.shrink_to_fit();
         self.terms.shrink_to_fit();
         self.concepts.shrink_to_fit();
-        self.postings.values_mut().for_each(Vec::shrink_to_fit);
         self.fact_postings.values_mut().for_each(Vec::shrink_to_fit);
     }
 
@@ -292,7 +304,9 @@ impl Index {
     pub fn subject_named(&self, terms: &[u64]) -> Option<String> {
         let mut overlap: HashMap<usize, usize> = HashMap::new();
         for t in terms {
-            let Some(posting) = self.postings.get(t).filter(|p| p.len() <= NAMING_DF) else {
+            // Only facts are shared; a term is rare among all the items.
+            let rare = self.counts.get(t).is_some_and(|n| *n as usize <= NAMING_DF);
+            let Some(posting) = self.fact_postings.get(t).filter(|_| rare) else {
                 continue;
             };
             for &slot in posting {
@@ -384,7 +398,7 @@ impl Index {
         terms.sort_unstable();
         terms.dedup();
         for t in &terms {
-            self.postings.entry(*t).or_default().push(slot_u32(slot));
+            *self.counts.entry(*t).or_default() += 1;
             if item.kind == ItemKind::Fact {
                 self.fact_postings
                     .entry(*t)
@@ -438,7 +452,7 @@ impl Index {
             .remove(&(self.threads[slot], text_key(&self.entries[slot].text)));
         let last = self.entries.len() - 1;
         let terms = std::mem::take(&mut self.terms[slot]);
-        unpost(&mut self.postings, &terms, slot);
+        uncount(&mut self.counts, &terms);
         unpost(&mut self.fact_postings, &terms, slot);
         // Its vector leaves its arena (the arena's last moves into its place)…
         let (a, pos) = self.place[slot];
@@ -461,7 +475,6 @@ impl Index {
             let (a, pos) = self.place[last];
             self.arenas[a as usize].slots[pos as usize] = slot_u32(slot);
             self.slots.insert(self.entries[last].id, slot);
-            repost(&mut self.postings, &self.terms[last], last, slot);
             repost(&mut self.fact_postings, &self.terms[last], last, slot);
         }
         self.place.swap_remove(slot);

@@ -273,7 +273,7 @@ impl Index {
         );
         let weights: Vec<(u64, f32)> = weighted
             .map(|(t, weight)| {
-                let df = self.postings.get(t).map_or(0, Vec::len) as f32;
+                let df = self.counts.get(t).copied().unwrap_or(0) as f32;
                 (*t, weight * ((n - df + 0.5) / (df + 0.5)).ln_1p())
             })
             .collect();
