@@ -46,6 +46,14 @@ BIN="${BENCH_BIN:-$ROOT/target/release}"
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 
+# The commit the coordinator binary was built from (`coordinator --version`, see build.rs),
+# so that a report names the binary it measured, not the checkout.
+binary_commit() {
+  local named
+  named="$("$BIN/coordinator" --version 2>/dev/null | sed -nE 's/.*\(commit ([^)]+)\).*/\1/p')"
+  echo "binary of commit ${named:-unknown (built before build.rs named it)}"
+}
+
 # `household` needs neither oha nor the servers below: one binary runs the machines, the
 # people and Coordinator in one process.
 if [[ "${1:-}" == household ]]; then
@@ -59,7 +67,6 @@ if [[ "${1:-}" == household ]]; then
     [[ "$BENCH_OUT" == /* ]] || BENCH_OUT="$PWD/$BENCH_OUT"
     ARGS+=(--out "$BENCH_OUT")
   fi
-  # From the checkout, so the report names its commit.
   cd "$ROOT" && exec "$BIN/bench-household" "${ARGS[@]}"
 fi
 
@@ -248,8 +255,8 @@ if [[ "${1:-}" == instructions ]]; then
   kill -INT "$COORD_PID"
   wait "$COORD_PID" 2>/dev/null || true
   COORD_PID=""
-  COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo '+dirty')"
-  echo "Instructions per non-streaming request at c=$c (callgrind, $ok requests answered 200 of $n, commit $COMMIT):"
+  COMMIT="$(binary_commit)"
+  echo "Instructions per non-streaming request at c=$c (callgrind, $ok requests answered 200 of $n, $COMMIT):"
   echo
   echo "| part | instructions per request |"
   echo "|---|---|"
@@ -366,9 +373,9 @@ wait "$COORD_PID" 2>/dev/null || true
 COORD_PID=""
 TASKS="$(sqlite3 "$WORK/coordinator.db" "SELECT status || '=' || count(*) FROM tasks GROUP BY status" 2>/dev/null | paste -sd' ' || true)"
 
-COMMIT="$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo '+dirty')"
+COMMIT="$(binary_commit)"
 {
-  echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
+  echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
   echo
   echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms | coord CPU µs/req | errors | load (1 min) |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"

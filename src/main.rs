@@ -16,10 +16,18 @@ use coordinator::startup::{Application, WorkerProcess, shutdown_signal};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// The version and the commit it was built from (see `build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("COORDINATOR_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "coordinator",
-    version,
+    version = VERSION,
     about = "Routes LLM chat requests across a home cluster"
 )]
 struct Cli {
@@ -266,7 +274,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     l
                 };
             }
-            tracing::info!(config = %cfg.summary(), "starting coordinator {}", env!("CARGO_PKG_VERSION"));
+            tracing::info!(config = %cfg.summary(), "starting coordinator {VERSION}");
             let app = Application::build(cfg).await?;
             app.run_until_stopped(shutdown_signal()).await?;
         }
@@ -286,7 +294,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if !problems.is_empty() {
                 anyhow::bail!("configuration has problems:\n  {}", problems.join("\n  "));
             }
-            tracing::info!(config = %cfg.summary(), "starting coordinator worker {}", env!("CARGO_PKG_VERSION"));
+            tracing::info!(config = %cfg.summary(), "starting coordinator worker {VERSION}");
             let process = WorkerProcess::build(cfg, name.as_deref()).await?;
             process.run_until_stopped(shutdown_signal()).await?;
         }

@@ -53,9 +53,9 @@ async fn main() -> anyhow::Result<()> {
     };
     let rows = household::run(options).await?;
     let header = format!(
-        "Household benchmark, {} UTC, commit {}, seed {}, scale {}, {} people",
+        "Household benchmark, {} UTC, binary of commit {}, seed {}, scale {}, {} people",
         chrono::Utc::now().format("%Y-%m-%d %H:%M"),
-        commit(),
+        env!("COORDINATOR_COMMIT"),
         args.seed,
         args.scale,
         args.people
@@ -70,17 +70,4 @@ async fn main() -> anyhow::Result<()> {
         std::fs::write(out, &table).with_context(|| format!("writing {}", out.display()))?;
     }
     Ok(())
-}
-
-/// `git rev-parse --short HEAD`, or "unknown" outside a checkout.
-fn commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
 }

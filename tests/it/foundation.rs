@@ -682,3 +682,26 @@ async fn once_done(app: &TestApp, id: &str) -> Value {
     }
     app.task(id).await
 }
+
+/// `coordinator --version` names the commit the binary was built from (build.rs), the way
+/// the benchmarks' reports name what they measured.
+#[test]
+fn the_version_names_the_commit_it_was_built_from() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let prefix = concat!("coordinator ", env!("CARGO_PKG_VERSION"), " (commit ");
+    let commit = text
+        .trim()
+        .strip_prefix(prefix)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{text}"));
+    let hash = commit.strip_suffix("+dirty").unwrap_or(commit);
+    assert!(
+        hash == "unknown" || (hash.len() >= 7 && hash.chars().all(|c| c.is_ascii_hexdigit())),
+        "{text}"
+    );
+}
