@@ -345,23 +345,9 @@ pub(crate) struct Quantized<'a> {
 }
 
 impl Quantized<'_> {
-    /// The dot product with an exact vector `q`, in eight independent lanes so that it
-    /// vectorises.
+    /// The dot product with an exact vector `q`.
     pub fn dot(&self, q: &[f32]) -> f32 {
-        let mut lanes = [0f32; 8];
-        let (cq, cc) = (q.chunks_exact(8), self.codes.chunks_exact(8));
-        let tail: f32 = cq
-            .remainder()
-            .iter()
-            .zip(cc.remainder())
-            .map(|(x, c)| x * f32::from(*c))
-            .sum();
-        for (x, c) in cq.zip(cc) {
-            for i in 0..8 {
-                lanes[i] += x[i] * f32::from(c[i]);
-            }
-        }
-        (lanes.iter().sum::<f32>() + tail) * self.scale
+        lanes_dot(q, self.codes) * self.scale
     }
 }
 
@@ -383,17 +369,23 @@ pub(super) fn quantize(v: &[f32], codes: &mut Vec<i8>) -> f32 {
 
 /// The dot product, in eight independent lanes so that it vectorises.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    lanes_dot(a, b)
+}
+
+/// The dot product of `a` with `b`'s elements as `f32`s (exact ones, or a
+/// [`Quantized`] vector's codes), in eight independent lanes so that it vectorises.
+fn lanes_dot<T: Copy + Into<f32>>(a: &[f32], b: &[T]) -> f32 {
     let mut lanes = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ca
         .remainder()
         .iter()
         .zip(cb.remainder())
-        .map(|(x, y)| x * y)
+        .map(|(x, y)| x * (*y).into())
         .sum();
     for (x, y) in ca.zip(cb) {
         for i in 0..8 {
-            lanes[i] += x[i] * y[i];
+            lanes[i] += x[i] * y[i].into();
         }
     }
     lanes.iter().sum::<f32>() + tail
