@@ -1,23 +1,35 @@
 //! Which people's memories the process holds, and bringing them up to date.
 //!
-//! Nothing is read at start: a person's items are read from the store and indexed when
-//! they are first recalled for, remembered for or searched ([`Memory::load_person`]), so
-//! start-up and resident memory grow with the people who talk, not with the store.
-//! Concurrent first turns of one person share one read; a recall waits for it, so it never
-//! searches a half-built index.
+//! Nothing is read at start: a person's items are read from the store when they are
+//! first recalled for, remembered for or searched ([`Memory::load_person`]), so start-up
+//! and resident memory grow with the people who talk, not with the store. Of that read
+//! the index holds the facts (recalled in every thread) and the items of the threads the
+//! person is talking in; the rest (years of other threads' exchanges, recalled only in
+//! their own thread) is only counted for idf. A thread's items are read again, from the
+//! thread's own rows, on its first turn ([`Memory::load_thread`]) and held from then on.
+//! Concurrent first turns share one read; a recall waits for it, so it never searches a
+//! half-built index.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::MemoryError;
 use super::index::Index;
 use super::service::{Indexes, lock};
-use super::store::MemoryItem;
+use super::store::{ItemKind, MemoryItem};
 use super::{Memory, REFRESH_OVERLAP};
 use crate::domain::Person;
 
 /// Per person: the one load of their items (done once it is set).
 pub(super) type Loads = HashMap<Person, Arc<tokio::sync::OnceCell<()>>>;
+
+/// Per person and thread: the one read of the thread's items. A thread is *held* from
+/// the moment its read starts: what is written or refreshed for it from then on is held
+/// too, so nothing falls between the read and the writes.
+pub(super) type ThreadLoads = HashMap<Person, HashMap<Box<str>, Arc<tokio::sync::OnceCell<()>>>>;
+
+/// Per person: the threads held (see [`ThreadLoads`]).
+pub(super) type Held = HashMap<Person, HashSet<Box<str>>>;
 
 impl Memory {
     /// Reads `person`'s items from the store into their index, once: a second call waits
@@ -34,7 +46,8 @@ impl Memory {
             let (mut count, mut added) = (0, 0);
             let mut each = |items: Vec<MemoryItem>| {
                 count += items.len();
-                added += add_items(&mut self.indexes_mut(), items);
+                let held = self.held_threads();
+                added += add_items(&mut self.indexes_mut(), items, &held);
             };
             self.inner.store.load_person(person, &mut each).await?;
             if let Some(own) = self.indexes_mut().get_mut(person) {
@@ -45,6 +58,45 @@ impl Memory {
         })
         .await?;
         Ok(())
+    }
+
+    /// Holds the items of `person`'s `thread` (after reading the person's memory), reading
+    /// them once: a second call waits for the first's read (or, after it failed, tries
+    /// again).
+    pub async fn load_thread(&self, person: &Person, thread: &str) -> Result<(), MemoryError> {
+        self.load_person(person).await?;
+        let cell = {
+            let mut threads = lock(&self.inner.threads);
+            let own = match threads.get_mut(person) {
+                Some(own) => own,
+                None => threads.entry(person.clone()).or_default(),
+            };
+            match own.get(thread) {
+                Some(cell) => cell.clone(),
+                None => own.entry(thread.into()).or_default().clone(),
+            }
+        };
+        cell.get_or_try_init(|| async {
+            let mut each = |items: Vec<MemoryItem>| {
+                let held = self.held_threads();
+                add_items(&mut self.indexes_mut(), items, &held);
+            };
+            self.inner
+                .store
+                .load_thread(person, thread, &mut each)
+                .await?;
+            Ok::<(), MemoryError>(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Every person's held threads, now.
+    pub(super) fn held_threads(&self) -> Held {
+        lock(&self.inner.threads)
+            .iter()
+            .map(|(person, threads)| (person.clone(), threads.keys().cloned().collect()))
+            .collect()
     }
 
     /// Whether `person`'s items have been read from the store.
@@ -69,7 +121,8 @@ impl Memory {
         for person in self.loaded_people() {
             let mut fresh = HashMap::new();
             let mut each = |items: Vec<MemoryItem>| {
-                add_items(&mut fresh, items);
+                let held = self.held_threads();
+                add_items(&mut fresh, items, &held);
             };
             self.inner.store.load_person(&person, &mut each).await?;
             let mut own = fresh.remove(&person).unwrap_or_default();
@@ -88,7 +141,8 @@ impl Memory {
         let since = *lock(&self.inner.newest);
         let items = self.inner.store.load(Some(since - REFRESH_OVERLAP)).await?;
         let newest = items.iter().map(|i| i.created_at).max();
-        let added = add_items(&mut self.indexes_mut(), items);
+        let held = self.held_threads();
+        let added = add_items(&mut self.indexes_mut(), items, &held);
         let mut held = lock(&self.inner.newest);
         *held = (*held).max(newest.unwrap_or(*held));
         Ok(added)
@@ -104,22 +158,30 @@ pub(super) fn count(indexes: &Indexes) -> usize {
 }
 
 /// Adds `items` to their person's index of their embedder (made when missing), skipping
-/// those held already; returns how many it added.
+/// those it knows already: facts and the items of `held` threads are held, the others
+/// counted (see [`Index::count`]). Returns how many it added.
 pub(super) fn add_items(
     indexes: &mut Indexes,
     items: impl IntoIterator<Item = MemoryItem>,
+    held: &Held,
 ) -> usize {
     let mut added = 0;
     for item in items {
         let dim = item.vector.len();
-        added += usize::from(
-            indexes
-                .entry(item.person.clone())
-                .or_default()
-                .entry(item.embedder.clone())
-                .or_insert_with(|| Index::new(dim))
-                .insert(item),
-        );
+        let hold = item.kind == ItemKind::Fact
+            || held
+                .get(&item.person)
+                .is_some_and(|threads| threads.contains(item.thread_id.as_str()));
+        let index = indexes
+            .entry(item.person.clone())
+            .or_default()
+            .entry(item.embedder.clone())
+            .or_insert_with(|| Index::new(dim));
+        added += usize::from(if hold {
+            index.insert(item)
+        } else {
+            index.count(&item)
+        });
     }
     added
 }

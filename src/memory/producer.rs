@@ -258,8 +258,9 @@ impl Memory {
         answer: &str,
         stored: &[u32],
     ) -> Result<usize, MemoryError> {
-        // What the person's memory already holds decides what is new.
-        self.load_person(exchange.person).await?;
+        // What the person's memory and the thread already hold decides what is new.
+        self.load_thread(exchange.person, exchange.thread_id)
+            .await?;
         let mut pieces = condense(exchange.prompt, answer);
         let before = pieces.len();
         pieces.retain(|p| {

@@ -62,6 +62,8 @@ pub(super) struct Inner {
     indexes: RwLock<Indexes>,
     /// Whose items have been read from the store (see `load`).
     pub(super) loads: Mutex<super::load::Loads>,
+    /// Which of their threads are held whole (see `load`).
+    pub(super) threads: Mutex<super::load::ThreadLoads>,
     /// Where the next refresh reads from: the newest item time held, or the opening.
     pub(super) newest: Mutex<DateTime<Utc>>,
     /// Held from "is this already remembered?" to the index holding what was written, so
@@ -96,6 +98,7 @@ impl Memory {
                 extractor,
                 indexes: RwLock::new(HashMap::new()),
                 loads: Mutex::new(HashMap::new()),
+                threads: Mutex::new(HashMap::new()),
                 newest: Mutex::new(Utc::now()),
                 writing: tokio::sync::Mutex::new(()),
             }),
@@ -158,13 +161,24 @@ impl Memory {
         self.inner.extractor.as_ref()
     }
 
-    /// Items in the in-memory indexes, over all people and embedders.
+    /// Items the in-memory indexes know (held, or counted only), over all people and
+    /// embedders.
     pub fn len(&self) -> usize {
         count(&self.indexes())
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Items held whole (searchable) in the in-memory indexes, over all people and
+    /// embedders: facts and the items of the threads being talked in (see `load`).
+    pub fn held(&self) -> usize {
+        self.indexes()
+            .values()
+            .flat_map(HashMap::values)
+            .map(Index::held)
+            .sum()
     }
 
     /// How many items each person holds in the store, read or not (the dashboard's).
@@ -202,7 +216,7 @@ impl Memory {
         if !config.enabled || super::facts::small_talk(prompt) {
             return Vec::new();
         }
-        if let Err(e) = self.load_person(person).await {
+        if let Err(e) = self.load_thread(person, thread_id.as_str()).await {
             tracing::warn!(error = %e, person = %person.as_str(), "memory could not be read; this turn recalls nothing");
             return Vec::new();
         }
@@ -305,7 +319,9 @@ impl Memory {
     }
 
     /// The items most similar to `query` with no threshold (for people looking), of one
-    /// person (`None`: everyone's, for an admin), of one thread or all, best first.
+    /// person (`None`: everyone's, for an admin), of one thread or all, best first. Of all
+    /// threads, the items the index only counts are read from the store and scored as
+    /// they come, not held.
     pub async fn search(
         &self,
         query: &str,
@@ -325,7 +341,10 @@ impl Memory {
                 .collect(),
         };
         for p in &people {
-            self.load_person(p).await?;
+            match thread_id {
+                Some(t) => self.load_thread(p, t.as_str()).await?,
+                None => self.load_person(p).await?,
+            }
         }
         let analysis = super::lexical::analyze(query);
         let embedded = self.inner.embedder.embed(&[query.to_owned()]).await;
@@ -333,37 +352,67 @@ impl Memory {
             return Ok(Vec::new());
         };
         let q = &Query::hybrid(vector, &analysis, self.inner.config.lexical_weight);
-        let indexes = self.indexes();
-        let mut hits: Vec<MemoryHit> = indexes
-            .iter()
-            .filter(|(owner, _)| person.is_none_or(|p| p == *owner))
-            .filter_map(|(_, own)| own.get(&embedded.embedder))
-            .flat_map(|index| {
-                let found = match thread_id {
-                    Some(t) => index.search_thread(q, limit, t.as_str()),
-                    None => index.search(q, limit),
+        let mut hits: Vec<MemoryHit> = {
+            let indexes = self.indexes();
+            indexes
+                .iter()
+                .filter(|(owner, _)| person.is_none_or(|p| p == *owner))
+                .filter_map(|(_, own)| own.get(&embedded.embedder))
+                .flat_map(|index| {
+                    let found = match thread_id {
+                        Some(t) => index.search_thread(q, limit, t.as_str()),
+                        None => index.search(q, limit),
+                    };
+                    found
+                        .into_iter()
+                        .filter_map(|s| hit(index, s, thread_id.is_some()))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        if thread_id.is_none() {
+            for p in &people {
+                let mut each = |items: Vec<MemoryItem>| {
+                    let indexes = self.indexes();
+                    let Some(index) = indexes.get(p).and_then(|own| own.get(&embedded.embedder))
+                    else {
+                        return;
+                    };
+                    for mut item in items {
+                        if item.embedder != embedded.embedder || index.holds(&item.id) {
+                            continue;
+                        }
+                        if let Some(score) = index.score_item(q, &item) {
+                            item.vector = Vec::new();
+                            hits.push(MemoryHit {
+                                item,
+                                score,
+                                same_thread: false,
+                            });
+                        }
+                    }
+                    best_first(&mut hits, limit);
                 };
-                found
-                    .into_iter()
-                    .filter_map(|s| hit(index, s, thread_id.is_some()))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        hits.truncate(limit);
+                self.inner.store.load_person(p, &mut each).await?;
+            }
+        }
+        best_first(&mut hits, limit);
         Ok(hits)
     }
 
     /// Forgets one item of `person` (`None`: anyone's, for an admin), and keeps a backfill
     /// from bringing its task back. Returns whether there was such an item.
     pub async fn forget(&self, id: Uuid, person: Option<&Person>) -> Result<bool, MemoryError> {
-        let existed = self.inner.store.delete(id, person).await?;
+        let gone = self.inner.store.delete(id, person).await?;
         let mut indexes = self.indexes_mut();
         let removed = indexes
             .iter_mut()
             .filter(|(owner, _)| person.is_none_or(|p| p == *owner))
-            .any(|(_, own)| own.values_mut().any(|index| index.remove(&id)));
-        Ok(existed || removed)
+            .any(|(_, own)| {
+                own.values_mut()
+                    .any(|index| unindex(index, id, gone.as_ref()))
+            });
+        Ok(gone.is_some() || removed)
     }
 
     /// Forgets everything of a thread of `person` (`None`: anyone's, for an admin).
@@ -373,25 +422,26 @@ impl Memory {
         person: Option<&Person>,
         thread_id: &ThreadId,
     ) -> Result<usize, MemoryError> {
-        let ids = self
+        let gone = self
             .inner
             .store
             .delete_thread(person, thread_id.as_str())
             .await?;
         let mut indexes = self.indexes_mut();
-        for id in &ids {
+        for item in &gone {
             for index in indexes.values_mut().flat_map(HashMap::values_mut) {
-                index.remove(id);
+                unindex(index, item.id, Some(item));
             }
         }
-        Ok(ids.len())
+        Ok(gone.len())
     }
 
     /// Writes items to the store, then adds those actually written to the index.
     pub(super) async fn store_items(&self, items: Vec<MemoryItem>) -> Result<usize, MemoryError> {
         let written: HashSet<Uuid> = self.inner.store.insert(&items).await?.into_iter().collect();
         let written_items = items.into_iter().filter(|i| written.contains(&i.id));
-        add_items(&mut self.indexes_mut(), written_items);
+        let held = self.held_threads();
+        add_items(&mut self.indexes_mut(), written_items, &held);
         Ok(written.len())
     }
 
@@ -413,6 +463,18 @@ impl Memory {
 
 /// Each person's indexes, one per embedder id.
 pub(super) type Indexes = HashMap<Person, HashMap<String, Index>>;
+
+/// Keeps the best `limit` of `hits`, best first.
+fn best_first(hits: &mut Vec<MemoryHit>, limit: usize) {
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+    hits.truncate(limit);
+}
+
+/// Takes the item with `id` out of `index`: held, or counted (then `gone`, the store's
+/// copy, says which terms it counted). Returns whether it was there.
+fn unindex(index: &mut Index, id: Uuid, gone: Option<&MemoryItem>) -> bool {
+    index.remove(&id) || gone.is_some_and(|item| index.uncount(item))
+}
 
 fn hit(index: &Index, s: Scored, same_thread: bool) -> Option<MemoryHit> {
     let item = index.item(s.slot)?;

@@ -1,6 +1,6 @@
-//! The in-memory vector index: every item of one embedder and person, vectors in
-//! contiguous arenas (one per thread), searched by a dot-product scan with a top-k heap
-//! ([`search`]).
+//! The in-memory vector index of one embedder and person: their facts and the items of
+//! the threads they are talking in, vectors in contiguous arenas (one per thread),
+//! searched by a dot-product scan with a top-k heap ([`search`]).
 //!
 //! Vectors are unit length, so the dot product is the cosine similarity. They are held
 //! as one byte per dimension and a scale ([`Quantized`]): a quarter of the memory of
@@ -11,9 +11,13 @@
 //! vectorises; at 256 dimensions 100,000 items take a few milliseconds (see
 //! `benches/memory.rs`). A recall for a turn reads its own thread's arena and, of other
 //! threads, only the facts its question shares a term or concept with, so its cost grows
-//! neither with the person's other threads (years of them) nor with their facts. Loaded
-//! from the store when the person is first recalled for, updated on every write and
-//! forget.
+//! neither with the person's other threads (years of them) nor with their facts.
+//!
+//! An exchange is only ever recalled for its own thread, so the exchanges and answers of
+//! threads nobody is talking in are not held: they are *counted* ([`Index::count`]), their
+//! terms adding to the counts idf reads and nothing else, and held once their thread's
+//! first turn reads them ([`Index::insert`] of a counted item). Loaded from the store when
+//! the person is first recalled for, updated on every write and forget.
 
 mod search;
 
@@ -70,8 +74,10 @@ pub struct Index {
     /// Per slot: its lexical terms and concepts.
     terms: Vec<Box<[u64]>>,
     concepts: Vec<Mask>,
-    /// How many items hold each term (what idf reads).
+    /// How many items hold each term (what idf reads), held or counted.
     counts: HashMap<u64, u32>,
+    /// The items counted but not held (see [`Index::count`]).
+    counted: HashSet<Uuid>,
     /// Each term's facts: where a recall finds other threads' candidates.
     fact_postings: HashMap<u64, Vec<u32>>,
     thread_numbers: HashMap<String, u32>,
@@ -178,6 +184,26 @@ fn repost(postings: &mut HashMap<u64, Vec<u32>>, terms: &[u64], from: usize, to:
     }
 }
 
+/// An item's lexical terms (its words and concepts, sorted, once each) and its concepts.
+/// A fact is about its subject even when it does not say so ("Finally sold the Mazda and
+/// got a Kia" took "car" from the fact it replaces).
+pub(super) fn analyzed(kind: ItemKind, text: &str, subject: Option<&str>) -> (Vec<u64>, Mask) {
+    let mut analysis = super::lexical::analyze(text);
+    if let Some(subject) = subject.filter(|_| kind == ItemKind::Fact) {
+        for c in super::concepts::in_subject(subject) {
+            if !analysis.concepts.contains(&c) {
+                analysis.concepts.push(c);
+                analysis.concept_terms.push(super::lexical::concept_term(c));
+            }
+        }
+    }
+    let mut terms = analysis.terms;
+    terms.extend(analysis.concept_terms);
+    terms.sort_unstable();
+    terms.dedup();
+    (terms, super::concepts::mask(&analysis.concepts))
+}
+
 impl Index {
     pub fn new(dim: usize) -> Self {
         Self {
@@ -192,6 +218,7 @@ impl Index {
             terms: Vec::new(),
             concepts: Vec::new(),
             counts: HashMap::new(),
+            counted: HashSet::new(),
             fact_postings: HashMap::new(),
             thread_numbers: HashMap::new(),
             thread_ids: Vec::new(),
@@ -206,12 +233,18 @@ impl Index {
         self.dim
     }
 
+    /// How many items the index knows: held, or counted only.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.counted.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
+    }
+
+    /// How many items it holds whole (searchable).
+    pub fn held(&self) -> usize {
+        self.entries.len()
     }
 
     pub fn entry(&self, slot: usize) -> Option<&Entry> {
@@ -253,6 +286,8 @@ impl Index {
         self.terms.shrink_to_fit();
         self.concepts.shrink_to_fit();
         self.fact_postings.values_mut().for_each(Vec::shrink_to_fit);
+        self.counts.shrink_to_fit();
+        self.counted.shrink_to_fit();
     }
 
     /// The vector of the item in `slot` (which must be held).
@@ -265,8 +300,14 @@ impl Index {
         }
     }
 
-    pub fn contains(&self, id: &Uuid) -> bool {
+    /// Whether it holds the item with `id` whole.
+    pub fn holds(&self, id: &Uuid) -> bool {
         self.slots.contains_key(id)
+    }
+
+    /// Whether it knows the item with `id`: held, or counted only.
+    pub fn contains(&self, id: &Uuid) -> bool {
+        self.holds(id) || self.counted.contains(id)
     }
 
     /// Whether `thread` already has an item with exactly this text.
@@ -348,12 +389,43 @@ impl Index {
         items
     }
 
-    /// Adds an item; false (and nothing added) when its dimension differs or its id is
-    /// already there.
+    /// Counts an item without holding it: its terms count for idf, and nothing else of it
+    /// is kept (an exchange or answer of a thread nobody is talking in). False (and
+    /// nothing counted) when its dimension differs or the index knows it already.
+    pub fn count(&mut self, item: &MemoryItem) -> bool {
+        if item.vector.len() != self.dim || self.contains(&item.id) {
+            return false;
+        }
+        let (terms, _) = analyzed(item.kind, &item.text, item.subject.as_deref());
+        for t in &terms {
+            *self.counts.entry(*t).or_default() += 1;
+        }
+        self.counted.insert(item.id);
+        if self.entries.is_empty() && self.counted.len() == 1 {
+            self.person = item.person.clone();
+            self.embedder.clone_from(&item.embedder);
+        }
+        true
+    }
+
+    /// Forgets a counted item (the store's copy of it, which says what its terms were).
+    /// Returns whether it was counted.
+    pub fn uncount(&mut self, item: &MemoryItem) -> bool {
+        if !self.counted.remove(&item.id) {
+            return false;
+        }
+        let (terms, _) = analyzed(item.kind, &item.text, item.subject.as_deref());
+        uncount(&mut self.counts, &terms);
+        true
+    }
+
+    /// Holds an item whole (a counted one too, which is then held and not counted
+    /// twice); false (and nothing added) when its dimension differs or it is held already.
     pub fn insert(&mut self, item: MemoryItem) -> bool {
         if item.vector.len() != self.dim || self.slots.contains_key(&item.id) {
             return false;
         }
+        let was_counted = self.counted.remove(&item.id);
         let next = u32::try_from(self.thread_numbers.len()).unwrap_or(u32::MAX);
         let thread = *self
             .thread_numbers
@@ -378,27 +450,11 @@ impl Index {
         arena.slots.push(slot_u32(slot));
         arena.threads.push(thread);
         let item = Entry::of(item);
-        let mut analysis = super::lexical::analyze(&item.text);
-        // A fact is about its subject even when it does not say so ("Finally sold the
-        // Mazda and got a Kia" took "car" from the fact it replaces).
-        if let Some(subject) = item
-            .subject
-            .as_deref()
-            .filter(|_| item.kind == ItemKind::Fact)
-        {
-            for c in super::concepts::in_subject(subject) {
-                if !analysis.concepts.contains(&c) {
-                    analysis.concepts.push(c);
-                    analysis.concept_terms.push(super::lexical::concept_term(c));
-                }
-            }
-        }
-        let mut terms = analysis.terms;
-        terms.extend(analysis.concept_terms);
-        terms.sort_unstable();
-        terms.dedup();
+        let (terms, concepts) = analyzed(item.kind, &item.text, item.subject.as_deref());
         for t in &terms {
-            *self.counts.entry(*t).or_default() += 1;
+            if !was_counted {
+                *self.counts.entry(*t).or_default() += 1;
+            }
             if item.kind == ItemKind::Fact {
                 self.fact_postings
                     .entry(*t)
@@ -407,8 +463,7 @@ impl Index {
             }
         }
         self.terms.push(terms.into_boxed_slice());
-        self.concepts
-            .push(super::concepts::mask(&analysis.concepts));
+        self.concepts.push(concepts);
         let mut shared = item.kind == ItemKind::Fact;
         if shared {
             let key = fact_hash(&item.text);

@@ -10,8 +10,9 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashSet};
 
 use super::{Index, OFF_TOPIC_FACTOR};
-use crate::memory::concepts::Fit;
+use crate::memory::concepts::{Fit, Mask};
 use crate::memory::lexical::Analysis;
+use crate::memory::store::MemoryItem;
 
 /// The most facts of other threads one recall scores. A fact that shares no term or
 /// concept with the question is never among them: its lexical share is 0, so it could
@@ -146,6 +147,26 @@ impl Index {
         (mine.into_sorted(), others.into_sorted())
     }
 
+    /// The score of an item the index does not hold (a counted one, read from the store
+    /// for a search), as if it held it; `None` when it does not fit the query.
+    pub fn score_item(&self, query: &Query<'_>, item: &MemoryItem) -> Option<f32> {
+        if item.vector.len() != self.dim {
+            return None;
+        }
+        let scorer = self.scorer(query)?;
+        let (terms, concepts) = super::analyzed(item.kind, &item.text, item.subject.as_deref());
+        let mut codes = Vec::with_capacity(self.dim);
+        let scale = quantize(&item.vector, &mut codes);
+        scorer.of(
+            concepts,
+            &terms,
+            Quantized {
+                codes: &codes,
+                scale,
+            },
+        )
+    }
+
     /// The best `k` of one thread.
     pub fn search_thread(&self, query: &Query<'_>, k: usize, thread: &str) -> Vec<Scored> {
         let Some(own) = self.thread_numbers.get(thread).copied() else {
@@ -264,7 +285,7 @@ impl Index {
     fn lexical(&self, query: &Query<'_>) -> Lexical {
         // BM25's idf over this index and [`BACKGROUND`] virtual items that hold none of
         // the terms: a memory of a few items weighs its words like a larger one would.
-        let n = (self.entries.len() + super::BACKGROUND) as f32;
+        let n = (self.len() + super::BACKGROUND) as f32;
         let weighted = query.terms.iter().map(|t| (t, 1.0)).chain(
             query
                 .concept_terms
@@ -294,22 +315,28 @@ impl Scorer<'_> {
     /// The score of the item in `slot`, whose vector is `v`; `None` when it is about
     /// another pet or person than the question names.
     fn score(&self, index: &Index, slot: usize, v: Quantized<'_>) -> Option<Scored> {
-        let concepts = index.concepts[slot];
+        let score = self.of(index.concepts[slot], &index.terms[slot], v)?;
+        Some(Scored { slot, score })
+    }
+
+    /// The score of an item with these `concepts`, `terms` and vector.
+    fn of(&self, concepts: Mask, terms: &[u64], v: Quantized<'_>) -> Option<f32> {
         if !self.fit.compatible(concepts) {
             return None;
         }
         let cosine = v.dot(self.vector);
         let w = self.w;
         let mut score = match &self.lexical {
-            Some(l) => (1.0 - w) * cosine + w * l.share(&index.terms[slot]),
+            Some(l) => (1.0 - w) * cosine + w * l.share(terms),
             None => (1.0 - w) * cosine,
         };
         if self.fit.off_topic(concepts) {
             score *= OFF_TOPIC_FACTOR;
         }
-        Some(Scored { slot, score })
+        Some(score)
     }
 }
+
 /// A query's terms with their weights (see [`Index::lexical`]): an item's lexical score is
 /// the sum of the weights of the terms it holds. Looked up per item scored, so a recall
 /// costs what it reads, not what the person's whole memory holds.

@@ -59,6 +59,17 @@ impl MemoryStore for InMemoryStore {
         in_batches(futures::stream::iter(items.into_iter().map(Ok)), each).await
     }
 
+    async fn load_thread(
+        &self,
+        person: &Person,
+        thread_id: &str,
+        each: &mut Batches<'_>,
+    ) -> Result<(), StoreError> {
+        let mut items = self.load(None).await?;
+        items.retain(|i| i.person == *person && i.thread_id == thread_id);
+        in_batches(futures::stream::iter(items.into_iter().map(Ok)), each).await
+    }
+
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         let mut people = std::collections::BTreeMap::<Person, u64>::new();
         for item in self.items().iter() {
@@ -93,23 +104,28 @@ impl MemoryStore for InMemoryStore {
         Ok(seqs)
     }
 
-    async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError> {
+    async fn delete(
+        &self,
+        id: Uuid,
+        person: Option<&Person>,
+    ) -> Result<Option<MemoryItem>, StoreError> {
         let mut held = self.items();
-        let before = held.len();
-        held.retain(|i| !(i.id == id && person.is_none_or(|p| *p == i.person)));
-        Ok(held.len() < before)
+        let at = held
+            .iter()
+            .position(|i| i.id == id && person.is_none_or(|p| *p == i.person));
+        Ok(at.map(|at| held.remove(at)))
     }
 
     async fn delete_thread(
         &self,
         person: Option<&Person>,
         thread_id: &str,
-    ) -> Result<Vec<Uuid>, StoreError> {
+    ) -> Result<Vec<MemoryItem>, StoreError> {
         let mut held = self.items();
         let (gone, kept): (Vec<MemoryItem>, Vec<MemoryItem>) = held
             .drain(..)
             .partition(|i| i.thread_id == thread_id && person.is_none_or(|p| *p == i.person));
         *held = kept;
-        Ok(gone.into_iter().map(|i| i.id).collect())
+        Ok(gone)
     }
 }

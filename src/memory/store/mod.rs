@@ -104,6 +104,15 @@ pub trait MemoryStore: Send + Sync + 'static {
     /// error, the batches already handed over stay handed over.
     async fn load_person(&self, person: &Person, each: &mut Batches<'_>) -> Result<(), StoreError>;
 
+    /// Every item of one thread of one person, oldest first, handed over as
+    /// [`load_person`](Self::load_person) does: what a thread's first turn reads.
+    async fn load_thread(
+        &self,
+        person: &Person,
+        thread_id: &str,
+        each: &mut Batches<'_>,
+    ) -> Result<(), StoreError>;
+
     /// The people who hold any item, with how many, by name.
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError>;
 
@@ -119,19 +128,24 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn task_seqs(&self, task_id: TaskId, embedder: &str) -> Result<Vec<u32>, StoreError>;
 
     /// Deletes one item (when `person` is given, only theirs) and marks its task not to be
-    /// remembered again. Returns whether such an item existed.
-    async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError>;
+    /// remembered again. Returns the item it deleted, if there was one.
+    async fn delete(
+        &self,
+        id: Uuid,
+        person: Option<&Person>,
+    ) -> Result<Option<MemoryItem>, StoreError>;
 
     /// Deletes every item of a thread (when `person` is given, only theirs) and marks
-    /// those tasks not to be remembered again. Returns the deleted ids.
+    /// those tasks not to be remembered again. Returns the items it deleted.
     async fn delete_thread(
         &self,
         person: Option<&Person>,
         thread_id: &str,
-    ) -> Result<Vec<Uuid>, StoreError>;
+    ) -> Result<Vec<MemoryItem>, StoreError>;
 }
 
-/// How many items [`MemoryStore::load_person`] hands over at once.
+/// How many items [`MemoryStore::load_person`] and [`MemoryStore::load_thread`] hand over
+/// at once.
 pub const LOAD_BATCH: usize = 256;
 
 /// Where [`MemoryStore::load_person`] hands its batches.

@@ -81,6 +81,23 @@ impl MemoryStore for PostgresMemoryStore {
         in_batches(rows.map(|row| from_row(&row?)), each).await
     }
 
+    async fn load_thread(
+        &self,
+        person: &Person,
+        thread_id: &str,
+        each: &mut Batches<'_>,
+    ) -> Result<(), StoreError> {
+        let query = format!(
+            "SELECT {COLUMNS} FROM memory_items WHERE thread_id = $1 AND person = $2 \
+             ORDER BY created_at, id"
+        );
+        let rows = sqlx::query(&query)
+            .bind(thread_id)
+            .bind(person.as_str())
+            .fetch(&self.pool);
+        in_batches(rows.map(|row| from_row(&row?)), each).await
+    }
+
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         people_named(sqlx::query_as(PEOPLE).fetch_all(&self.pool).await?)
     }
@@ -117,7 +134,11 @@ impl MemoryStore for PostgresMemoryStore {
             .collect())
     }
 
-    async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError> {
+    async fn delete(
+        &self,
+        id: Uuid,
+        person: Option<&Person>,
+    ) -> Result<Option<MemoryItem>, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "UPDATE tasks SET remember = FALSE WHERE task_id = \
@@ -127,22 +148,23 @@ impl MemoryStore for PostgresMemoryStore {
         .bind(person.map(Person::as_str))
         .execute(&mut *tx)
         .await?;
-        let done = sqlx::query(
-            "DELETE FROM memory_items WHERE id = $1 AND ($2::text IS NULL OR person = $2)",
-        )
+        let gone = sqlx::query(&format!(
+            "DELETE FROM memory_items WHERE id = $1 AND ($2::text IS NULL OR person = $2) \
+             RETURNING {COLUMNS}"
+        ))
         .bind(id)
         .bind(person.map(Person::as_str))
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(done.rows_affected() == 1)
+        gone.as_ref().map(from_row).transpose()
     }
 
     async fn delete_thread(
         &self,
         person: Option<&Person>,
         thread_id: &str,
-    ) -> Result<Vec<Uuid>, StoreError> {
+    ) -> Result<Vec<MemoryItem>, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "UPDATE tasks SET remember = FALSE \
@@ -152,16 +174,16 @@ impl MemoryStore for PostgresMemoryStore {
         .bind(person.map(Person::as_str))
         .execute(&mut *tx)
         .await?;
-        let ids: Vec<Uuid> = sqlx::query_scalar(
+        let rows = sqlx::query(&format!(
             "DELETE FROM memory_items WHERE thread_id = $1 AND ($2::text IS NULL OR person = $2) \
-             RETURNING id",
-        )
+             RETURNING {COLUMNS}"
+        ))
         .bind(thread_id)
         .bind(person.map(Person::as_str))
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(ids)
+        rows.iter().map(from_row).collect()
     }
 }
 

@@ -79,6 +79,25 @@ impl MemoryStore for SqliteMemoryStore {
         in_batches(rows.map(|row| from_row(&row?)), each).await
     }
 
+    async fn load_thread(
+        &self,
+        person: &Person,
+        thread_id: &str,
+        each: &mut Batches<'_>,
+    ) -> Result<(), StoreError> {
+        // The thread's index, not the person's: a person holds thousands of items, a
+        // thread a few dozen.
+        let query = format!(
+            "SELECT {COLUMNS} FROM memory_items INDEXED BY memory_items_thread_created \
+             WHERE thread_id = ? AND person = ? ORDER BY created_at, id"
+        );
+        let rows = sqlx::query(&query)
+            .bind(thread_id)
+            .bind(person.as_str())
+            .fetch(&self.pool);
+        in_batches(rows.map(|row| from_row(&row?)), each).await
+    }
+
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         people_named(sqlx::query_as(PEOPLE).fetch_all(&self.pool).await?)
     }
@@ -115,7 +134,11 @@ impl MemoryStore for SqliteMemoryStore {
             .collect())
     }
 
-    async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError> {
+    async fn delete(
+        &self,
+        id: Uuid,
+        person: Option<&Person>,
+    ) -> Result<Option<MemoryItem>, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "UPDATE tasks SET remember = 0 WHERE task_id = \
@@ -125,21 +148,23 @@ impl MemoryStore for SqliteMemoryStore {
         .bind(person.map(Person::as_str))
         .execute(&mut *tx)
         .await?;
-        let done =
-            sqlx::query("DELETE FROM memory_items WHERE id = ?1 AND (?2 IS NULL OR person = ?2)")
-                .bind(id.to_string())
-                .bind(person.map(Person::as_str))
-                .execute(&mut *tx)
-                .await?;
+        let gone = sqlx::query(&format!(
+            "DELETE FROM memory_items WHERE id = ?1 AND (?2 IS NULL OR person = ?2) \
+             RETURNING {COLUMNS}"
+        ))
+        .bind(id.to_string())
+        .bind(person.map(Person::as_str))
+        .fetch_optional(&mut *tx)
+        .await?;
         tx.commit().await?;
-        Ok(done.rows_affected() == 1)
+        gone.as_ref().map(from_row).transpose()
     }
 
     async fn delete_thread(
         &self,
         person: Option<&Person>,
         thread_id: &str,
-    ) -> Result<Vec<Uuid>, StoreError> {
+    ) -> Result<Vec<MemoryItem>, StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "UPDATE tasks SET remember = 0 WHERE thread_id = ?1 AND (?2 IS NULL OR person = ?2)",
@@ -148,21 +173,16 @@ impl MemoryStore for SqliteMemoryStore {
         .bind(person.map(Person::as_str))
         .execute(&mut *tx)
         .await?;
-        let rows = sqlx::query(
+        let rows = sqlx::query(&format!(
             "DELETE FROM memory_items WHERE thread_id = ?1 AND (?2 IS NULL OR person = ?2) \
-             RETURNING id",
-        )
+             RETURNING {COLUMNS}"
+        ))
         .bind(thread_id)
         .bind(person.map(Person::as_str))
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        rows.iter()
-            .map(|r| {
-                let id: String = r.try_get("id")?;
-                Uuid::parse_str(&id).map_err(|e| corrupt(&id, e.to_string()))
-            })
-            .collect()
+        rows.iter().map(from_row).collect()
     }
 }
 

@@ -7,7 +7,10 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::*;
+use crate::memory::index::{Index, Query};
+use crate::memory::lexical;
 use crate::memory::store::Batches;
+use crate::memory::store::in_memory::InMemoryStore;
 use crate::store::StoreError;
 
 /// A store that counts the reads of a person's items, can hold them until released and
@@ -15,6 +18,8 @@ use crate::store::StoreError;
 struct Watched {
     inner: Arc<dyn MemoryStore>,
     reads: AtomicUsize,
+    /// Reads of one thread's items.
+    thread_reads: AtomicUsize,
     entered: tokio::sync::Notify,
     release: tokio::sync::Semaphore,
     fail: AtomicBool,
@@ -25,6 +30,7 @@ impl Watched {
         Arc::new(Self {
             inner,
             reads: AtomicUsize::new(0),
+            thread_reads: AtomicUsize::new(0),
             entered: tokio::sync::Notify::new(),
             release: tokio::sync::Semaphore::new(if held { 0 } else { 1000 }),
             fail: AtomicBool::new(false),
@@ -52,6 +58,15 @@ impl MemoryStore for Watched {
         }
         self.inner.load_person(person, each).await
     }
+    async fn load_thread(
+        &self,
+        person: &Person,
+        thread_id: &str,
+        each: &mut Batches<'_>,
+    ) -> Result<(), StoreError> {
+        self.thread_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load_thread(person, thread_id, each).await
+    }
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         self.inner.people().await
     }
@@ -66,14 +81,18 @@ impl MemoryStore for Watched {
     async fn task_seqs(&self, task_id: TaskId, embedder: &str) -> Result<Vec<u32>, StoreError> {
         self.inner.task_seqs(task_id, embedder).await
     }
-    async fn delete(&self, id: Uuid, person: Option<&Person>) -> Result<bool, StoreError> {
+    async fn delete(
+        &self,
+        id: Uuid,
+        person: Option<&Person>,
+    ) -> Result<Option<MemoryItem>, StoreError> {
         self.inner.delete(id, person).await
     }
     async fn delete_thread(
         &self,
         person: Option<&Person>,
         thread_id: &str,
-    ) -> Result<Vec<Uuid>, StoreError> {
+    ) -> Result<Vec<MemoryItem>, StoreError> {
         self.inner.delete_thread(person, thread_id).await
     }
 }
@@ -289,4 +308,161 @@ async fn a_long_memory_is_read_in_batches_in_memory() {
         crate::memory::store::in_memory::InMemoryStore::default(),
     ))
     .await;
+}
+
+/// Years of a person's other threads are counted, not held: their first turn holds their
+/// facts; a thread's own items are read on its first turn. Recall, search and forgetting
+/// give the same items and scores as an index that holds everything.
+async fn other_threads_are_counted_not_held(store: Arc<dyn MemoryStore>) {
+    let writer = memory_on(store.clone(), MemoryConfig::default()).await;
+    for (t, prompt, answer) in [
+        ("A", "My cat is called Miso", "A lovely name for a cat."),
+        (
+            "A",
+            "We planned the Kyoto trip: Fushimi Inari first, then Arashiyama",
+            "A good order; go early to avoid the crowds.",
+        ),
+        (
+            "B",
+            "How do I set up a VPN on the home router?",
+            "Enable WireGuard in the router settings and add a peer.",
+        ),
+        (
+            "B",
+            "The VPN drops every night at three",
+            "Check the router's scheduled reboot.",
+        ),
+    ] {
+        writer
+            .remember_task(&record(t, prompt, answer))
+            .await
+            .unwrap();
+    }
+    let everything = store.load(None).await.unwrap();
+    let facts = everything
+        .iter()
+        .filter(|i| i.kind == ItemKind::Fact)
+        .count();
+    assert!(facts >= 1 && facts < everything.len(), "{everything:?}");
+    // What an index holding every item says (as before threads were held on demand).
+    let full = |items: &[MemoryItem]| {
+        let mut index = Index::new(items[0].vector.len());
+        for item in items {
+            index.insert(item.clone());
+        }
+        index
+    };
+    let config = MemoryConfig::default();
+    let query = |text: &str| (HashEmbedder.embed(text), lexical::analyze(text));
+
+    let watched = Watched::new(store.clone(), false);
+    let memory = memory_on(watched.clone(), MemoryConfig::default()).await;
+    let cat = memory
+        .recall("what is my cat called?", &me(), &thread("C"))
+        .await;
+    assert!(cat[0].item.text.contains("Miso"), "{cat:?}");
+    assert_eq!(memory.len(), everything.len(), "every item is known");
+    assert_eq!(memory.held(), facts, "only the facts are held");
+    assert_eq!(watched.thread_reads.load(Ordering::SeqCst), 1, "C's own");
+
+    // A's first turn holds A's items, counted once: the same hits and scores as the
+    // index that holds everything.
+    let ask = "which shrine did we plan to see first in Kyoto?";
+    let hits = memory.recall(ask, &me(), &thread("A")).await;
+    assert!(hits[0].item.text.contains("Fushimi"), "{hits:?}");
+    let (vector, analysis) = query(ask);
+    let whole = full(&everything);
+    let expected = select(
+        &whole,
+        &Query::hybrid(&vector, &analysis, config.lexical_weight),
+        "A",
+        &config,
+    );
+    let got: Vec<(Uuid, f32)> = hits.iter().map(|h| (h.item.id, h.score)).collect();
+    let want: Vec<(Uuid, f32)> = expected
+        .iter()
+        .map(|(s, _)| (whole.entry(s.slot).unwrap().id, s.score))
+        .collect();
+    assert_eq!(got, want);
+    let in_a = everything.iter().filter(|i| i.thread_id == "A").count();
+    let facts_elsewhere = everything
+        .iter()
+        .filter(|i| i.kind == ItemKind::Fact && i.thread_id != "A")
+        .count();
+    assert_eq!(memory.held(), in_a + facts_elsewhere);
+    memory.recall(ask, &me(), &thread("A")).await;
+    assert_eq!(
+        watched.thread_reads.load(Ordering::SeqCst),
+        2,
+        "A read once"
+    );
+
+    // A search of every thread reads what is not held from the store, scores it as the
+    // whole index would, and holds none of it.
+    let search = |memory: &Memory, text: &'static str| {
+        let memory = memory.clone();
+        async move {
+            memory
+                .search(text, Some(&me()), None, 3)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|h| (h.item, h.score))
+                .collect::<Vec<_>>()
+        }
+    };
+    let expect = |items: &[MemoryItem], text: &str| {
+        let (vector, analysis) = query(text);
+        let whole = full(items);
+        whole
+            .search(&Query::hybrid(&vector, &analysis, config.lexical_weight), 3)
+            .into_iter()
+            .map(|s| (whole.item(s.slot).unwrap(), s.score))
+            .collect::<Vec<_>>()
+    };
+    let held = memory.held();
+    let vpn = search(&memory, "VPN on the router").await;
+    assert!(vpn[0].0.text.contains("VPN"), "{vpn:?}");
+    assert_eq!(vpn[0].0.thread_id, "B");
+    assert_eq!(vpn, expect(&everything, "VPN on the router"));
+    assert_eq!(memory.held(), held, "nothing of B is held for a search");
+
+    // Forgetting an item that is only counted takes its terms out of the counts.
+    let night = everything
+        .iter()
+        .find(|i| i.text.contains("every night"))
+        .unwrap()
+        .id;
+    assert!(memory.forget(night, None).await.unwrap());
+    assert_eq!(memory.len(), everything.len() - 1);
+    let left = store.load(None).await.unwrap();
+    assert_eq!(
+        search(&memory, "VPN on the router").await,
+        expect(&left, "VPN on the router")
+    );
+    let gone = memory.forget_thread(None, &thread("B")).await.unwrap();
+    let left = store.load(None).await.unwrap();
+    assert_eq!(memory.len(), left.len(), "{gone} went");
+    assert_eq!(
+        search(&memory, "Kyoto trip").await,
+        expect(&left, "Kyoto trip")
+    );
+}
+
+#[tokio::test]
+async fn other_threads_are_counted_not_held_on_sqlite() {
+    let db = sqlite().await;
+    other_threads_are_counted_not_held(db.store.clone()).await;
+}
+
+#[tokio::test]
+async fn other_threads_are_counted_not_held_on_postgres() {
+    let Some(db) = postgres().await else { return };
+    other_threads_are_counted_not_held(db.store.clone()).await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn other_threads_are_counted_not_held_in_memory() {
+    other_threads_are_counted_not_held(Arc::new(InMemoryStore::default())).await;
 }
