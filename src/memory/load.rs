@@ -23,10 +23,26 @@ use crate::domain::Person;
 /// Per person: the one load of their items (done once it is set).
 pub(super) type Loads = HashMap<Person, Arc<tokio::sync::OnceCell<()>>>;
 
+/// How many threads of one person are held at once. Beyond it, the one talked in least
+/// recently is let go: its exchanges are counted again, and read again on its next turn.
+pub const HELD_THREADS: usize = 32;
+
 /// Per person and thread: the one read of the thread's items. A thread is *held* from
 /// the moment its read starts: what is written or refreshed for it from then on is held
 /// too, so nothing falls between the read and the writes.
-pub(super) type ThreadLoads = HashMap<Person, HashMap<Box<str>, Arc<tokio::sync::OnceCell<()>>>>;
+#[derive(Default)]
+pub(super) struct ThreadLoads {
+    by_person: HashMap<Person, HashMap<Box<str>, HeldThread>>,
+    /// Counts the turns, for which thread was talked in last.
+    tick: u64,
+}
+
+#[derive(Default)]
+struct HeldThread {
+    read: Arc<tokio::sync::OnceCell<()>>,
+    /// The tick of its latest turn.
+    used: u64,
+}
 
 /// Per person: the threads held (see [`ThreadLoads`]).
 pub(super) type Held = HashMap<Person, HashSet<Box<str>>>;
@@ -65,16 +81,29 @@ impl Memory {
     /// again).
     pub async fn load_thread(&self, person: &Person, thread: &str) -> Result<(), MemoryError> {
         self.load_person(person).await?;
+        // Under the threads' lock (taken before the indexes', never after), so that a
+        // thread let go cannot be taken up again between the two.
         let cell = {
             let mut threads = lock(&self.inner.threads);
-            let own = match threads.get_mut(person) {
+            threads.tick += 1;
+            let tick = threads.tick;
+            let own = match threads.by_person.get_mut(person) {
                 Some(own) => own,
-                None => threads.entry(person.clone()).or_default(),
+                None => threads.by_person.entry(person.clone()).or_default(),
             };
-            match own.get(thread) {
-                Some(cell) => cell.clone(),
-                None => own.entry(thread.into()).or_default().clone(),
+            let held = match own.get_mut(thread) {
+                Some(held) => held,
+                None => own.entry(thread.into()).or_default(),
+            };
+            held.used = tick;
+            let cell = held.read.clone();
+            if let Some(gone) = least_recent(own, thread)
+                && let Some(own) = self.indexes_mut().get_mut(person)
+            {
+                let released: usize = own.values_mut().map(|i| i.release_thread(&gone)).sum();
+                tracing::debug!(person = %person.as_str(), thread = %gone, released, "memory thread let go");
             }
+            cell
         };
         cell.get_or_try_init(|| async {
             let mut each = |items: Vec<MemoryItem>| {
@@ -94,6 +123,7 @@ impl Memory {
     /// Every person's held threads, now.
     pub(super) fn held_threads(&self) -> Held {
         lock(&self.inner.threads)
+            .by_person
             .iter()
             .map(|(person, threads)| (person.clone(), threads.keys().cloned().collect()))
             .collect()
@@ -147,6 +177,21 @@ impl Memory {
         *held = (*held).max(newest.unwrap_or(*held));
         Ok(added)
     }
+}
+
+/// When a person holds more than [`HELD_THREADS`] threads: takes the one talked in least
+/// recently (other than `current`, and whose read is done) out of `own` and names it.
+fn least_recent(own: &mut HashMap<Box<str>, HeldThread>, current: &str) -> Option<Box<str>> {
+    if own.len() <= HELD_THREADS {
+        return None;
+    }
+    let oldest = own
+        .iter()
+        .filter(|(t, held)| &***t != current && held.read.initialized())
+        .min_by_key(|(_, held)| held.used)
+        .map(|(t, _)| t.clone())?;
+    own.remove(&oldest);
+    Some(oldest)
 }
 
 pub(super) fn count(indexes: &Indexes) -> usize {

@@ -62,7 +62,8 @@ pub(super) struct Inner {
     indexes: RwLock<Indexes>,
     /// Whose items have been read from the store (see `load`).
     pub(super) loads: Mutex<super::load::Loads>,
-    /// Which of their threads are held whole (see `load`).
+    /// Which of their threads are held whole (see `load`). Taken before `indexes` when
+    /// both are, never after.
     pub(super) threads: Mutex<super::load::ThreadLoads>,
     /// Where the next refresh reads from: the newest item time held, or the opening.
     pub(super) newest: Mutex<DateTime<Utc>>,
@@ -98,7 +99,7 @@ impl Memory {
                 extractor,
                 indexes: RwLock::new(HashMap::new()),
                 loads: Mutex::new(HashMap::new()),
-                threads: Mutex::new(HashMap::new()),
+                threads: Mutex::new(super::load::ThreadLoads::default()),
                 newest: Mutex::new(Utc::now()),
                 writing: tokio::sync::Mutex::new(()),
             }),

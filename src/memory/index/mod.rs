@@ -500,6 +500,36 @@ impl Index {
 
     /// Removes an item (the last slot moves into its place). Returns whether it was there.
     pub fn remove(&mut self, id: &Uuid) -> bool {
+        self.take(id, true)
+    }
+
+    /// Stops holding the exchanges and answers of `thread` (a thread nobody has talked in
+    /// for a while): they are counted again, as if never held; its facts stay. Returns
+    /// how many items it let go.
+    pub fn release_thread(&mut self, thread: &str) -> usize {
+        let Some(arena) = self
+            .thread_numbers
+            .get(thread)
+            .and_then(|t| self.arenas.get(*t as usize))
+        else {
+            return 0;
+        };
+        let ids: Vec<Uuid> = arena
+            .slots
+            .iter()
+            .map(|&slot| &self.entries[slot as usize])
+            .filter(|e| e.kind != ItemKind::Fact)
+            .map(|e| e.id)
+            .collect();
+        for id in &ids {
+            self.take(id, false);
+            self.counted.insert(*id);
+        }
+        ids.len()
+    }
+
+    /// Removes an item, and its terms from the counts when `uncounted`.
+    fn take(&mut self, id: &Uuid, uncounted: bool) -> bool {
         let Some(slot) = self.slots.remove(id) else {
             return false;
         };
@@ -507,7 +537,9 @@ impl Index {
             .remove(&(self.threads[slot], text_key(&self.entries[slot].text)));
         let last = self.entries.len() - 1;
         let terms = std::mem::take(&mut self.terms[slot]);
-        uncount(&mut self.counts, &terms);
+        if uncounted {
+            uncount(&mut self.counts, &terms);
+        }
         unpost(&mut self.fact_postings, &terms, slot);
         // Its vector leaves its arena (the arena's last moves into its place)…
         let (a, pos) = self.place[slot];

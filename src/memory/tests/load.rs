@@ -466,3 +466,77 @@ async fn other_threads_are_counted_not_held_on_postgres() {
 async fn other_threads_are_counted_not_held_in_memory() {
     other_threads_are_counted_not_held(Arc::new(InMemoryStore::default())).await;
 }
+
+/// A person holds at most `HELD_THREADS` threads: the one talked in least recently is let
+/// go (its exchanges counted again, not forgotten) and read again on its next turn, with
+/// the same hits and scores as an index that holds everything.
+#[tokio::test]
+async fn the_threads_held_are_bounded() {
+    use crate::memory::load::HELD_THREADS;
+    let store: Arc<dyn MemoryStore> = Arc::new(InMemoryStore::default());
+    let writer = memory_on(store.clone(), MemoryConfig::default()).await;
+    let name = |n: usize| format!("t{n}");
+    for n in 0..=HELD_THREADS {
+        let prompt = format!("We went through the budget of project number {n} today");
+        let answer = format!("Project {n} keeps its budget if the hardware arrives in time.");
+        writer
+            .remember_task(&record(&name(n), &prompt, &answer))
+            .await
+            .unwrap();
+    }
+    let everything = store.load(None).await.unwrap();
+    let thread_items = |t: &str| {
+        everything
+            .iter()
+            .filter(|i| i.thread_id == t && i.kind != ItemKind::Fact)
+            .count()
+    };
+    let facts = everything
+        .iter()
+        .filter(|i| i.kind == ItemKind::Fact)
+        .count();
+
+    let watched = Watched::new(store.clone(), false);
+    let memory = memory_on(watched.clone(), MemoryConfig::default()).await;
+    for n in 0..=HELD_THREADS {
+        memory
+            .recall("what about the budget?", &me(), &thread(&name(n)))
+            .await;
+    }
+    let held_then = |first: usize| {
+        facts
+            + (first..first + HELD_THREADS)
+                .map(|n| thread_items(&name(n % (HELD_THREADS + 1))))
+                .sum::<usize>()
+    };
+    assert_eq!(memory.held(), held_then(1), "t0 was let go");
+    assert_eq!(memory.len(), everything.len(), "and is still counted");
+
+    // t0's next turn reads it again (and lets t1 go), and recalls as if it had never
+    // gone: the same hits and scores as an index holding everything.
+    let ask = "what did we say about the budget of project number 0?";
+    let hits = memory.recall(ask, &me(), &thread("t0")).await;
+    assert!(hits[0].item.text.contains("number 0"), "{hits:?}");
+    assert_eq!(
+        watched.thread_reads.load(Ordering::SeqCst),
+        HELD_THREADS + 2
+    );
+    assert_eq!(memory.held(), held_then(2));
+    let mut whole = Index::new(everything[0].vector.len());
+    for item in &everything {
+        whole.insert(item.clone());
+    }
+    let config = MemoryConfig::default();
+    let (vector, analysis) = (HashEmbedder.embed(ask), lexical::analyze(ask));
+    let want: Vec<(Uuid, f32)> = select(
+        &whole,
+        &Query::hybrid(&vector, &analysis, config.lexical_weight),
+        "t0",
+        &config,
+    )
+    .iter()
+    .map(|(s, _)| (whole.entry(s.slot).unwrap().id, s.score))
+    .collect();
+    let got: Vec<(Uuid, f32)> = hits.iter().map(|h| (h.item.id, h.score)).collect();
+    assert_eq!(got, want);
+}
