@@ -239,7 +239,7 @@ async fn a_failed_read_is_tried_again() {
 }
 
 /// A person with more items than one batch: the store hands them over oldest first in
-/// batches of at most `LOAD_BATCH`, and their memory holds every one, each whole.
+/// batches of at most `LOAD_BATCH`, and their memory knows every one and gives each back whole.
 async fn a_long_memory_is_read_in_batches(store: Arc<dyn MemoryStore>) {
     use crate::memory::store::LOAD_BATCH;
     // Whole seconds: PostgreSQL keeps microseconds.
