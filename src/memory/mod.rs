@@ -22,7 +22,8 @@
 //!
 //! Vectors live in the task store's database (`memory_items`, SQLite or PostgreSQL), the
 //! source of truth; each process keeps an [`index::Index`] per person and embedder in
-//! memory for search, read from the store on the person's first turn (`load`).
+//! memory for search, read from the store on the person's first turn (`load`): their
+//! facts and the threads they talk in are held, the rest only counted.
 //! Embeddings come from a backend model (`[memory] embedding_model`) or, without one,
 //! from the built-in hashed character n-gram embedder ([`embed::HashEmbedder`]).
 
