@@ -66,10 +66,11 @@ impl Memory {
                 added += add_items(&mut self.indexes_mut(), items, &held);
             };
             self.inner.store.load_person(person, &mut each).await?;
-            if let Some(own) = self.indexes_mut().get_mut(person) {
+            let held = self.indexes_mut().get_mut(person).map_or(0, |own| {
                 own.values_mut().for_each(Index::shrink_to_fit);
-            }
-            tracing::info!(person = %person.as_str(), items = count, added, "memory loaded");
+                own.values().map(Index::held).sum::<usize>()
+            });
+            tracing::info!(person = %person.as_str(), items = count, added, held, "memory loaded; the facts held, the rest counted until their thread is talked in");
             Ok::<(), MemoryError>(())
         })
         .await?;
