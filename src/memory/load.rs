@@ -204,8 +204,9 @@ pub(super) fn count(indexes: &Indexes) -> usize {
 }
 
 /// Adds `items` to their person's index of their embedder (made when missing), skipping
-/// those it knows already: facts and the items of `held` threads are held, the others
-/// counted (see [`Index::count`]). Returns how many it added.
+/// those it knows already: current facts and the items of `held` threads are held, the
+/// others (superseded facts, other threads' exchanges) counted (see [`Index::count`]).
+/// Returns how many it added.
 pub(super) fn add_items(
     indexes: &mut Indexes,
     items: impl IntoIterator<Item = MemoryItem>,
@@ -214,15 +215,17 @@ pub(super) fn add_items(
     let mut added = 0;
     for item in items {
         let dim = item.vector.len();
-        let hold = item.kind == ItemKind::Fact
-            || held
-                .get(&item.person)
-                .is_some_and(|threads| threads.contains(item.thread_id.as_str()));
         let index = indexes
             .entry(item.person.clone())
             .or_default()
             .entry(item.embedder.clone())
             .or_insert_with(|| Index::new(dim));
+        let hold = match item.kind {
+            ItemKind::Fact => index.would_be_current(&item),
+            ItemKind::Exchange | ItemKind::Answer => held
+                .get(&item.person)
+                .is_some_and(|threads| threads.contains(item.thread_id.as_str())),
+        };
         added += usize::from(if hold {
             index.insert(item)
         } else {

@@ -15,7 +15,7 @@ use super::embed::{Embedder, HashEmbedder};
 use super::extract::ModelExtractor;
 use super::index::{Index, Query, Scored};
 use super::load::{add_items, count};
-use super::store::{MemoryItem, MemoryStore};
+use super::store::{ItemKind, MemoryItem, MemoryStore};
 use super::{MemoryConfig, MemoryError, OpenWebUiMemory, Scope};
 use crate::backend::Backend;
 use crate::chat::ChatMessage;
@@ -314,7 +314,7 @@ impl Memory {
             item.superseded_by = indexes
                 .get(&item.person)
                 .and_then(|own| own.get(&item.embedder))
-                .and_then(|index| index.superseded(&item.id));
+                .and_then(|index| index.superseding(item));
         }
         Ok(items)
     }
@@ -385,6 +385,7 @@ impl Memory {
                         }
                         if let Some(score) = index.score_item(q, &item) {
                             item.vector = Vec::new();
+                            item.superseded_by = index.superseding(&item);
                             hits.push(MemoryHit {
                                 item,
                                 score,
@@ -405,15 +406,52 @@ impl Memory {
     /// from bringing its task back. Returns whether there was such an item.
     pub async fn forget(&self, id: Uuid, person: Option<&Person>) -> Result<bool, MemoryError> {
         let gone = self.inner.store.delete(id, person).await?;
-        let mut indexes = self.indexes_mut();
-        let removed = indexes
-            .iter_mut()
-            .filter(|(owner, _)| person.is_none_or(|p| p == *owner))
-            .any(|(_, own)| {
-                own.values_mut()
-                    .any(|index| unindex(index, id, gone.as_ref()))
-            });
+        let removed = {
+            let mut indexes = self.indexes_mut();
+            indexes
+                .iter_mut()
+                .filter(|(owner, _)| person.is_none_or(|p| p == *owner))
+                .any(|(_, own)| {
+                    own.values_mut()
+                        .any(|index| unindex(index, id, gone.as_ref()))
+                })
+        };
+        self.promote_older(gone.iter()).await?;
         Ok(gone.is_some() || removed)
+    }
+
+    /// After current facts were forgotten (among `gone`): each subject left without one
+    /// gets its newest older fact back from the store, held and current again.
+    async fn promote_older(
+        &self,
+        gone: impl Iterator<Item = &MemoryItem>,
+    ) -> Result<(), MemoryError> {
+        let mut subjects: Vec<(&Person, &str, &str)> = gone
+            .filter(|i| i.kind == ItemKind::Fact)
+            .filter_map(|i| Some((&i.person, i.subject.as_deref()?, i.embedder.as_str())))
+            .collect();
+        subjects.sort_unstable();
+        subjects.dedup();
+        for (person, subject, embedder) in subjects {
+            let without = self
+                .indexes()
+                .get(person)
+                .and_then(|own| own.get(embedder))
+                .is_some_and(|index| !index.has_current(subject));
+            if !without {
+                continue;
+            }
+            let older = self
+                .inner
+                .store
+                .newest_fact(person, subject, embedder)
+                .await?;
+            if let Some(older) = older {
+                let held = self.held_threads();
+                add_items(&mut self.indexes_mut(), [older], &held);
+            }
+        }
+        Ok(())
     }
 
     /// Forgets everything of a thread of `person` (`None`: anyone's, for an admin).
@@ -428,12 +466,15 @@ impl Memory {
             .store
             .delete_thread(person, thread_id.as_str())
             .await?;
-        let mut indexes = self.indexes_mut();
-        for item in &gone {
-            for index in indexes.values_mut().flat_map(HashMap::values_mut) {
-                unindex(index, item.id, Some(item));
+        {
+            let mut indexes = self.indexes_mut();
+            for item in &gone {
+                for index in indexes.values_mut().flat_map(HashMap::values_mut) {
+                    unindex(index, item.id, Some(item));
+                }
             }
         }
+        self.promote_older(gone.iter()).await?;
         Ok(gone.len())
     }
 

@@ -465,6 +465,7 @@ impl Index {
         self.terms.push(terms.into_boxed_slice());
         self.concepts.push(concepts);
         let mut shared = item.kind == ItemKind::Fact;
+        let mut superseded = None;
         if shared {
             let key = fact_hash(&item.text);
             let replaces = self
@@ -485,6 +486,7 @@ impl Index {
                     held => {
                         if let Some(&held) = held {
                             self.shared[held] = false;
+                            superseded = Some(self.entries[held].id);
                         }
                         self.current.insert(subject.to_string(), item.id);
                     }
@@ -495,7 +497,45 @@ impl Index {
         self.slots.insert(item.id, slot);
         self.entries.push(item);
         self.threads.push(thread);
+        // A superseded fact is never recalled: it is counted from now on, not held.
+        if let Some(old) = superseded {
+            self.take(&old, false);
+            self.counted.insert(old);
+        }
         true
+    }
+
+    /// Whether `item`, a fact, would be its subject's current fact here: it has no
+    /// subject, or none is current, or it is newer than the current one. Only current
+    /// facts are held (see `load::add_items`).
+    pub fn would_be_current(&self, item: &MemoryItem) -> bool {
+        let Some(subject) = item.subject.as_deref() else {
+            return true;
+        };
+        self.current
+            .get(subject)
+            .and_then(|id| self.slots.get(id))
+            .is_none_or(|&held| {
+                (item.created_at, item.id) > (self.entries[held].created_at, self.entries[held].id)
+            })
+    }
+
+    /// The fact that supersedes `item` (held or not): its subject's current fact, when
+    /// that is another.
+    pub fn superseding(&self, item: &MemoryItem) -> Option<Uuid> {
+        let subject = item
+            .subject
+            .as_deref()
+            .filter(|_| item.kind == ItemKind::Fact)?;
+        self.current
+            .get(subject)
+            .filter(|id| **id != item.id)
+            .copied()
+    }
+
+    /// Whether a subject has a current fact held.
+    pub fn has_current(&self, subject: &str) -> bool {
+        self.current.contains_key(subject)
     }
 
     /// Removes an item (the last slot moves into its place). Returns whether it was there.

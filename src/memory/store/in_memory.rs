@@ -70,6 +70,25 @@ impl MemoryStore for InMemoryStore {
         in_batches(futures::stream::iter(items.into_iter().map(Ok)), each).await
     }
 
+    async fn newest_fact(
+        &self,
+        person: &Person,
+        subject: &str,
+        embedder: &str,
+    ) -> Result<Option<MemoryItem>, StoreError> {
+        Ok(self
+            .items()
+            .iter()
+            .filter(|i| {
+                i.person == *person
+                    && i.kind == super::ItemKind::Fact
+                    && i.subject.as_deref() == Some(subject)
+                    && i.embedder == embedder
+            })
+            .max_by_key(|i| (i.created_at, i.id))
+            .cloned())
+    }
+
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         let mut people = std::collections::BTreeMap::<Person, u64>::new();
         for item in self.items().iter() {

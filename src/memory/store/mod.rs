@@ -113,6 +113,15 @@ pub trait MemoryStore: Send + Sync + 'static {
         each: &mut Batches<'_>,
     ) -> Result<(), StoreError>;
 
+    /// `person`'s newest fact on `subject` by `embedder`: what becomes current when the
+    /// current one is forgotten.
+    async fn newest_fact(
+        &self,
+        person: &Person,
+        subject: &str,
+        embedder: &str,
+    ) -> Result<Option<MemoryItem>, StoreError>;
+
     /// The people who hold any item, with how many, by name.
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError>;
 

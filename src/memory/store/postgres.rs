@@ -98,6 +98,24 @@ impl MemoryStore for PostgresMemoryStore {
         in_batches(rows.map(|row| from_row(&row?)), each).await
     }
 
+    async fn newest_fact(
+        &self,
+        person: &Person,
+        subject: &str,
+        embedder: &str,
+    ) -> Result<Option<MemoryItem>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM memory_items WHERE person = $1 AND kind = 'fact' \
+             AND subject = $2 AND embedder = $3 ORDER BY created_at DESC, id DESC LIMIT 1"
+        ))
+        .bind(person.as_str())
+        .bind(subject)
+        .bind(embedder)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         people_named(sqlx::query_as(PEOPLE).fetch_all(&self.pool).await?)
     }

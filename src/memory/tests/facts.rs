@@ -401,3 +401,82 @@ async fn the_same_exchange_finishing_at_once_is_stored_once() {
     assert_eq!(written, 2, "one exchange and one fact");
     assert_eq!(db.store.list(None, None, 100).await.unwrap().len(), 2);
 }
+
+/// A superseded fact is never recalled, so it is counted, not held: after three homes
+/// only the newest is held; the list still marks the older two with it, and forgetting it
+/// makes the one before current (and held) again, as the store says, not the oldest.
+async fn superseded_facts_are_counted_not_held(store: Arc<dyn MemoryStore>) {
+    let writer = memory_on(store.clone(), MemoryConfig::default()).await;
+    let kashiwa = told("A", "I live in Kashiwa.", 90);
+    let osaka = told("B", "I moved to Osaka last month!", 60);
+    let kyoto = told("C", "I moved to Kyoto last week!", 30);
+    for t in [&kashiwa, &osaka, &kyoto] {
+        writer.remember_task(t).await.unwrap();
+    }
+    let stored = store.load(None).await.unwrap();
+    let homes: Vec<&MemoryItem> = facts_of(&stored)
+        .into_iter()
+        .filter(|f| f.subject.as_deref() == Some("home"))
+        .collect();
+    assert_eq!(homes.len(), 3, "{stored:?}");
+    let fact_of = |task| homes.iter().find(|f| f.task_id == task).unwrap().id;
+    let (kashiwa_fact, osaka_fact, kyoto_fact) = (
+        fact_of(kashiwa.task_id),
+        fact_of(osaka.task_id),
+        fact_of(kyoto.task_id),
+    );
+    let facts = facts_of(&stored).len();
+
+    let memory = memory_on(store.clone(), MemoryConfig::default()).await;
+    let ask = "Where do I live now?";
+    let hits = memory.recall(ask, &me(), &thread("D")).await;
+    assert_eq!(
+        hits.first().map(|h| h.item.id),
+        Some(kyoto_fact),
+        "{hits:?}"
+    );
+    assert_eq!(memory.held(), facts - 2, "the two older homes are not held");
+    assert_eq!(memory.len(), stored.len(), "but counted");
+    let listed = memory.list(Some(&me()), None, 50).await.unwrap();
+    for old in [kashiwa_fact, osaka_fact] {
+        let item = listed.iter().find(|i| i.id == old).unwrap();
+        assert_eq!(item.superseded_by, Some(kyoto_fact), "{item:?}");
+    }
+
+    assert!(memory.forget(kyoto_fact, None).await.unwrap());
+    let hits = memory.recall(ask, &me(), &thread("D")).await;
+    assert_eq!(
+        hits.first().map(|h| h.item.id),
+        Some(osaka_fact),
+        "{hits:?}"
+    );
+    assert_eq!(
+        memory.held(),
+        facts - 2,
+        "Osaka held again, Kashiwa still counted"
+    );
+    let listed = memory.list(Some(&me()), None, 50).await.unwrap();
+    let kashiwa_item = listed.iter().find(|i| i.id == kashiwa_fact).unwrap();
+    assert_eq!(kashiwa_item.superseded_by, Some(osaka_fact));
+}
+
+#[tokio::test]
+async fn superseded_facts_are_counted_not_held_on_sqlite() {
+    let db = sqlite().await;
+    superseded_facts_are_counted_not_held(db.store.clone()).await;
+}
+
+#[tokio::test]
+async fn superseded_facts_are_counted_not_held_on_postgres() {
+    let Some(db) = postgres().await else { return };
+    superseded_facts_are_counted_not_held(db.store.clone()).await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn superseded_facts_are_counted_not_held_in_memory() {
+    superseded_facts_are_counted_not_held(Arc::new(
+        crate::memory::store::in_memory::InMemoryStore::default(),
+    ))
+    .await;
+}

@@ -67,6 +67,14 @@ impl MemoryStore for Watched {
         self.thread_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.load_thread(person, thread_id, each).await
     }
+    async fn newest_fact(
+        &self,
+        person: &Person,
+        subject: &str,
+        embedder: &str,
+    ) -> Result<Option<MemoryItem>, StoreError> {
+        self.inner.newest_fact(person, subject, embedder).await
+    }
     async fn people(&self) -> Result<Vec<(Person, u64)>, StoreError> {
         self.inner.people().await
     }
