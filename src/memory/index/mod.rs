@@ -327,15 +327,15 @@ impl Index {
 
     /// The newer fact that supersedes the item in `slot`, if one does.
     pub fn superseded_by(&self, slot: usize) -> Option<Uuid> {
-        let item = self.entries.get(slot)?;
-        let subject = item
-            .subject
-            .as_deref()
-            .filter(|_| item.kind == ItemKind::Fact)?;
-        self.current
-            .get(subject)
-            .filter(|id| **id != item.id)
-            .copied()
+        let e = self.entries.get(slot)?;
+        self.current_instead_of(e.kind, e.subject.as_deref(), e.id)
+    }
+
+    /// The current fact of the subject of a fact (`kind`, `subject`, `id`), when that is
+    /// another.
+    fn current_instead_of(&self, kind: ItemKind, subject: Option<&str>, id: Uuid) -> Option<Uuid> {
+        let subject = subject.filter(|_| kind == ItemKind::Fact)?;
+        self.current.get(subject).filter(|c| **c != id).copied()
     }
 
     /// The subject of the current fact that `terms` (a new fact's word terms) name most
@@ -361,13 +361,6 @@ impl Index {
             .into_iter()
             .max_by_key(|&(slot, n)| (n, self.entries[slot].created_at, self.entries[slot].id))
             .and_then(|(slot, _)| self.entries[slot].subject.as_deref().map(str::to_owned))
-    }
-
-    /// [`superseded_by`](Self::superseded_by) for the item with `id`.
-    pub fn superseded(&self, id: &Uuid) -> Option<Uuid> {
-        self.slots
-            .get(id)
-            .and_then(|&slot| self.superseded_by(slot))
     }
 
     /// The latest `n` `exchange` items of a thread, newest first.
@@ -523,14 +516,7 @@ impl Index {
     /// The fact that supersedes `item` (held or not): its subject's current fact, when
     /// that is another.
     pub fn superseding(&self, item: &MemoryItem) -> Option<Uuid> {
-        let subject = item
-            .subject
-            .as_deref()
-            .filter(|_| item.kind == ItemKind::Fact)?;
-        self.current
-            .get(subject)
-            .filter(|id| **id != item.id)
-            .copied()
+        self.current_instead_of(item.kind, item.subject.as_deref(), item.id)
     }
 
     /// Whether a subject has a current fact held.
