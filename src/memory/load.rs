@@ -3,12 +3,12 @@
 //! Nothing is read at start: a person's items are read from the store when they are
 //! first recalled for, remembered for or searched ([`Memory::load_person`]), so start-up
 //! and resident memory grow with the people who talk, not with the store. Of that read
-//! the index holds the facts (recalled in every thread) and the items of the threads the
-//! person is talking in; the rest (years of other threads' exchanges, recalled only in
-//! their own thread) is only counted for idf. A thread's items are read again, from the
-//! thread's own rows, on its first turn ([`Memory::load_thread`]) and held from then on.
-//! Concurrent first turns share one read; a recall waits for it, so it never searches a
-//! half-built index.
+//! the index holds the current facts (recalled in every thread) and the items of the
+//! threads the person is talking in; the rest (years of other threads' exchanges, recalled
+//! only in their own thread, and superseded facts, never recalled) is only counted for
+//! idf. A thread's items are read again, from the thread's own rows, on its first turn
+//! ([`Memory::load_thread`]) and held from then on. Concurrent first turns share one read;
+//! a recall waits for it, so it never searches a half-built index.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -70,7 +70,7 @@ impl Memory {
                 own.values_mut().for_each(Index::shrink_to_fit);
                 own.values().map(Index::held).sum::<usize>()
             });
-            tracing::info!(person = %person.as_str(), items = count, added, held, "memory loaded; the facts held, the rest counted until their thread is talked in");
+            tracing::info!(person = %person.as_str(), items = count, added, held, "memory loaded; current facts held, the rest counted until needed");
             Ok::<(), MemoryError>(())
         })
         .await?;
