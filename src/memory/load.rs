@@ -195,12 +195,9 @@ fn least_recent(own: &mut HashMap<Box<str>, HeldThread>, current: &str) -> Optio
     Some(oldest)
 }
 
-pub(super) fn count(indexes: &Indexes) -> usize {
-    indexes
-        .values()
-        .flat_map(HashMap::values)
-        .map(Index::len)
-        .sum()
+/// `per` index, summed over every person and embedder.
+pub(super) fn count(indexes: &Indexes, per: fn(&Index) -> usize) -> usize {
+    indexes.values().flat_map(HashMap::values).map(per).sum()
 }
 
 /// Adds `items` to their person's index of their embedder (made when missing), skipping
@@ -220,12 +217,11 @@ pub(super) fn add_items(
             .or_default()
             .entry(item.embedder.clone())
             .or_insert_with(|| Index::new(dim));
-        let hold = match item.kind {
-            ItemKind::Fact => index.would_be_current(&item),
-            ItemKind::Exchange | ItemKind::Answer => held
+        // Facts are held when current, which the index decides.
+        let hold = item.kind == ItemKind::Fact
+            || held
                 .get(&item.person)
-                .is_some_and(|threads| threads.contains(item.thread_id.as_str())),
-        };
+                .is_some_and(|threads| threads.contains(item.thread_id.as_str()));
         added += usize::from(if hold {
             index.insert(item)
         } else {

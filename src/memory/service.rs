@@ -165,7 +165,7 @@ impl Memory {
     /// Items the in-memory indexes know (held, or counted only), over all people and
     /// embedders.
     pub fn len(&self) -> usize {
-        count(&self.indexes())
+        count(&self.indexes(), Index::len)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -173,13 +173,9 @@ impl Memory {
     }
 
     /// Items held whole (searchable) in the in-memory indexes, over all people and
-    /// embedders: facts and the items of the threads being talked in (see `load`).
+    /// embedders: current facts and the items of the threads being talked in (see `load`).
     pub fn held(&self) -> usize {
-        self.indexes()
-            .values()
-            .flat_map(HashMap::values)
-            .map(Index::held)
-            .sum()
+        count(&self.indexes(), Index::held)
     }
 
     /// How many items each person holds in the store, read or not (the dashboard's).

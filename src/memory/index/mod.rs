@@ -69,8 +69,6 @@ pub struct Index {
     entries: Vec<Entry>,
     /// Each slot's thread, interned.
     threads: Vec<u32>,
-    /// Per slot: whether a recall for another thread may return it.
-    shared: Vec<bool>,
     /// Per slot: its lexical terms and concepts.
     terms: Vec<Box<[u64]>>,
     concepts: Vec<Mask>,
@@ -118,9 +116,14 @@ impl Entry {
         }
     }
 
-    /// Whether it was made after `other` (by time, then id).
+    /// Its place in time: by time, then id (the newer is the larger).
+    fn stamp(&self) -> (DateTime<Utc>, Uuid) {
+        (self.created_at, self.id)
+    }
+
+    /// Whether it was made after `other`.
     fn newer_than(&self, other: &Entry) -> bool {
-        (self.created_at, self.id) > (other.created_at, other.id)
+        self.stamp() > other.stamp()
     }
 }
 
@@ -214,7 +217,6 @@ impl Index {
             embedder: String::new(),
             entries: Vec::new(),
             threads: Vec::new(),
-            shared: Vec::new(),
             terms: Vec::new(),
             concepts: Vec::new(),
             counts: HashMap::new(),
@@ -282,7 +284,6 @@ impl Index {
         self.place.shrink_to_fit();
         self.entries.shrink_to_fit();
         self.threads.shrink_to_fit();
-        self.shared.shrink_to_fit();
         self.terms.shrink_to_fit();
         self.concepts.shrink_to_fit();
         self.fact_postings.values_mut().for_each(Vec::shrink_to_fit);
@@ -322,7 +323,7 @@ impl Index {
     pub fn same_fact(&self, text: &str) -> Option<(&Entry, bool)> {
         let id = self.facts.get(&fact_hash(text))?;
         let slot = *self.slots.get(id)?;
-        Some((&self.entries[slot], self.shared[slot]))
+        Some((&self.entries[slot], self.shared(slot)))
     }
 
     /// The newer fact that supersedes the item in `slot`, if one does.
@@ -352,7 +353,7 @@ impl Index {
             };
             for &slot in posting {
                 let slot = slot as usize;
-                if self.shared[slot] && self.entries[slot].subject.is_some() {
+                if self.shared(slot) && self.entries[slot].subject.is_some() {
                     *overlap.entry(slot).or_default() += 1;
                 }
             }
@@ -389,16 +390,35 @@ impl Index {
         if item.vector.len() != self.dim || self.contains(&item.id) {
             return false;
         }
+        self.adopt(item);
         let (terms, _) = analyzed(item.kind, &item.text, item.subject.as_deref());
         for t in &terms {
             *self.counts.entry(*t).or_default() += 1;
         }
         self.counted.insert(item.id);
-        if self.entries.is_empty() && self.counted.len() == 1 {
+        true
+    }
+
+    /// Takes the owner and embedder from the first item (an index holds one person's
+    /// items of one embedder).
+    fn adopt(&mut self, item: &MemoryItem) {
+        if self.is_empty() {
             self.person = item.person.clone();
             self.embedder.clone_from(&item.embedder);
         }
-        true
+    }
+
+    /// Whether a recall for another thread may return the item in `slot`: a fact (only
+    /// current facts are held).
+    fn shared(&self, slot: usize) -> bool {
+        self.entries[slot].kind == ItemKind::Fact
+    }
+
+    /// Stops holding the item with `id` and counts it instead.
+    fn demote(&mut self, id: &Uuid) {
+        if self.take(id, false) {
+            self.counted.insert(*id);
+        }
     }
 
     /// Forgets a counted item (the store's copy of it, which says what its terms were).
@@ -414,10 +434,16 @@ impl Index {
 
     /// Holds an item whole (a counted one too, which is then held and not counted
     /// twice); false (and nothing added) when its dimension differs or it is held already.
+    /// Only current facts are held: a fact older than its subject's current one is
+    /// counted instead, and one newer than it makes it counted.
     pub fn insert(&mut self, item: MemoryItem) -> bool {
         if item.vector.len() != self.dim || self.slots.contains_key(&item.id) {
             return false;
         }
+        if item.kind == ItemKind::Fact && self.superseded_on_arrival(&item) {
+            return self.count(&item);
+        }
+        self.adopt(&item);
         let was_counted = self.counted.remove(&item.id);
         let next = u32::try_from(self.thread_numbers.len()).unwrap_or(u32::MAX);
         let thread = *self
@@ -427,10 +453,6 @@ impl Index {
         if thread == next {
             self.arenas.push(Arena::default());
             self.thread_ids.push(item.thread_id.as_str().into());
-        }
-        if self.entries.is_empty() {
-            self.person = item.person.clone();
-            self.embedder.clone_from(&item.embedder);
         }
         let slot = self.entries.len();
         self.known.insert((thread, text_key(&item.text)));
@@ -457,9 +479,8 @@ impl Index {
         }
         self.terms.push(terms.into_boxed_slice());
         self.concepts.push(concepts);
-        let mut shared = item.kind == ItemKind::Fact;
         let mut superseded = None;
-        if shared {
+        if item.kind == ItemKind::Fact {
             let key = fact_hash(&item.text);
             let replaces = self
                 .facts
@@ -469,48 +490,30 @@ impl Index {
             if replaces {
                 self.facts.insert(key, item.id);
             }
+            // It is newer than its subject's current fact (see `superseded_on_arrival`),
+            // which it supersedes.
             if let Some(subject) = &item.subject {
-                match self
-                    .current
-                    .get(&**subject)
-                    .and_then(|id| self.slots.get(id))
-                {
-                    Some(&held) if !item.newer_than(&self.entries[held]) => shared = false,
-                    held => {
-                        if let Some(&held) = held {
-                            self.shared[held] = false;
-                            superseded = Some(self.entries[held].id);
-                        }
-                        self.current.insert(subject.to_string(), item.id);
-                    }
-                }
+                superseded = self.current.insert(subject.to_string(), item.id);
             }
         }
-        self.shared.push(shared);
         self.slots.insert(item.id, slot);
         self.entries.push(item);
         self.threads.push(thread);
         // A superseded fact is never recalled: it is counted from now on, not held.
         if let Some(old) = superseded {
-            self.take(&old, false);
-            self.counted.insert(old);
+            self.demote(&old);
         }
         true
     }
 
-    /// Whether `item`, a fact, would be its subject's current fact here: it has no
-    /// subject, or none is current, or it is newer than the current one. Only current
-    /// facts are held (see `load::add_items`).
-    pub fn would_be_current(&self, item: &MemoryItem) -> bool {
-        let Some(subject) = item.subject.as_deref() else {
-            return true;
-        };
-        self.current
-            .get(subject)
+    /// Whether `item`, a fact, is older than its subject's current fact here (and so
+    /// superseded the moment it arrives).
+    fn superseded_on_arrival(&self, item: &MemoryItem) -> bool {
+        item.subject
+            .as_deref()
+            .and_then(|subject| self.current.get(subject))
             .and_then(|id| self.slots.get(id))
-            .is_none_or(|&held| {
-                (item.created_at, item.id) > (self.entries[held].created_at, self.entries[held].id)
-            })
+            .is_some_and(|&held| (item.created_at, item.id) < self.entries[held].stamp())
     }
 
     /// The fact that supersedes `item` (held or not): its subject's current fact, when
@@ -548,8 +551,7 @@ impl Index {
             .map(|e| e.id)
             .collect();
         for id in &ids {
-            self.take(id, false);
-            self.counted.insert(*id);
+            self.demote(id);
         }
         ids.len()
     }
@@ -595,35 +597,20 @@ impl Index {
         self.threads.swap_remove(slot);
         self.terms.swap_remove(slot);
         self.concepts.swap_remove(slot);
-        self.shared.swap_remove(slot);
         if gone.kind == ItemKind::Fact {
             let key = fact_hash(&gone.text);
             if self.facts.get(&key) == Some(&gone.id) {
                 self.facts.remove(&key);
             }
+            // Every older fact on its subject is counted, not held: the store gives the
+            // one that is current again (`Memory::forget`).
             if let Some(subject) = gone.subject.as_deref()
                 && self.current.get(subject) == Some(&gone.id)
             {
                 self.current.remove(subject);
-                self.promote_newest(subject);
             }
         }
         true
-    }
-
-    /// After the current fact of `subject` went: the newest one left takes its place.
-    fn promote_newest(&mut self, subject: &str) {
-        let newest = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.kind == ItemKind::Fact && e.subject.as_deref() == Some(subject))
-            .max_by_key(|(_, e)| (e.created_at, e.id))
-            .map(|(slot, e)| (slot, e.id));
-        if let Some((slot, id)) = newest {
-            self.shared[slot] = true;
-            self.current.insert(subject.to_owned(), id);
-        }
     }
 }
 

@@ -135,7 +135,7 @@ impl Index {
         let (mut mine, mut others) = (TopK::new(k), TopK::new(k));
         let arenas: Vec<usize> = own.map(|t| t as usize).into_iter().collect();
         self.scan(query, &arenas, |_, _| true, |_, s| mine.offer(s));
-        let shared_elsewhere = |slot: usize, t: u32| Some(t) != own && self.shared[slot];
+        let shared_elsewhere = |slot: usize, t: u32| Some(t) != own && self.shared(slot);
         match self.candidates(query, own) {
             Some(slots) => self.score_slots(query, &slots, shared_elsewhere, |s| others.offer(s)),
             // A query on vectors alone has no terms to pick candidates by.
@@ -199,7 +199,7 @@ impl Index {
             if out.len() == MAX_CANDIDATES {
                 break;
             }
-            if self.shared[slot] && Some(self.threads[slot]) != own && seen.insert(slot) {
+            if self.shared(slot) && Some(self.threads[slot]) != own && seen.insert(slot) {
                 out.push(slot);
             }
         }
