@@ -29,6 +29,15 @@ use crate::domain::{
 mod migration_tests;
 mod writer;
 
+/// SQLite's page cache, per connection, in KiB (SQLite's default is 2 MiB). Five
+/// connections keep one each (the pool's four readers and the writer), and each fills to
+/// its limit on a large store: the first turn of a person with years of memory reads tens
+/// of megabytes of rows through one reader, and every insert touches pages of the task
+/// table's indexes. The file's pages stay in the operating system's cache anyway, so a
+/// page that is not here costs a `pread` from memory, not a disk read; what a smaller
+/// cache saves is the process's own memory (docs/BENCHMARKS.md, nineteenth session).
+const PAGE_CACHE_KIB: u32 = 512;
+
 /// Reads go to the pool; writes go through one writer thread that commits them in batches
 /// (see [`writer`]).
 #[derive(Debug, Clone)]
@@ -61,7 +70,8 @@ impl SqliteStore {
                 Synchronous::Full => SqliteSynchronous::Full,
             })
             .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            .pragma("cache_size", format!("-{PAGE_CACHE_KIB}"));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
@@ -69,7 +79,7 @@ impl SqliteStore {
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         // The writer's own connection, on its own thread: the pool keeps its connections
         // for reads.
-        let writer = Writer::start(path, synchronous)?;
+        let writer = Writer::start(path, synchronous, PAGE_CACHE_KIB)?;
         Ok(Self { pool, writer })
     }
 
@@ -272,6 +282,23 @@ mod tests {
             .await
             .unwrap();
         (dir, s)
+    }
+
+    /// Every reading connection keeps a page cache of [`PAGE_CACHE_KIB`], not SQLite's
+    /// default (the writer's: `writer::tests`).
+    #[tokio::test]
+    async fn reading_connections_keep_a_bounded_page_cache() {
+        let (_d, s) = store().await;
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            let mut conn = s.pool().acquire().await.unwrap();
+            let size: i64 = sqlx::query_scalar("PRAGMA cache_size")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(size, -i64::from(PAGE_CACHE_KIB));
+            held.push(conn);
+        }
     }
 
     #[tokio::test]

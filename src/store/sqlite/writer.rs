@@ -218,11 +218,16 @@ impl Pending {
 }
 
 impl Writer {
-    /// Opens the writing connection to `path` and starts the writer thread. The thread
-    /// is not joined on purpose: it lives exactly as long as the store's handles, holds
-    /// no write that a caller is not awaiting, and so has nothing to drain at shutdown.
-    pub(super) fn start(path: &Path, synchronous: Synchronous) -> Result<Self, StoreError> {
-        let conn = open(path, synchronous)?;
+    /// Opens the writing connection to `path`, with a page cache of `cache_kib` KiB, and
+    /// starts the writer thread. The thread is not joined on purpose: it lives exactly as
+    /// long as the store's handles, holds no write that a caller is not awaiting, and so
+    /// has nothing to drain at shutdown.
+    pub(super) fn start(
+        path: &Path,
+        synchronous: Synchronous,
+        cache_kib: u32,
+    ) -> Result<Self, StoreError> {
+        let conn = open(path, synchronous, cache_kib)?;
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let health = Arc::new(Health::default());
         let kept = health.clone();
@@ -271,7 +276,7 @@ impl Writer {
 
 /// The writing connection: the same settings as the pool's (WAL is a property of the
 /// file, set when the pool opened it; `synchronous` and the rest are per connection).
-fn open(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
+fn open(path: &Path, synchronous: Synchronous, cache_kib: u32) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -284,6 +289,7 @@ fn open(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError>
         }
     };
     conn.execute_batch(pragmas)?;
+    conn.pragma_update(None, "cache_size", -i64::from(cache_kib))?;
     conn.set_prepared_statement_cache_capacity(8);
     Ok(conn)
 }
@@ -497,5 +503,23 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
             Ok(Done::Finished(changed == 1))
         }
         Op::Barrier => Ok(Done::Settled),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The writing connection keeps the page cache it is given, in KiB.
+    #[test]
+    fn the_writing_connection_keeps_the_page_cache_it_is_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        Connection::open(&path).unwrap();
+        let conn = open(&path, Synchronous::Normal, 384).unwrap();
+        let size: i64 = conn
+            .pragma_query_value(None, "cache_size", |row| row.get(0))
+            .unwrap();
+        assert_eq!(size, -384);
     }
 }
