@@ -124,12 +124,14 @@ impl Window {
 /// The `num_ctx` to send to Ollama for a request that needs `need` tokens (prompt and
 /// answer): the client's own `num_ctx` when it set one (capped by `limit`); else the
 /// resident model's window when that already holds it (no reload); else Ollama's default
-/// when that holds it, and beyond it the whole `limit` at once. Every other size reloads
-/// the model (seconds, and the prompt cache with it): a chat that grows past the default
-/// reloads once, not at every step, and `limit` (the model's window within
-/// `max_num_ctx`) is what bounds the memory it costs. A model that has needed more than
-/// the default on this machine before (`wide`) is loaded with the whole `limit` at once,
-/// so the household's long chats cost it one load, not a load and a reload.
+/// when the request needs at most half of it, and beyond that the whole `limit` at once.
+/// Every other size reloads the model (seconds, and the prompt cache with it): a chat that
+/// grows past the default reloads once, not at every step, and `limit` (the model's window
+/// within `max_num_ctx`) is what bounds the memory it costs. A chat that needs more than
+/// half the default when its model is loaded (a pasted log, long notes) outgrows it within
+/// a turn or two, each adding a prompt and an answer, so it is loaded wide at once rather
+/// than loaded and reloaded. So is a model that has needed more than the default on this
+/// machine before (`wide`): the household's long chats cost it one load.
 pub fn choose_num_ctx(
     need: u32,
     user: Option<u32>,
@@ -142,7 +144,7 @@ pub fn choose_num_ctx(
     }
     match resident {
         Some(r) if r >= need && r <= limit => r,
-        _ if need <= OLLAMA_DEFAULT_NUM_CTX && !wide => OLLAMA_DEFAULT_NUM_CTX.min(limit),
+        _ if need <= OLLAMA_DEFAULT_NUM_CTX / 2 && !wide => OLLAMA_DEFAULT_NUM_CTX.min(limit),
         _ => limit,
     }
 }

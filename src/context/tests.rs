@@ -37,8 +37,12 @@ proptest::proptest! {
 #[test]
 fn num_ctx_is_rounded_capped_and_at_least_ollamas_default() {
     assert_eq!(choose_num_ctx(100, None, None, 32_768, false), 4096);
+    assert_eq!(choose_num_ctx(2048, None, None, 32_768, false), 4096);
     // Past the default, the whole window at once: a growing chat reloads once.
     assert_eq!(choose_num_ctx(5000, None, None, 32_768, false), 32_768);
+    // Past half of it at the first load too: such a chat outgrows the default within a
+    // turn or two, and would be loaded and reloaded.
+    assert_eq!(choose_num_ctx(2049, None, None, 32_768, false), 32_768);
     // Capped by the window, even below the default.
     assert_eq!(choose_num_ctx(20_000, None, None, 16_384, false), 16_384);
     assert_eq!(choose_num_ctx(100, None, None, 2048, false), 2048);
@@ -51,6 +55,8 @@ fn a_resident_window_that_holds_the_request_is_kept() {
         choose_num_ctx(3000, None, Some(12_288), 16_384, false),
         12_288
     );
+    // Resident with the default, which holds a request of more than half of it: kept.
+    assert_eq!(choose_num_ctx(3000, None, Some(4096), 16_384, false), 4096);
     // Too small for this one: it grows to the whole window.
     assert_eq!(
         choose_num_ctx(9000, None, Some(8192), 16_384, false),
@@ -62,8 +68,12 @@ fn a_resident_window_that_holds_the_request_is_kept() {
     );
     // Loaded above what is allowed now (config changed): not reused.
     assert_eq!(
-        choose_num_ctx(3000, None, Some(32_768), 16_384, false),
+        choose_num_ctx(2000, None, Some(32_768), 16_384, false),
         4096
+    );
+    assert_eq!(
+        choose_num_ctx(3000, None, Some(32_768), 16_384, false),
+        16_384
     );
 }
 
