@@ -40,6 +40,11 @@ pub struct Running {
     /// Whether its model had to be loaded for it.
     #[serde(default)]
     pub cold: bool,
+    /// Whether the machine's prompt cache may hold most of its prompt: its conversation
+    /// ran here with the same model lately, and the model was not loaded since. Its time
+    /// to first token then says nothing of the prompt rate (see [`crate::backend::perf`]).
+    #[serde(default)]
+    pub cached: bool,
     /// Who waits for it: a person's turn (the default, also for heartbeats of older
     /// versions) or background work, which must not push out a model a person needs.
     #[serde(default)]
@@ -150,6 +155,15 @@ impl Activity {
         }
     }
 
+    /// Whether `thread` was served here with `model` as the last conversation it had on
+    /// this machine (so a slot's prompt cache may still hold it, unless the model was
+    /// loaded again since).
+    pub fn served_lately(&self, thread: &ThreadId, model: &ModelName) -> bool {
+        self.recent
+            .iter()
+            .any(|r| &r.thread == thread && &r.model == model)
+    }
+
     pub fn running(&self) -> Vec<Running> {
         self.running.iter().map(|(_, r)| r.clone()).collect()
     }
@@ -233,6 +247,7 @@ mod tests {
             tokens: 0,
             prompt_tokens: 100,
             cold: false,
+            cached: false,
             priority: Priority::Interactive,
         }
     }

@@ -56,6 +56,14 @@ pub struct Rates {
     pub answer_tokens: f64,
 }
 
+/// How a task started on its machine, as its [`Sample`] needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Began {
+    pub was_loaded: bool,
+    pub alone: bool,
+    pub cached: bool,
+}
+
 /// One finished task as the worker saw it.
 #[derive(Debug, Clone, Copy)]
 pub struct Sample {
@@ -66,6 +74,12 @@ pub struct Sample {
     /// from the request to a ready runner): it says how long the load took then, not how
     /// long a load takes.
     pub alone: bool,
+    /// Whether the machine's prompt cache may have held most of the prompt (its
+    /// conversation ran there with this model lately, and the model was not loaded since).
+    /// Its time to first token, and Ollama's `prompt_eval_duration`, then cover only the
+    /// part not held, while `prompt_tokens` (Ollama's `prompt_eval_count`) counts the whole
+    /// prompt: the task says nothing of the prompt rate.
+    pub cached: bool,
     pub ttft_s: f64,
     /// From the first token to the end.
     pub generation_s: f64,
@@ -121,7 +135,7 @@ impl ModelPerf {
             return;
         }
         if s.was_loaded {
-            if s.prompt_tokens >= MIN_PROMPT_SAMPLE {
+            if s.prompt_tokens >= MIN_PROMPT_SAMPLE && !s.cached {
                 self.prompt_tps = settle(
                     &mut self.provisional.prompt,
                     self.prompt_tps,
@@ -154,13 +168,17 @@ impl ModelPerf {
     }
 
     /// Learns from Ollama's durations. Ollama's `prompt_eval_count` (the sample's
-    /// `prompt_tokens`) counts the tokens it evaluated, not those its slot's cache held, so
-    /// the count over `prompt_eval_duration` is the machine's rate, warm or cold.
+    /// `prompt_tokens`) counts the whole prompt, the part its slot's cache held included
+    /// (the runner counts a sequence's inputs before it loads the cache slot), while
+    /// `prompt_eval_duration` is the time spent on the rest: the count over the duration
+    /// is the machine's rate only when the cache held next to nothing, so a task whose
+    /// conversation the cache may have held (`cached`) teaches no prompt rate. A cold one
+    /// does: the load leaves the cache empty.
     fn learn_reported(&mut self, s: &Sample, b: crate::chat::BackendTimings) {
         if !s.was_loaded && self.takes_load(s) {
             self.load_s = settle(&mut self.provisional.load, self.load_s, b.load_s.max(0.001));
         }
-        if s.prompt_tokens >= MIN_PROMPT_SAMPLE && b.prompt_eval_s > 0.0 {
+        if s.prompt_tokens >= MIN_PROMPT_SAMPLE && !s.cached && b.prompt_eval_s > 0.0 {
             self.prompt_tps = settle(
                 &mut self.provisional.prompt,
                 self.prompt_tps,
@@ -200,6 +218,7 @@ impl ModelPerf {
             self.load_s = Some((ttft - prompt_s).max(0.001));
             self.provisional.load = true;
         } else if !r.cold
+            && !r.cached
             && self.prompt_tps.is_none()
             && r.prompt_tokens >= MIN_PROMPT_SAMPLE
             && ttft > 0.0
@@ -268,6 +287,7 @@ mod tests {
         p.learn(Sample {
             was_loaded: true,
             alone: true,
+            cached: false,
             ttft_s: 1.0,
             generation_s: 5.0,
             prompt_tokens: 1000,
@@ -280,6 +300,7 @@ mod tests {
         p.learn(Sample {
             was_loaded: false,
             alone: true,
+            cached: false,
             ttft_s: 4.0,
             generation_s: 5.0,
             prompt_tokens: 1000,
@@ -291,6 +312,7 @@ mod tests {
         p.learn(Sample {
             was_loaded: true,
             alone: true,
+            cached: false,
             ttft_s: 0.5,
             generation_s: 10.0,
             prompt_tokens: 10,
@@ -315,6 +337,7 @@ mod tests {
         p.learn(Sample {
             was_loaded: false,
             alone: true,
+            cached: false,
             ttft_s: 13.0,
             generation_s: 30.0,
             prompt_tokens: 450,
@@ -330,6 +353,7 @@ mod tests {
         p.learn(Sample {
             was_loaded: true,
             alone: true,
+            cached: false,
             ttft_s: 0.2,
             generation_s: 30.0,
             prompt_tokens: 30,
@@ -341,6 +365,7 @@ mod tests {
         p.learn(Sample {
             was_loaded: true,
             alone: true,
+            cached: false,
             ttft_s: 4.0,
             generation_s: 30.0,
             prompt_tokens: 600,
@@ -357,6 +382,7 @@ mod tests {
         let cold = |alone, load_s| Sample {
             was_loaded: false,
             alone,
+            cached: false,
             ttft_s: load_s + 1.0,
             generation_s: 5.0,
             prompt_tokens: 1000,
@@ -418,6 +444,7 @@ mod tests {
             tokens: 31,
             prompt_tokens: 1000,
             cold: false,
+            cached: false,
             priority: Default::default(),
         };
         let mut p = ModelPerf::new(model());
@@ -427,6 +454,7 @@ mod tests {
         let reported = |prompt_eval_s: f64| Sample {
             was_loaded: true,
             alone: true,
+            cached: false,
             ttft_s: prompt_eval_s,
             generation_s: 4.0,
             prompt_tokens: 1000,
@@ -451,5 +479,56 @@ mod tests {
         });
         assert_eq!(p.prompt_tps, Some(2000.0));
         assert!((p.eval_tps.unwrap() - 199.0 / 4.0).abs() < 1e-9);
+    }
+
+    /// A follow-up whose conversation the machine's prompt cache may hold reports its whole
+    /// prompt (Ollama's `prompt_eval_count`) over the time of its new part only: taken as
+    /// a rate, it would make a laptop look as fast at prompts as a desktop. It teaches no
+    /// prompt rate, from Ollama's account, the worker's own measure or a first impression;
+    /// its answer still teaches the generation rate.
+    #[test]
+    fn a_prompt_the_cache_may_have_held_teaches_no_prompt_rate() {
+        let held = |backend| Sample {
+            was_loaded: true,
+            alone: true,
+            cached: true,
+            ttft_s: 0.1,
+            generation_s: 4.0,
+            prompt_tokens: 3000,
+            completion_tokens: 201,
+            backend,
+        };
+        let reported = Some(crate::chat::BackendTimings {
+            load_s: 0.0,
+            prompt_eval_s: 0.1,
+            eval_s: 4.0,
+        });
+        for backend in [reported, None] {
+            let mut p = ModelPerf::new(model());
+            p.prompt_tps = Some(150.0);
+            p.learn(held(backend));
+            assert_eq!(p.prompt_tps, Some(150.0), "{backend:?}");
+            assert!((p.eval_tps.unwrap() - 50.0).abs() < 1.0, "{backend:?}");
+            // The same prompt, nothing held: its rate is taken.
+            p.learn(Sample {
+                cached: false,
+                ..held(backend)
+            });
+            assert!(p.prompt_tps.unwrap() > 150.0, "{backend:?}");
+        }
+        let started = chrono::Utc::now();
+        let running = super::super::activity::Running {
+            model: model(),
+            started_at: started,
+            first_token_at: Some(started + chrono::Duration::milliseconds(100)),
+            tokens: 0,
+            prompt_tokens: 3000,
+            cold: false,
+            cached: true,
+            priority: Default::default(),
+        };
+        let mut p = ModelPerf::new(model());
+        p.first_impression(&running, started + chrono::Duration::seconds(1));
+        assert_eq!(p.prompt_tps, None);
     }
 }

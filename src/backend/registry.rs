@@ -134,6 +134,9 @@ pub struct InFlight {
     sampled: bool,
     /// Whether the model had to be loaded for it.
     pub cold: bool,
+    /// Whether the machine's prompt cache may hold most of its prompt (see
+    /// [`Running::cached`]).
+    pub cached: bool,
     /// Whether nothing else ran on the backend when it started.
     pub alone: bool,
 }
@@ -381,6 +384,7 @@ impl BackendHandle {
             }
             cold
         };
+        let cached = !cold && thread.is_some_and(|t| lock(&self.activity).served_lately(t, model));
         let id = lock(&self.activity).start(Running {
             model: model.clone(),
             started_at: Utc::now(),
@@ -388,6 +392,7 @@ impl BackendHandle {
             tokens: 0,
             prompt_tokens,
             cold,
+            cached,
             priority,
         });
         InFlight {
@@ -398,6 +403,7 @@ impl BackendHandle {
             tokens: 0,
             sampled: false,
             cold,
+            cached,
             alone,
         }
     }
@@ -688,6 +694,47 @@ mod tests {
             params: Default::default(),
             tools: vec![],
         }
+    }
+
+    /// A conversation's next turn on the machine and model that served it last starts
+    /// `cached` (its prompt cache may hold the history, so the turn teaches no prompt
+    /// rate); its first turn, a turn of another model, and a turn after the model was
+    /// loaded again (the cache went with the old runner) do not.
+    #[tokio::test]
+    async fn a_turn_the_prompt_cache_may_hold_starts_cached() {
+        let config = BackendConfig {
+            url: "http://127.0.0.1:9".into(),
+            ..BackendConfig::default_ollama()
+        };
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        let m = ModelName::parse("m").unwrap();
+        let other = ModelName::parse("other").unwrap();
+        let handle = Arc::new(BackendHandle::new(
+            backend,
+            1,
+            Some(vec![m.clone(), other.clone()]),
+        ));
+        let chat = ThreadId::parse("chat").unwrap();
+        let turn = |model: &ModelName, thread: Option<&ThreadId>| {
+            let mut f = handle.start_request(model, thread, 2000, None, Priority::Interactive);
+            let began = (f.cold, f.cached);
+            // An answer came: the conversation is in the machine's cache now.
+            f.token();
+            drop(f);
+            began
+        };
+        assert_eq!(turn(&m, Some(&chat)), (true, false));
+        assert_eq!(turn(&m, Some(&chat)), (false, true));
+        assert_eq!(turn(&m, None), (false, false));
+        let fresh = ThreadId::parse("another chat").unwrap();
+        assert_eq!(turn(&m, Some(&fresh)), (false, false));
+        assert_eq!(turn(&other, Some(&chat)), (true, false));
+        // The chat's last turn was of the other model: this one's cache is not its.
+        assert_eq!(turn(&m, Some(&chat)), (false, false));
+        assert_eq!(turn(&m, Some(&chat)), (false, true));
+        // Unloaded since: loaded again, with an empty cache.
+        handle.set_loaded(vec![]);
+        assert_eq!(turn(&m, Some(&chat)), (true, false));
     }
 
     /// A model once loaded with more than Ollama's default window is loaded with the whole

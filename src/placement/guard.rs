@@ -74,6 +74,7 @@ mod tests {
                     tokens: 0,
                     prompt_tokens: 10,
                     cold: false,
+                    cached: false,
                     priority: *priority,
                 })
                 .collect(),

@@ -57,6 +57,7 @@ pub(super) fn running(m: &str, secs_ago: i64, tokens: u32, first_token: bool) ->
         tokens,
         prompt_tokens: 100,
         cold: false,
+        cached: false,
         priority: Default::default(),
     }
 }

@@ -197,6 +197,7 @@ mod tests {
             tokens: 90,
             prompt_tokens: 100,
             cold: false,
+            cached: false,
             priority: Default::default(),
         }];
         close(wait(&[&moon], 1, 500), 1.5);

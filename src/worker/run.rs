@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
 use super::{MAX_ATTEMPTS, Worker};
-use crate::backend::perf::Sample;
+use crate::backend::perf::{Began, Sample};
 use crate::backend::registry::{InFlight, WorkerStatus};
 use crate::backend::{BackendError, BackendRequest, ChunkStream};
 use crate::chat::{Chunk, ToolCall, Usage};
@@ -155,10 +155,13 @@ impl Worker {
             num_ctx,
             job.priority,
         );
-        let was_loaded = !in_flight.cold;
-        let alone = in_flight.alone;
+        let began = Began {
+            was_loaded: !in_flight.cold,
+            alone: in_flight.alone,
+            cached: in_flight.cached,
+        };
         let opened = self
-            .claim_and_open(delivery, started, !was_loaded, num_ctx)
+            .claim_and_open(delivery, started, in_flight.cold, num_ctx)
             .await?;
         let result = match opened {
             Ok(opened) => {
@@ -169,7 +172,7 @@ impl Worker {
         };
         drop(in_flight);
         if result.is_ok() {
-            self.learn(job, (was_loaded, alone), started, got);
+            self.learn(job, began, started, got);
         }
         let (outcome, terminal) = self.conclude(job, started, got, result).await?;
         self.record(job, &outcome, terminal)
@@ -514,23 +517,18 @@ impl Worker {
         })
     }
 
-    /// What the task showed of this machine's speed, for placement (`was_loaded`: its
-    /// model was resident; `alone`: nothing else ran here when it started); then a fresh
-    /// look at its resident models (the task may have loaded one and evicted another).
-    fn learn(
-        &self,
-        job: &Job,
-        (was_loaded, alone): (bool, bool),
-        started: DateTime<Utc>,
-        got: &Collected,
-    ) {
+    /// What the task showed of this machine's speed, for placement (`began`: how it
+    /// started here, see [`Began`]); then a fresh look at its resident models (the task
+    /// may have loaded one and evicted another).
+    fn learn(&self, job: &Job, began: Began, started: DateTime<Utc>, got: &Collected) {
         let (Some(first), Some(usage)) = (got.first_token_at, got.usage.as_ref()) else {
             return;
         };
         let seconds = |a: DateTime<Utc>, b: DateTime<Utc>| (b - a).as_seconds_f64().max(0.0);
         let sample = Sample {
-            was_loaded,
-            alone,
+            was_loaded: began.was_loaded,
+            alone: began.alone,
+            cached: began.cached,
             ttft_s: seconds(started, first),
             generation_s: seconds(first, Utc::now()),
             prompt_tokens: usage.prompt_tokens,

@@ -14,7 +14,9 @@
 //! - The context window is `options.num_ctx`, else [`Realism::num_ctx`], capped at the
 //!   model's own [`ModelSpec::context_length`](super::ModelSpec). A longer prompt loses its
 //!   oldest messages (system messages stay), then the start of what is left, and
-//!   `prompt_eval_count` says what was evaluated.
+//!   `prompt_eval_count` says how much was kept: the whole prompt kept, the part a slot's
+//!   cache held included, as Ollama's runner counts it, while `prompt_eval_duration` is
+//!   the time of the part evaluated.
 //! - Every wait is divided by [`Realism::time_scale`]: `time_scale = 10.0` is a machine ten
 //!   times faster than life. Ollama's reported durations are what the machine took (wall
 //!   time), so they agree with the clock of a client measuring them, as a real machine's

@@ -420,10 +420,17 @@ async fn the_next_turn_of_a_chat_finds_its_history_in_the_prompt_cache() {
         {"role": "assistant", "content": answer},
         {"role": "user", "content": "and restores?"},
     ]});
-    ollama_whole(&server, next).await;
+    let whole = ollama_whole(&server, next).await;
     let g = server.generations();
     assert_eq!(g[0].prompt_evaluated, g[0].prompt_tokens);
     assert!(g[1].prompt_evaluated < 20, "{:?}", g[1]);
+    // As Ollama's runner does, the count is of the whole prompt, the part the cache held
+    // included; the duration is of the part evaluated.
+    assert_eq!(
+        whole["prompt_eval_count"].as_u64(),
+        Some(u64::from(g[1].prompt_tokens))
+    );
+    assert!(nanos(&whole, "prompt_eval_duration") < Duration::from_millis(50));
     // Another model in between evicts the runner, and its cache with it.
     ollama_whole(&server, chat(CODER, "unrelated", false)).await;
     let stats = server.stats();
