@@ -384,17 +384,21 @@ impl BackendHandle {
             }
             cold
         };
-        let cached = !cold && thread.is_some_and(|t| lock(&self.activity).served_lately(t, model));
-        let id = lock(&self.activity).start(Running {
-            model: model.clone(),
-            started_at: Utc::now(),
-            first_token_at: None,
-            tokens: 0,
-            prompt_tokens,
-            cold,
-            cached,
-            priority,
-        });
+        let (id, cached) = {
+            let mut activity = lock(&self.activity);
+            let cached = !cold && thread.is_some_and(|t| activity.served_lately(t, model));
+            let id = activity.start(Running {
+                model: model.clone(),
+                started_at: Utc::now(),
+                first_token_at: None,
+                tokens: 0,
+                prompt_tokens,
+                cold,
+                cached,
+                priority,
+            });
+            (id, cached)
+        };
         InFlight {
             handle: self.clone(),
             id,
