@@ -102,7 +102,14 @@ pub struct WorkerStatus {
 impl WorkerStatus {
     /// How many models answer here at once (see [`super::slots::models_at_once`]).
     pub fn models_at_once(&self) -> usize {
-        super::slots::models_at_once(self.kind, self.max_loaded, self.loaded.len())
+        let mut answering: Vec<&ModelName> = Vec::new();
+        for r in &self.running {
+            if !answering.contains(&&r.model) {
+                answering.push(&r.model);
+            }
+        }
+        let seen = self.loaded.len().max(answering.len());
+        super::slots::models_at_once(self.kind, self.max_loaded, seen)
     }
 
     /// How many answers run here at once at most: `parallel` for each model that may
@@ -332,8 +339,8 @@ impl BackendHandle {
     /// How many models answer here at once (see [`super::slots::models_at_once`]).
     pub fn models_at_once(&self) -> usize {
         let max_loaded = lock(&self.activity).max_loaded();
-        let resident = lock(&self.loaded).len();
-        super::slots::models_at_once(self.backend.kind(), max_loaded, resident)
+        let seen = lock(&self.loaded).len().max(self.slots.models_answering());
+        super::slots::models_at_once(self.backend.kind(), max_loaded, seen)
     }
 
     /// A slot for an answer of `model` now, if one is free (see [`super::slots`]).

@@ -82,6 +82,11 @@ impl Slots {
         }
     }
 
+    /// How many models hold a slot now.
+    pub fn models_answering(&self) -> usize {
+        self.lock().len()
+    }
+
     /// Answers holding a slot now, of every model.
     #[cfg(test)]
     fn held(&self) -> usize {
@@ -105,15 +110,19 @@ impl Slots {
 }
 
 /// How many models answer at once on a machine of `kind` that keeps `max_loaded` models
-/// resident (configured or learned; `None` while unknown) and holds `resident` now. On
-/// Ollama, as many as it keeps resident; while that is unknown, as many as it has been
-/// seen to hold at once now (at least one): a second model sent to a machine that keeps
-/// one would only wait in Ollama's queue for the first to finish, then push it out. On an
-/// OpenAI-compatible server, which says nothing of residency, `max_loaded` when
-/// configured, else every model it serves.
-pub fn models_at_once(kind: BackendKind, max_loaded: Option<usize>, resident: usize) -> usize {
+/// resident (configured or learned; `None` while unknown) and has been seen holding `seen`
+/// at once now (resident, or answering while their load is not yet listed). On Ollama, as
+/// many as it keeps resident; while that is unknown, one more than it holds now: a machine
+/// whose room is not known yet is tried with one more model, not with every model at once.
+/// Where the extra model fits (a desktop that keeps two), it answers beside the first at
+/// once instead of waiting for it; where it does not, it waits in Ollama's queue for the
+/// busy model to finish, that load evicts it, and the eviction teaches the capacity
+/// ([`super::activity::Activity::resident_now`], kept across restarts), so a machine is
+/// tried once, not every time. On an OpenAI-compatible server, which says nothing of
+/// residency, `max_loaded` when configured, else every model it serves.
+pub fn models_at_once(kind: BackendKind, max_loaded: Option<usize>, seen: usize) -> usize {
     match kind {
-        BackendKind::Ollama => max_loaded.unwrap_or(resident).max(1),
+        BackendKind::Ollama => max_loaded.unwrap_or(seen.saturating_add(1)).max(1),
         BackendKind::Openai => max_loaded.unwrap_or(usize::MAX),
     }
 }
@@ -189,6 +198,23 @@ mod tests {
         );
         let _c = slots.take(&chat);
         assert_eq!(slots.held_by(&chat), 3, "a job already taken runs");
+    }
+
+    #[test]
+    fn a_machine_of_unknown_room_is_tried_with_one_more_model_than_it_holds() {
+        let ollama = |max_loaded, seen| models_at_once(BackendKind::Ollama, max_loaded, seen);
+        assert_eq!(
+            ollama(None, 0),
+            1,
+            "an idle machine: one model to begin with"
+        );
+        assert_eq!(ollama(None, 1), 2, "one more beside the one it holds");
+        assert_eq!(ollama(None, 2), 3);
+        assert_eq!(ollama(Some(1), 1), 1, "known to keep one");
+        assert_eq!(ollama(Some(2), 0), 2, "known to keep two");
+        let openai = |max_loaded, seen| models_at_once(BackendKind::Openai, max_loaded, seen);
+        assert_eq!(openai(None, 0), usize::MAX, "every model it serves");
+        assert_eq!(openai(Some(2), 5), 2);
     }
 
     #[tokio::test]

@@ -531,6 +531,29 @@ fn each_model_has_its_own_slots_as_far_as_the_machine_keeps_models() {
 }
 
 #[test]
+fn a_machine_of_unknown_room_is_tried_with_a_second_model_beside_a_running_one() {
+    // The coder answers; `/api/ps` does not list it yet (its load is under way), and
+    // whether the machine keeps two models is not known.
+    let mut s = with_rates(status("moon", false, 1), 1.0, 1000.0, 30.0);
+    s.models.push(model("coder"));
+    s.perf.push(rates("coder", 1.0, 1000.0, 30.0));
+    s.running = vec![running("coder", 4, 100, true)];
+    assert_eq!(s.max_loaded, None);
+    assert_eq!(s.models_at_once(), 2, "the one answering, and one more");
+    let statuses = vec![s.clone()];
+    let now = Utc::now();
+    assert_eq!(
+        slot_free_times(&s, &model("m"), &statuses, now, 1),
+        vec![0.0]
+    );
+    // Known to keep one: the chat waits for the coder.
+    s.max_loaded = Some(1);
+    let statuses = vec![s.clone()];
+    let chat_free = slot_free_times(&s, &model("m"), &statuses, now, 1);
+    assert!((chat_free[0] - 200.0 / 30.0).abs() < 0.01, "{chat_free:?}");
+}
+
+#[test]
 fn a_free_machine_goes_before_a_busy_one_expected_as_soon() {
     // Moon has the model resident and its one slot busy with an answer that ends in about
     // three seconds; ai-core is idle and loads the model in as long. The task would wait

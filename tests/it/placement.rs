@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use coordinator::config::{BackendConfig, BackendKind, Config, KeepAliveSetting};
 use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, Realism, Speed};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::helpers::{MODEL, TestApp, spawn_app_with, spawn_fake};
-use crate::household::stats_until;
+use crate::household::{CODER, stats_until};
 
 #[tokio::test]
 async fn a_worker_with_the_model_loaded_gets_the_task() {
@@ -206,6 +207,101 @@ async fn a_load_that_evicts_teaches_the_machines_capacity() {
         .collect();
     assert_eq!(recent, [("c1", MODEL), ("c2", "llama3.2:3b")], "{w}");
     assert_eq!(w["running"], json!([]), "{w}");
+    app.stop().await;
+}
+
+/// A streamed `/api/chat` turn of `model` that has begun: its first chunk is in.
+async fn begun(app: &TestApp, model: &str, text: &str) -> impl futures::Stream {
+    let res = app
+        .http
+        .post(app.url("/api/chat"))
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": text}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{text}");
+    let mut body = Box::pin(res.bytes_stream());
+    body.next().await.expect("the answer began").unwrap();
+    body
+}
+
+/// Reads a stream to its end.
+async fn drain(body: impl futures::Stream) {
+    let mut body = Box::pin(body);
+    while body.next().await.is_some() {}
+}
+
+/// How many models a machine keeps is not known until a load evicts one. A second model's
+/// turn is tried beside the first at once: on a machine that keeps two, it answers while
+/// the first is still answering, instead of waiting in Coordinator's queue for room the
+/// machine has.
+#[tokio::test]
+async fn a_machine_of_unknown_room_answers_a_second_model_beside_the_first() {
+    let fake = realistic(&[MODEL, CODER], 2).await;
+    let app = spawn_app_with(fake, |c| machines(c, "moon", &[])).await;
+    let w = worker_until(&app, "moon", |w| w["healthy"] == true).await;
+    assert_eq!(w["max_loaded"], Value::Null, "{w}");
+    // Every answer holds after its first token until released.
+    app.fake.hold();
+    let chat = begun(&app, MODEL, "a chat turn").await;
+    let coder = tokio::time::timeout(Duration::from_secs(10), begun(&app, CODER, "a coder turn"))
+        .await
+        .expect("the coder turn begins while the chat turn holds");
+    let w = worker_until(&app, "moon", |w| {
+        w["running"].as_array().unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(w["max_loaded"], Value::Null, "nothing was evicted: {w}");
+    app.fake.release();
+    drain(chat).await;
+    drain(coder).await;
+    let stats = app.fake.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 0), "{stats:?}");
+    app.stop().await;
+}
+
+/// On a machine that keeps one model, the second model's turn tried beside the first
+/// waits in Ollama's queue until the first answer ends, and its load evicts the first
+/// model: that teaches the machine's room, once. From then on a second model's turn waits
+/// in Coordinator's queue while the first answers (where another machine could take it).
+#[tokio::test]
+async fn a_machine_that_keeps_one_model_is_tried_once_then_known() {
+    let fake = realistic(&[MODEL, CODER], 1).await;
+    let app = spawn_app_with(fake, |c| machines(c, "moon", &[])).await;
+    worker_until(&app, "moon", |w| w["healthy"] == true).await;
+    app.fake.hold();
+    let chat = begun(&app, MODEL, "the first chat turn").await;
+    let tried = app
+        .route(json!({"prompt": "the first coder turn", "model": CODER}))
+        .await;
+    let tried = tried["task_id"].as_str().unwrap().to_owned();
+    stats_until(&app.fake, |s| s.requests == 2).await;
+    app.fake.release();
+    drain(chat).await;
+    let done = app.finished_task(&tried).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let stats = app.fake.stats();
+    assert_eq!((stats.loads, stats.evictions), (2, 1), "{stats:?}");
+    worker_until(&app, "moon", |w| w["max_loaded"] == 1).await;
+
+    app.fake.hold();
+    let chat = begun(&app, MODEL, "the second chat turn").await;
+    let waits = app
+        .route(json!({"prompt": "the second coder turn", "model": CODER}))
+        .await;
+    let waits = waits["task_id"].as_str().unwrap().to_owned();
+    let queued = app.task(&waits).await;
+    assert_eq!(queued["status"], "queued", "{queued}");
+    assert_eq!(
+        app.fake.stats().requests,
+        3,
+        "nothing waits in Ollama's queue"
+    );
+    app.fake.release();
+    drain(chat).await;
+    let done = app.finished_task(&waits).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(app.fake.stats().requests, 4);
     app.stop().await;
 }
 

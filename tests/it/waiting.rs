@@ -316,8 +316,12 @@ async fn queued_responses_and_messages_streams_open_then_keep_alive_before_their
 #[tokio::test]
 async fn the_expected_wait_counts_what_the_machine_owes_in_another_lane() {
     use crate::household::{CODER, machine};
-    // Both models on one slot; answers of 3000 tokens at 10 a second (3 s here).
-    let app = app_on(machine((3000, 3000), 10.0).await, |_| {}).await;
+    // A machine known to keep one model, one slot; answers of 3000 tokens at 10 a second
+    // (3 s here).
+    let app = app_on(machine((3000, 3000), 10.0).await, |c| {
+        c.backends[0].max_loaded = Some(1);
+    })
+    .await;
     let _running = occupy(&app, "/v1/chat/completions").await;
     let path = "/v1/chat/completions";
     let (coder, _coder_body) = stream_to(&app, path, CODER, "fix my script").await;
