@@ -25,6 +25,7 @@ use crate::domain::{
     WorkerName,
 };
 
+mod checkpoint;
 #[cfg(test)]
 mod migration_tests;
 mod writer;
@@ -78,8 +79,9 @@ impl SqliteStore {
             .await?;
         sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
         // The writer's own connection, on its own thread: the pool keeps its connections
-        // for reads.
-        let writer = Writer::start(path, synchronous, PAGE_CACHE_KIB)?;
+        // for reads, and checkpoints the log the writer appends to.
+        let kick = checkpoint::start(pool.clone());
+        let writer = Writer::start(path, synchronous, PAGE_CACHE_KIB, kick)?;
         Ok(Self { pool, writer })
     }
 
@@ -408,12 +410,13 @@ mod tests {
     }
 
     /// The WAL is checkpointed and reused while writes go on, instead of growing with
-    /// every write (as it does when checkpoints cannot finish).
+    /// every write (as it does when checkpoints cannot finish): when they never pause, the
+    /// writer's own checkpoint bounds it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_wal_is_checkpointed_while_writes_go_on() {
         let (dir, s) = store().await;
         let wal = dir.path().join("sub/c.db-wal");
-        for i in 0..3000 {
+        for i in 0..10_000 {
             s.insert(new_task(&format!("prompt number {i}")))
                 .await
                 .unwrap()
@@ -421,20 +424,22 @@ mod tests {
                 .unwrap();
         }
         let size = std::fs::metadata(&wal).unwrap().len();
-        // Without checkpoints 3,000 commits of a page or more each would pass 12 MiB.
+        // Without checkpoints 10,000 commits of two pages or more each (the row and its
+        // indexes) would pass 78 MiB; a log page is 4 KiB and a 24-byte header.
+        let bound = (checkpoint::WRITER_CHECKPOINT_PAGES as u64 + 1000) * (4096 + 24);
         assert!(
-            size < 6 * 1024 * 1024,
-            "the WAL grew to {size} bytes over 3,000 writes"
+            size < bound,
+            "the WAL grew to {size} bytes over 10,000 writes"
         );
         assert_eq!(
             s.list(&TaskFilter {
-                limit: 5000,
+                limit: 20_000,
                 ..Default::default()
             })
             .await
             .unwrap()
             .len(),
-            3000
+            10_000
         );
     }
 

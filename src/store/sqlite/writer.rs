@@ -16,11 +16,10 @@
 //! as soon as a write is in that order, which lets the service queue a task while its row
 //! is being committed (see `TaskStore::insert` and `crate::dispatch`).
 //!
-//! With WAL and `synchronous = NORMAL` a commit does not wait for the disk; SQLite's own
-//! automatic checkpoint (every 1,000 pages, with an fsync) runs here, on this thread, where
-//! it delays the writes waiting behind it but never a runtime thread. It is not moved to
-//! another connection: a checkpoint that runs while this thread appends can never finish,
-//! and then the WAL is never reused and grows without bound.
+//! With WAL and `synchronous = NORMAL` a commit does not wait for the disk. Checkpoints run
+//! on the pool's connections ([`super::checkpoint`]), so the writes waiting here do not
+//! wait for their syncs; this connection's own automatic checkpoint only bounds the log when
+//! writes never pause.
 //!
 //! If a batch fails, it is rolled back and its writes are run again one at a time, each in
 //! its own transaction, so one bad write fails only its own caller. A write that arrives
@@ -219,21 +218,27 @@ impl Pending {
 
 impl Writer {
     /// Opens the writing connection to `path`, with a page cache of `cache_kib` KiB, and
-    /// starts the writer thread. The thread is not joined on purpose: it lives exactly as
+    /// starts the writer thread, which tells `kick` of every commit. The thread is not joined on purpose: it lives exactly as
     /// long as the store's handles, holds no write that a caller is not awaiting, and so
     /// has nothing to drain at shutdown.
     pub(super) fn start(
         path: &Path,
         synchronous: Synchronous,
         cache_kib: u32,
+        kick: super::checkpoint::Kick,
     ) -> Result<Self, StoreError> {
         let conn = open(path, synchronous, cache_kib)?;
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            super::checkpoint::WRITER_CHECKPOINT_PAGES,
+        )?;
         let (tx, rx) = mpsc::channel(CHANNEL_CAPACITY);
         let health = Arc::new(Health::default());
         let kept = health.clone();
         std::thread::Builder::new()
             .name("sqlite-writer".to_owned())
-            .spawn(move || run(conn, rx, &kept))
+            .spawn(move || run(conn, rx, &kept, &kick))
             .map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
                 detail: format!("cannot start the writer thread: {e}"),
@@ -294,7 +299,12 @@ fn open(path: &Path, synchronous: Synchronous, cache_kib: u32) -> Result<Connect
     Ok(conn)
 }
 
-fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, health: &Health) {
+fn run(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Request>,
+    health: &Health,
+    kick: &super::checkpoint::Kick,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -315,6 +325,7 @@ fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, health: &Health) {
         } else {
             commit(&mut conn, &mut batch, health);
         }
+        kick.committed();
     }
 }
 
