@@ -1,72 +1,120 @@
 //! Checkpoints of the SQLite task store's write-ahead log, off the writer's thread.
 //!
 //! With WAL a commit appends pages to the log; a checkpoint copies them into the database
-//! file and syncs both (with `synchronous = NORMAL` the only syncs there are), after which
-//! the log is written again from its start. SQLite runs one by itself inside the commit
-//! that takes the log past 1,000 pages, on the committing connection: the writer thread
-//! then stops for the syncs (about 4 ms on the machines measured), and every write behind
-//! it, a person's turn among them, waits as long. At one request at a time that was one
-//! request in a hundred, and so the whole of the added p99.
+//! file and syncs both (with `synchronous = NORMAL` the only syncs there are: until one,
+//! the last commits are in the operating system's cache, safe from a crash of the process
+//! but not of the machine). SQLite runs one by itself inside the commit that takes the log
+//! past 1,000 pages, on the committing connection: the writer thread then stops for the
+//! syncs, and every write behind it, a person's turn among them, waits as long.
 //!
-//! Here one of the pool's reading connections checkpoints soon after writes happen, at
-//! most every [`PACE`] (a task on the runtime; the connection's own thread does the work).
-//! Its checkpoints are `PASSIVE`: they take no lock the writer needs, so the writer goes on
-//! appending while pages are copied and synced. A passive checkpoint copies what was
-//! committed when it began, and the log is reused from its start once all of it has been
-//! copied: whenever writes pause for as long as a checkpoint takes, which at home is almost
-//! always. Writes that never pause may never leave that moment, so the writer's own
-//! automatic checkpoint stays as the bound on the log, at [`WRITER_CHECKPOINT_PAGES`]
-//! (about 40 MiB) instead of 1,000 pages: it then finds most of the log copied already,
-//! and runs a tenth as often.
+//! Every sync is paid twice: by the checkpoint, and by the commits that run beside it (on
+//! ext4, measured: the cause, likely the filesystem's journal, is not isolated). So
+//! checkpoints are timed by the writes, not by the clock:
 //!
-//! Durability is unchanged: a commit is in the log before its caller hears of it, as
-//! before, and a checkpoint syncs the log before it copies from it, whichever connection
-//! runs it.
+//! - **When writes pause** for [`QUIET`], one of the pool's reading connections runs a
+//!   `PASSIVE` checkpoint (a task on the runtime; the connection's own thread does the
+//!   work). At home writes come a few at a time, seconds apart: the log is synced and
+//!   copied about [`QUIET`] after each, and no commit meets it.
+//! - **While writes go on without a pause**, at most [`AT_MOST`] after the first commit
+//!   that no checkpoint has covered: the bound on what a crash of the machine can take.
+//! - **The writer's own automatic checkpoint**, at [`WRITER_CHECKPOINT_PAGES`] pages
+//!   (about 40 MiB) instead of 1,000, bounds the log: a passive checkpoint copies what was
+//!   committed when it began, and the log is only reused from its start once all of it is
+//!   copied, which under writes without a pause only the writer itself achieves.
+//!
+//! At one request at a time this keeps the added p99 at less than half of what a
+//! checkpoint every 50 ms left; the price is under many requests at once, where the
+//! writer's own checkpoints copy more and stop the writes for tens of milliseconds
+//! (docs/BENCHMARKS.md, twenty-first session). A passive checkpoint takes no lock the
+//! writer needs, and a commit is in the log before its caller hears of it, whichever
+//! connection checkpoints.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use sqlx::SqlitePool;
 use tokio::sync::mpsc;
 
-/// The least time between two checkpoints: about what a busy store commits of 1,000 pages
-/// in (the log SQLite would checkpoint by itself).
-pub(super) const PACE: Duration = Duration::from_millis(50);
+/// A pause in writes this long is a moment to checkpoint.
+pub(super) const QUIET: Duration = Duration::from_millis(20);
+
+/// The longest a commit waits for a checkpoint while writes go on without a pause.
+pub(super) const AT_MOST: Duration = Duration::from_secs(1);
 
 /// The writing connection's own automatic checkpoint, in pages of log: the bound on the
 /// log when writes never pause long enough for a checkpoint to copy all of it.
 pub(super) const WRITER_CHECKPOINT_PAGES: i64 = 10_000;
 
-/// Wakes the checkpointer after a commit; callable from any thread. Dropping it ends the
+/// Tells the checkpointer of commits; callable from any thread. Dropping it ends the
 /// checkpointer (and its hold on the pool).
 #[derive(Debug)]
-pub(super) struct Kick(mpsc::Sender<()>);
+pub(super) struct Kick {
+    wake: mpsc::Sender<()>,
+    last: Arc<LastCommit>,
+}
 
 impl Kick {
-    /// Something was committed: a checkpoint is due (at most one waits).
+    /// Something was committed: a checkpoint is due (at most one wake-up waits).
     pub(super) fn committed(&self) {
-        match self.0.try_send(()) {
+        self.last.now();
+        match self.wake.try_send(()) {
             Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {}
             Err(mpsc::error::TrySendError::Closed(())) => {}
         }
     }
 }
 
-/// Starts the checkpointer on `pool`'s connections. Needs a Tokio runtime.
-pub(super) fn start(pool: SqlitePool) -> Kick {
-    let (kick, kicked) = mpsc::channel(1);
-    tokio::spawn(run(pool, kicked));
-    Kick(kick)
+/// When the last commit was, as nanoseconds since the checkpointer started.
+#[derive(Debug)]
+struct LastCommit {
+    origin: Instant,
+    nanos: AtomicU64,
 }
 
-async fn run(pool: SqlitePool, mut kicked: mpsc::Receiver<()>) {
-    while kicked.recv().await.is_some() {
+impl LastCommit {
+    fn now(&self) {
+        let nanos = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.nanos.store(nanos, Ordering::Relaxed);
+    }
+
+    /// How long ago the last commit was.
+    fn ago(&self) -> Duration {
+        let at = Duration::from_nanos(self.nanos.load(Ordering::Relaxed));
+        self.origin.elapsed().saturating_sub(at)
+    }
+}
+
+/// Starts the checkpointer on `pool`'s connections. Needs a Tokio runtime.
+pub(super) fn start(pool: SqlitePool) -> Kick {
+    let (wake, woken) = mpsc::channel(1);
+    let last = Arc::new(LastCommit {
+        origin: Instant::now(),
+        nanos: AtomicU64::new(0),
+    });
+    tokio::spawn(run(pool, woken, last.clone()));
+    Kick { wake, last }
+}
+
+async fn run(pool: SqlitePool, mut woken: mpsc::Receiver<()>, last: Arc<LastCommit>) {
+    while woken.recv().await.is_some() {
+        let first = Instant::now();
+        // Timing, not waiting for anything: a commit meanwhile only moves `last`.
+        loop {
+            let quiet_for = last.ago();
+            let waited = first.elapsed();
+            if quiet_for >= QUIET || waited >= AT_MOST {
+                break;
+            }
+            tokio::time::sleep((QUIET - quiet_for).min(AT_MOST - waited)).await;
+        }
+        // This checkpoint covers every commit so far; one after it wakes the next.
+        while woken.try_recv().is_ok() {}
         if let Err(e) = checkpoint(&pool).await {
             // A checkpoint under way elsewhere, a closed pool at shutdown: the next one,
             // or the writer's own, copies the pages.
             tracing::debug!(error = %e, "a WAL checkpoint did not run");
         }
-        // Pacing, not waiting for anything: commits meanwhile leave one kick waiting.
-        tokio::time::sleep(PACE).await;
     }
 }
 
@@ -129,5 +177,56 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         drop(kick);
+    }
+
+    /// Writes that never pause for [`QUIET`] still get a checkpoint, within [`AT_MOST`] of
+    /// the first commit it covers: the log reaches the database file while they go on.
+    #[tokio::test]
+    async fn writes_without_a_pause_are_checkpointed_within_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let writer = Connection::open(&path).unwrap();
+        writer
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                 PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (x TEXT);",
+            )
+            .unwrap();
+        let before = std::fs::metadata(&path).unwrap().len();
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .unwrap()
+            .filename(&path);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .unwrap();
+        let kick = start(pool);
+        let db = path.clone();
+        // Commits every millisecond (a twentieth of QUIET) until the database file grows,
+        // or for three times the bound; says whether it grew while they went on.
+        let grew = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let mut i = 0_u64;
+            while started.elapsed() < AT_MOST * 3 {
+                writer
+                    .execute("INSERT INTO t VALUES (?)", [format!("{i:0>500}")])
+                    .unwrap();
+                kick.committed();
+                i += 1;
+                if std::fs::metadata(&db).unwrap().len() > before {
+                    return Some(started.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            None
+        })
+        .await
+        .unwrap();
+        let grew = grew.expect("no checkpoint while the writes went on");
+        assert!(
+            grew < AT_MOST * 2,
+            "the first checkpoint came after {grew:?}"
+        );
     }
 }

@@ -17,9 +17,9 @@
 //! is being committed (see `TaskStore::insert` and `crate::dispatch`).
 //!
 //! With WAL and `synchronous = NORMAL` a commit does not wait for the disk. Checkpoints run
-//! on the pool's connections ([`super::checkpoint`]), so the writes waiting here do not
-//! wait for their syncs; this connection's own automatic checkpoint only bounds the log when
-//! writes never pause.
+//! on the pool's connections when writes pause ([`super::checkpoint`]), so the writes
+//! waiting here neither wait for their syncs nor meet them; while writes go on without a
+//! pause, this connection's own automatic checkpoint bounds the log.
 //!
 //! If a batch fails, it is rolled back and its writes are run again one at a time, each in
 //! its own transaction, so one bad write fails only its own caller. A write that arrives
