@@ -128,6 +128,7 @@ pub(super) async fn checkpoint(pool: &SqlitePool) -> Result<(i64, i64), sqlx::Er
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::str::FromStr;
     use std::time::Instant;
 
@@ -136,43 +137,58 @@ mod tests {
 
     use super::*;
 
-    /// Pages committed on a connection that never checkpoints by itself are copied into
-    /// the database file by the checkpointer, on the pool, once it is told of them.
-    #[tokio::test]
-    async fn the_checkpointer_copies_the_log_into_the_database() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.db");
-        let writer = Connection::open(&path).unwrap();
+    /// A WAL database at `path` with one table, and a connection that writes to it and
+    /// never checkpoints by itself.
+    fn log_only_writer(path: &Path) -> Connection {
+        let writer = Connection::open(path).unwrap();
         writer
             .execute_batch(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
                  PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (x TEXT);",
             )
             .unwrap();
-        let before = std::fs::metadata(&path).unwrap().len();
-        for i in 0..200 {
-            writer
-                .execute("INSERT INTO t VALUES (?)", [format!("{i:0>2000}")])
-                .unwrap();
-        }
-        let wal = std::fs::metadata(dir.path().join("c.db-wal"))
-            .unwrap()
-            .len();
-        assert!(wal > 200 * 2000, "the log holds the rows: {wal} bytes");
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), before);
+        writer
+    }
 
+    /// A checkpointer on a pool of one connection to `path`.
+    async fn checkpointer_on(path: &Path) -> Kick {
         let options = SqliteConnectOptions::from_str("sqlite://")
             .unwrap()
-            .filename(&path);
+            .filename(path);
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options)
             .await
             .unwrap();
-        let kick = start(pool);
+        start(pool)
+    }
+
+    fn size(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().len()
+    }
+
+    /// Pages committed on a connection that never checkpoints by itself are copied into
+    /// the database file by the checkpointer, on the pool, once it is told of them and
+    /// the writes pause.
+    #[tokio::test]
+    async fn the_checkpointer_copies_the_log_into_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let writer = log_only_writer(&path);
+        let before = size(&path);
+        for i in 0..200 {
+            writer
+                .execute("INSERT INTO t VALUES (?)", [format!("{i:0>2000}")])
+                .unwrap();
+        }
+        let wal = size(&dir.path().join("c.db-wal"));
+        assert!(wal > 200 * 2000, "the log holds the rows: {wal} bytes");
+        assert_eq!(size(&path), before);
+
+        let kick = checkpointer_on(&path).await;
         kick.committed();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::fs::metadata(&path).unwrap().len() < 200 * 2000 {
+        while size(&path) < 200 * 2000 {
             assert!(Instant::now() < deadline, "the log was never copied");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -185,26 +201,11 @@ mod tests {
     async fn writes_without_a_pause_are_checkpointed_within_the_bound() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.db");
-        let writer = Connection::open(&path).unwrap();
-        writer
-            .execute_batch(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                 PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (x TEXT);",
-            )
-            .unwrap();
-        let before = std::fs::metadata(&path).unwrap().len();
-        let options = SqliteConnectOptions::from_str("sqlite://")
-            .unwrap()
-            .filename(&path);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await
-            .unwrap();
-        let kick = start(pool);
-        let db = path.clone();
+        let writer = log_only_writer(&path);
+        let before = size(&path);
+        let kick = checkpointer_on(&path).await;
         // Commits every millisecond (a twentieth of QUIET) until the database file grows,
-        // or for three times the bound; says whether it grew while they went on.
+        // or for three times the bound; says when it grew while they went on.
         let grew = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let mut i = 0_u64;
@@ -214,7 +215,7 @@ mod tests {
                     .unwrap();
                 kick.committed();
                 i += 1;
-                if std::fs::metadata(&db).unwrap().len() > before {
+                if size(&path) > before {
                     return Some(started.elapsed());
                 }
                 std::thread::sleep(Duration::from_millis(1));
