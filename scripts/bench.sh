@@ -6,7 +6,8 @@
 # (keep-alive) on POST /v1/chat/completions, non-streaming and streaming, at several
 # concurrencies: direct to the fake, through a do-nothing pass-through on the same HTTP
 # stack (bench-proxy: the floor under any proxy's overhead), and through Coordinator.
-# Streaming runs also go through bench-client for the time to first token. Prints a
+# Streaming runs also go through bench-client for the time to first token (directly,
+# through the floor and through Coordinator). Prints a
 # markdown table with the differences (Coordinator's overhead, the floor's) and
 # Coordinator's peak RSS (VmHWM), and checks that every task was persisted. Loopback
 # only; every run is bounded in time.
@@ -328,7 +329,7 @@ for mode in $MODES; do
         cpu_us="$(( (cpu_after - cpu_before) * 1000000 / CLK_TCK / ok ))"
       fi
       ttft50="-" ttft99="-"
-      if [[ "$mode" == stream && "$target" != floor ]]; then
+      if [[ "$mode" == stream ]]; then
         "$BIN/bench-client" --url "http://$addr/v1/chat/completions" --body "$WORK/body-stream.json" \
           -c "$c" --duration-s "$TTFT_S" >"$WORK/ttft-$c-$target.json"
         ttft50="$(jq -r .ttft_p50_ms "$WORK/ttft-$c-$target.json")"
@@ -377,7 +378,7 @@ COMMIT="$(binary_commit)"
 {
   echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
   echo
-  echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms | coord CPU µs/req | errors | load (1 min) |"
+  echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms (floor) | coord CPU µs/req | errors | load (1 min) |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   awk -F'\t' '
     $3 == "direct" { d[$1,$2] = $0; next }
@@ -388,7 +389,7 @@ COMMIT="$(binary_commit)"
       ttft = "–"; tadd = "–"
       if ($1 == "stream") {
         ttft = sprintf("%.3f / %.3f", x[7], $7)
-        tadd = sprintf("%+.3f / %+.3f", $7 - x[7], $8 - x[8])
+        tadd = sprintf("%+.3f / %+.3f (%+.3f / %+.3f)", $7 - x[7], $8 - x[8], y[7] - x[7], y[8] - x[8])
       }
       printf "| %s | %s | %.0f | %.0f | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %+.3f / %+.3f | %s | %s | %s | %d / %d | %s / %s |\n",
         ($1 == "stream" ? "stream" : "non-stream"), $2, x[4], $4, x[5], x[6], $5, $6,
