@@ -27,7 +27,11 @@ pub struct Cancels(Arc<Mutex<Inner>>);
 
 #[derive(Default)]
 struct Inner {
-    running: HashMap<TaskId, CancellationToken>,
+    /// Each running task's token, with the serial of the [`Watch`] that registered it: a
+    /// task handed from one worker to another here is registered by the second before
+    /// the first lets go, and the first's end must not remove the second's.
+    running: HashMap<TaskId, (u64, CancellationToken)>,
+    serial: u64,
     cancelled: HashSet<TaskId>,
     order: VecDeque<TaskId>,
 }
@@ -36,6 +40,7 @@ struct Inner {
 /// is cancelled; dropping it ends the registration.
 pub struct Watch {
     id: TaskId,
+    serial: u64,
     token: CancellationToken,
     cancels: Cancels,
 }
@@ -53,9 +58,12 @@ impl Cancels {
             return None;
         }
         let token = parent.child_token();
-        inner.running.insert(id, token.clone());
+        inner.serial += 1;
+        let serial = inner.serial;
+        inner.running.insert(id, (serial, token.clone()));
         Some(Watch {
             id,
+            serial,
             token,
             cancels: self.clone(),
         })
@@ -65,7 +73,7 @@ impl Cancels {
     /// reaches a worker here later is skipped.
     pub fn cancel(&self, id: TaskId) {
         let mut inner = self.lock();
-        if let Some(token) = inner.running.get(&id) {
+        if let Some((_, token)) = inner.running.get(&id) {
             token.cancel();
         }
         if inner.cancelled.insert(id) {
@@ -92,7 +100,14 @@ impl Watch {
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.cancels.lock().running.remove(&self.id);
+        let mut inner = self.cancels.lock();
+        if inner
+            .running
+            .get(&self.id)
+            .is_some_and(|(serial, _)| *serial == self.serial)
+        {
+            inner.running.remove(&self.id);
+        }
     }
 }
 
@@ -162,6 +177,24 @@ mod tests {
         assert!(other.cancelled().now_or_never().is_none(), "others run on");
         root.cancel();
         other.cancelled().await;
+    }
+
+    /// A task handed from one worker to another in this process (a failover, a move to a
+    /// machine that frees up sooner) is registered by the second before the first lets
+    /// go: the first's end leaves the second's registration, which its cancel reaches.
+    #[tokio::test]
+    async fn a_task_handed_on_is_cancelled_where_it_runs_now() {
+        let cancels = Cancels::default();
+        let id = TaskId::new();
+        let root = CancellationToken::new();
+        let first = cancels.watch(id, &root).unwrap();
+        let second = cancels.watch(id, &root).unwrap();
+        drop(first);
+        assert_eq!(cancels.running(), 1, "the second still runs it");
+        cancels.cancel(id);
+        second.cancelled().await;
+        drop(second);
+        assert_eq!(cancels.running(), 0);
     }
 
     #[test]

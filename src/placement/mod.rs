@@ -192,7 +192,9 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    fn score(&self) -> f64 {
+    /// The expected time to first token plus what the load costs others: what placement
+    /// minimises.
+    pub fn score(&self) -> f64 {
         self.ttft_s + self.eviction_s
     }
 }

@@ -5,6 +5,7 @@
 //! backend's slots ([`crate::backend::slots`]), fails over before the first token when another worker
 //! serves the model, and reports a clear error after it.
 
+mod late;
 mod run;
 
 use std::sync::Arc;

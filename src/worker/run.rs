@@ -160,9 +160,23 @@ impl Worker {
             alone: in_flight.alone,
             cached: in_flight.cached,
         };
-        let opened = self
-            .claim_and_open(delivery, started, in_flight.cold, num_ctx)
-            .await?;
+        let opened = {
+            let open = self.claim_and_open(delivery, started, in_flight.cold, num_ctx);
+            let late = self.late_first_token(job, started, began);
+            tokio::pin!(open, late);
+            loop {
+                tokio::select! {
+                    opened = &mut open => break opened?,
+                    moved = &mut late => {
+                        if self.move_late(job, &moved).await {
+                            // The backend call is dropped here, before its first token.
+                            return None;
+                        }
+                        late.set(self.late_first_token(job, started, began));
+                    }
+                }
+            }
+        };
         let result = match opened {
             Ok(opened) => {
                 got.fallback = opened.fallback;
@@ -609,7 +623,7 @@ impl Worker {
     /// `all`: see [`crate::placement::backlog`]). This worker's own
     /// backlog does not count: it took this job before its other work. The queue is asked
     /// lane by lane; a lane it cannot read counts as empty.
-    async fn waiting_before(
+    pub(super) async fn waiting_before(
         &self,
         job: &Job,
         candidates: &[WorkerStatus],
@@ -651,10 +665,23 @@ impl Worker {
         {
             return false;
         }
+        if !self
+            .hand_on(job, avoid, error.public_message(job.lang))
+            .await
+        {
+            return false;
+        }
+        tracing::warn!(worker = %me, error = %error, "backend failed before the first token; handed to another worker");
+        true
+    }
+
+    /// Queues `job` again as its next attempt, avoiding the workers of `avoid` (not only
+    /// for a while: no longer left for anyone), records it on the task's row, and tells
+    /// the client why (`reason`, in the prompt's language). Returns whether it was queued.
+    pub(super) async fn hand_on(&self, job: &Job, avoid: Vec<WorkerName>, reason: String) -> bool {
         let next = Job {
             attempt: job.attempt + 1,
             avoid,
-            // Avoided because it failed: no longer left for anyone.
             avoid_until: None,
             ..job.clone()
         };
@@ -668,15 +695,9 @@ impl Worker {
             tracing::error!(error = %e, "could not queue the retry");
             return false;
         }
-        tracing::warn!(worker = %me, error = %error, "backend failed before the first token; handed to another worker");
+        let worker = self.handle.name().clone();
         self.events
-            .publish(
-                job.task_id,
-                TaskEvent::Retrying {
-                    worker: me,
-                    reason: error.public_message(job.lang),
-                },
-            )
+            .publish(job.task_id, TaskEvent::Retrying { worker, reason })
             .await;
         true
     }

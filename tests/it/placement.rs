@@ -589,3 +589,94 @@ async fn a_turn_goes_to_another_machine_when_the_fast_one_owes_work_in_another_l
     assert_eq!(ai_core.stats().requests, 2, "the warm-up and the chat turn");
     app.stop().await;
 }
+
+/// A machine at the test's speed (a hundred times faster than life, one slot, one model
+/// resident) whose loads take `load` and whose answers are `answer` tokens long.
+async fn machine_loading_in(load: Duration, answer: usize) -> FakeLlmServer {
+    FakeLlm::builder()
+        .model(MODEL)
+        .realistic(Realism {
+            time_scale: 100.0,
+            max_loaded: 1,
+            speed: Speed {
+                load,
+                prompt_tps: 1000.0,
+                eval_tps: 50.0,
+            },
+            answer_tokens: (answer, answer),
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap()
+}
+
+/// A streamed turn sent to an untried machine (the known one was busy) that shows no
+/// first token there for longer than placement expected moves to the known machine once
+/// that would answer sooner than the time already lost: its answer comes from there,
+/// and the untried machine's call is dropped while it still loads (its load takes 1,000 s
+/// of life, 10 s here, so the test cannot pass by waiting for it).
+#[tokio::test]
+async fn a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up() {
+    let desk = machine_loading_in(Duration::from_secs(3), 2000).await;
+    let laptop = machine_loading_in(Duration::from_secs(1000), 20).await;
+    let laptop_url = laptop.base_url();
+    let app = spawn_app_with(desk, |c| machines(c, "desk", &[("laptop", laptop_url)])).await;
+    // The desk has shown its speed; nothing is known of the laptop.
+    let taught = turn(
+        &app,
+        "teach",
+        &format!("{MODEL}@desk"),
+        json!([{"role": "user", "content": "hello"}]),
+    )
+    .await;
+    assert_eq!(taught, "desk");
+    worker_until(&app, "desk", |w| {
+        w["perf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["eval_tps"].is_number())
+    })
+    .await;
+    // The desk is busy with a long answer.
+    app.fake.hold();
+    let busy = begun(&app, MODEL, "a long answer on the desk").await;
+    let late = {
+        let (http, url) = (app.http.clone(), app.url("/v1/chat/completions"));
+        tokio::spawn(async move {
+            let res = http
+                .post(url)
+                .json(&json!({"model": MODEL, "stream": true, "messages": [{"role": "user", "content": "the late turn"}]}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            let task = res.headers()["x-coordinator-task-id"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            (task, res.text().await.unwrap())
+        })
+    };
+    // The turn went to the idle laptop, which loads.
+    stats_until(&laptop, |s| s.requests == 1).await;
+    app.fake.release();
+    drain(busy).await;
+    let (task, body) = late.await.unwrap();
+    assert!(body.contains("[DONE]"), "{body}");
+    let row = app.finished_task(&task).await;
+    assert_eq!(row["status"], "done", "{row}");
+    assert_eq!(row["worker_id"], "desk", "{row}");
+    let asked = app.fake.requests_to("/api/chat");
+    assert!(
+        asked.iter().any(|r| r
+            .body
+            .as_ref()
+            .is_some_and(|b| b.to_string().contains("the late turn"))),
+        "the desk answered the late turn"
+    );
+    let stats = stats_until(&laptop, |s| s.left_waiting == 1).await;
+    assert_eq!(stats.tokens_generated, 0, "{stats:?}");
+    app.stop().await;
+}

@@ -1,0 +1,194 @@
+//! A first token that is late: a streamed turn that has shown nothing on the machine it
+//! started on, for longer than placement expected there, moves to another machine that
+//! would now give it sooner.
+//!
+//! Placement chooses with the figures it has, and in a household's first minutes it has
+//! none: a laptop nothing is known of may look sooner than a busy desktop and take a
+//! minute to load. Waiting on it while the desktop frees up is what a person notices. The
+//! rule bounds the loss: the task moves once the time it has lost to the overrun (beyond
+//! what placement expected here, within [`SAME_WITHIN`]) is as long as the other machine
+//! would take to its first token, so a task that moves gets its first token at most that
+//! much later than had it stayed, and a machine that is a little slow is never left.
+//!
+//! Runs beside the backend call in [`Worker::settle`](super::Worker) (see `run.rs`);
+//! only while no token has come, only for streamed answers of a model's lane not pinned
+//! to a machine (a whole answer, a web search or a document search shows no first token),
+//! and only to a machine that has shown its speed for the model: an untried one is as
+//! uncertain as the machine being left. The move goes through the queue as a failover
+//! does (an attempt, and this machine avoided by the job from then on).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::{MAX_ATTEMPTS, Worker};
+use crate::backend::perf::Began;
+use crate::backend::registry::WorkerStatus;
+use crate::domain::{Lane, Priority, WorkerName};
+use crate::lang::Lang;
+use crate::placement::{self, Ask, SAME_WITHIN, guard};
+use crate::queue::Job;
+
+/// The first look: an answer whose first token comes sooner costs nothing but a timer.
+const FIRST_LOOK: Duration = Duration::from_millis(100);
+
+/// How long a late task waits before it looks again, at most (another machine may free
+/// up at any time; nothing announces it) and at least.
+const LOOK_AGAIN: (Duration, Duration) = (Duration::from_millis(100), Duration::from_millis(10));
+
+/// A late task's way out: the machine that would give its first token sooner.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Move {
+    pub to: WorkerName,
+    /// Seconds beyond what was expected here.
+    pub late_s: f64,
+    /// Seconds to the first token there, as placement expects it.
+    pub there_s: f64,
+}
+
+/// What a look finds.
+enum Look {
+    Move(Move),
+    Again(Duration),
+}
+
+impl Worker {
+    /// Resolves when `job`, started here at `at` as `began` says, should move (see the
+    /// module doc); never when it may not.
+    pub(super) async fn late_first_token(
+        &self,
+        job: &Job,
+        at: DateTime<Utc>,
+        began: Began,
+    ) -> Move {
+        if !self.may_move(job) {
+            return std::future::pending().await;
+        }
+        tokio::time::sleep(FIRST_LOOK).await;
+        loop {
+            match self.look(job, at, began).await {
+                Look::Move(to) => return to,
+                Look::Again(after) => {
+                    let (most, least) = LOOK_AGAIN;
+                    tokio::time::sleep(after.clamp(least, most)).await;
+                }
+            }
+        }
+    }
+
+    fn may_move(&self, job: &Job) -> bool {
+        matches!(
+            job.lane,
+            Lane::Llm {
+                pinned_worker: None,
+                ..
+            }
+        ) && job.response.is_streamed()
+            && job.attempt + 1 < MAX_ATTEMPTS
+            && self
+                .directory
+                .others_serving(&job.request.model, &[self.handle.name().clone()])
+                > 0
+    }
+
+    /// One look at the machines: how late the task is here, and where it would start
+    /// sooner than that.
+    async fn look(&self, job: &Job, at: DateTime<Utc>, began: Began) -> Look {
+        let now = Utc::now();
+        let all = self.directory.statuses();
+        let me = self.handle.name();
+        let Some(here) = all.iter().find(|s| &s.name == me) else {
+            return Look::Again(LOOK_AGAIN.0);
+        };
+        let ask = Ask::of(&job.request, job.thread_id.as_ref());
+        let late_s = (now - at).as_seconds_f64() - allowed_s(here, &ask, &all, began);
+        let others: Vec<WorkerStatus> = all
+            .iter()
+            .filter(|s| &s.name != me && s.healthy && !job.avoids(&s.name, now))
+            .filter(|s| shown(s, job))
+            .filter(|s| job.priority == Priority::Interactive || !guard::may_push_out(s, ask.model))
+            .cloned()
+            .collect();
+        if others.is_empty() {
+            return Look::Again(LOOK_AGAIN.0);
+        }
+        let waiting = self.waiting_before(job, &others, &all).await;
+        let ask = ask.after(&waiting);
+        let serving: Vec<&WorkerStatus> = others.iter().collect();
+        let best = placement::estimates_among(&serving, &all, &ask, now)
+            .into_iter()
+            .min_by(|a, b| a.score().total_cmp(&b.score()));
+        let Some(best) = best else {
+            return Look::Again(LOOK_AGAIN.0);
+        };
+        let there_s = best.score();
+        if late_s > 0.0 && there_s <= late_s {
+            return Look::Move(Move {
+                to: best.worker,
+                late_s,
+                there_s,
+            });
+        }
+        Look::Again(Duration::try_from_secs_f64(there_s - late_s).unwrap_or(LOOK_AGAIN.0))
+    }
+
+    /// Moves a late task: queued again for the machine that would give its first token
+    /// sooner, this one avoided from now on. Returns whether it did (when it could not be
+    /// queued, it stays here).
+    pub(super) async fn move_late(&self, job: &Job, late: &Move) -> bool {
+        let me = self.handle.name().clone();
+        let mut avoid = job.avoid.clone();
+        if !avoid.contains(&me) {
+            avoid.push(me.clone());
+        }
+        let reason = moved(job.lang, &late.to);
+        if !self.hand_on(job, avoid, reason).await {
+            return false;
+        }
+        tracing::info!(worker = %me, to = %late.to, late_s = late.late_s, there_s = late.there_s, "no first token yet; moved to a machine that gives it sooner");
+        true
+    }
+}
+
+/// Seconds the task's first token may take here before it counts as late: the load (when
+/// the model was not resident) and the whole prompt at this machine's figures as known
+/// now, within [`SAME_WITHIN`]. The whole prompt even where the machine's prompt cache may
+/// hold the conversation: a cache that turns out not to hold it costs the same prompt on
+/// any other machine, and is no reason to leave.
+fn allowed_s(here: &WorkerStatus, ask: &Ask<'_>, all: &[WorkerStatus], began: Began) -> f64 {
+    let rates = placement::rates_on(here, ask.model, all);
+    let load = if began.was_loaded { 0.0 } else { rates.load_s };
+    let expected = load + f64::from(ask.prompt_tokens) / rates.prompt_tps.max(1.0);
+    let (factor, seconds) = SAME_WITHIN;
+    expected * factor + seconds
+}
+
+/// Whether `s` has shown its speed for the job's model.
+fn shown(s: &WorkerStatus, job: &Job) -> bool {
+    s.perf
+        .iter()
+        .any(|p| p.model == job.request.model && p.known())
+}
+
+/// What the client hears of a move, in the prompt's language.
+fn moved(lang: Lang, to: &WorkerName) -> String {
+    match lang {
+        Lang::Ja => format!("最初の応答が遅れているため、より早く応答できる {to} に移しました"),
+        Lang::En => format!("no first token yet; moved to {to}, which answers sooner"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_move_is_told_in_the_prompts_language() {
+        let to = WorkerName::parse("moon").unwrap();
+        assert_eq!(
+            moved(Lang::En, &to),
+            "no first token yet; moved to moon, which answers sooner"
+        );
+        assert!(moved(Lang::Ja, &to).contains("moon に移しました"));
+    }
+}
