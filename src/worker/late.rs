@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::run::LEAVE_FOR;
 use super::{MAX_ATTEMPTS, Worker};
 use crate::backend::perf::Began;
 use crate::backend::registry::WorkerStatus;
@@ -40,7 +41,9 @@ const LOOK_AGAIN: (Duration, Duration) = (Duration::from_millis(100), Duration::
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Move {
     pub to: WorkerName,
-    /// Seconds beyond what was expected here.
+    /// Seconds since the task started here.
+    pub waited_s: f64,
+    /// Of those, seconds beyond what was expected here.
     pub late_s: f64,
     /// Seconds to the first token there, as placement expects it.
     pub there_s: f64,
@@ -101,7 +104,8 @@ impl Worker {
             return Look::Again(LOOK_AGAIN.0);
         };
         let ask = Ask::of(&job.request, job.thread_id.as_ref());
-        let late_s = (now - at).as_seconds_f64() - allowed_s(here, &ask, &all, began);
+        let waited_s = (now - at).as_seconds_f64();
+        let late_s = waited_s - allowed_s(here, &ask, &all, began);
         let others: Vec<WorkerStatus> = all
             .iter()
             .filter(|s| &s.name != me && s.healthy && !job.avoids(&s.name, now))
@@ -125,6 +129,7 @@ impl Worker {
         if late_s > 0.0 && there_s <= late_s {
             return Look::Move(Move {
                 to: best.worker,
+                waited_s,
                 late_s,
                 there_s,
             });
@@ -133,16 +138,22 @@ impl Worker {
     }
 
     /// Moves a late task: queued again for the machine that would give its first token
-    /// sooner, this one avoided from now on. Returns whether it did (when it could not be
-    /// queued, it stays here).
+    /// sooner. This one leaves it to the others for as long again as it has had it without
+    /// a first token (at least [`LEAVE_FOR`]), and takes it back after that only when none
+    /// of them has (the one it was moved for may have gone). Returns whether it moved (when
+    /// it could not be queued, it stays here).
     pub(super) async fn move_late(&self, job: &Job, late: &Move) -> bool {
         let me = self.handle.name().clone();
         let mut avoid = job.avoid.clone();
         if !avoid.contains(&me) {
             avoid.push(me.clone());
         }
+        let leave_for = Duration::try_from_secs_f64(late.waited_s)
+            .unwrap_or_default()
+            .max(LEAVE_FOR);
+        let until = Utc::now() + leave_for;
         let reason = moved(job.lang, &late.to);
-        if !self.hand_on(job, avoid, reason).await {
+        if !self.hand_on(job, avoid, Some(until), reason).await {
             return false;
         }
         tracing::info!(worker = %me, to = %late.to, late_s = late.late_s, there_s = late.there_s, "no first token yet; moved to a machine that gives it sooner");

@@ -19,7 +19,7 @@ use crate::web::web_stream;
 /// The least time a job left for a sooner worker is left to it: the worker that left it
 /// does not look at it again at every turn of its loop (Redis's avoided consumers look
 /// again every 200 ms at most, too).
-const LEAVE_FOR: std::time::Duration = std::time::Duration::from_millis(200);
+pub(super) const LEAVE_FOR: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// An answer that has started: its chunks, and why the web lane fell back to the local
 /// model alone, if it did.
@@ -665,8 +665,9 @@ impl Worker {
         {
             return false;
         }
+        // Avoided because it failed: no longer left for anyone.
         if !self
-            .hand_on(job, avoid, error.public_message(job.lang))
+            .hand_on(job, avoid, None, error.public_message(job.lang))
             .await
         {
             return false;
@@ -675,14 +676,21 @@ impl Worker {
         true
     }
 
-    /// Queues `job` again as its next attempt, avoiding the workers of `avoid` (not only
-    /// for a while: no longer left for anyone), records it on the task's row, and tells
-    /// the client why (`reason`, in the prompt's language). Returns whether it was queued.
-    pub(super) async fn hand_on(&self, job: &Job, avoid: Vec<WorkerName>, reason: String) -> bool {
+    /// Queues `job` again as its next attempt, avoiding the workers of `avoid` until
+    /// `until` (with `None`, not only for a while), records it on the task's row, and
+    /// tells the client why (`reason`, in the prompt's language). Returns whether it was
+    /// queued.
+    pub(super) async fn hand_on(
+        &self,
+        job: &Job,
+        avoid: Vec<WorkerName>,
+        until: Option<DateTime<Utc>>,
+        reason: String,
+    ) -> bool {
         let next = Job {
             attempt: job.attempt + 1,
             avoid,
-            avoid_until: None,
+            avoid_until: until,
             ..job.clone()
         };
         let Ok(text) = serde_json::to_string(&next) else {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use coordinator::startup::WorkerProcess;
 use coordinator::testkit::fake_llm::FakeLlmServer;
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -15,8 +16,8 @@ use crate::cluster::{
     worker_names,
 };
 use crate::helpers::MODEL;
-use crate::household::CODER;
-use crate::placement::{long_prompt, machine_at, machine_with};
+use crate::household::{CODER, stats_until};
+use crate::placement::{drain, long_prompt, machine_at, machine_loading_in, machine_with};
 
 type Running = (
     oneshot::Sender<()>,
@@ -253,4 +254,105 @@ async fn batch_work_a_machine_owes_does_not_count_against_a_persons_turn() {
     }
     assert_eq!(pair.ai_core_fake.stats().requests, 1, "the warm-up only");
     pair.stop().await;
+}
+
+/// A streamed turn of `model` sent to `base`'s `/api/chat` that has begun: its first
+/// chunk is in.
+async fn begun(
+    http: &reqwest::Client,
+    base: &str,
+    model: &str,
+    text: &str,
+) -> impl futures::Stream {
+    let res = http
+        .post(format!("{base}/api/chat"))
+        .json(&json!({"model": model, "messages": [{"role": "user", "content": text}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{text}");
+    let mut body = Box::pin(res.bytes_stream());
+    body.next().await.expect("the answer began").unwrap();
+    body
+}
+
+/// The cluster-mode twin of
+/// `placement::a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up`:
+/// the laptop's worker process, which took the turn from Redis, sees in the desk's
+/// heartbeats that the desk has shown its speed and frees up, drops its own call while it
+/// still loads, and queues the turn in Redis again, where the desk's worker takes it.
+#[tokio::test]
+async fn a_turn_late_on_an_untried_worker_moves_to_the_known_one() {
+    let Some(env) = env() else { return };
+    let desk_fake = machine_loading_in(Duration::from_secs(3), 2000).await;
+    let laptop_fake = machine_loading_in(Duration::from_secs(1000), 20).await;
+    let (desk_stop, desk) = worker_on(&env, "desk", &desk_fake).await;
+    let (laptop_stop, laptop) = worker_on(&env, "laptop", &laptop_fake).await;
+    let (base, stop, serve) = serve_in_process(cluster_config(&env, &env.redis)).await;
+    let http = reqwest::Client::new();
+    eventually(Duration::from_secs(20), "both workers show up", || async {
+        let names = worker_names(&http, &base).await;
+        names.contains(&"desk".to_owned()) && names.contains(&"laptop".to_owned())
+    })
+    .await;
+    let pool = pg(&env).await;
+    let (taught, _) = route(&http, &base, &format!("{MODEL}@desk"), long_prompt("teach")).await;
+    assert_eq!(
+        ended(&pool, &env, &taught).await,
+        ("done".into(), "desk".into())
+    );
+    eventually(
+        Duration::from_secs(20),
+        "the desk's heartbeat carries its rates",
+        || async { rates_known(&http, &base, "desk").await == 1 },
+    )
+    .await;
+    desk_fake.hold();
+    let busy = begun(&http, &base, MODEL, "a long answer on the desk").await;
+    eventually(
+        Duration::from_secs(20),
+        "the desk's heartbeat shows it busy",
+        || async {
+            let workers = get_json(&http, &format!("{base}/workers")).await;
+            workers["workers"].as_array().unwrap().iter().any(|w| {
+                w["name"] == "desk" && w["running"].as_array().is_some_and(|r| !r.is_empty())
+            })
+        },
+    )
+    .await;
+    let late = {
+        let (http, url) = (http.clone(), format!("{base}/v1/chat/completions"));
+        tokio::spawn(async move {
+            let res = http
+                .post(url)
+                .json(&json!({"model": MODEL, "stream": true, "messages": [{"role": "user", "content": "the late turn"}]}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            let task = res.headers()["x-coordinator-task-id"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            (task, res.text().await.unwrap())
+        })
+    };
+    stats_until(&laptop_fake, |s| s.requests == 1).await;
+    desk_fake.release();
+    drain(busy).await;
+    let (task, body) = late.await.unwrap();
+    assert!(body.contains("[DONE]"), "{body}");
+    assert_eq!(
+        ended(&pool, &env, &task).await,
+        ("done".into(), "desk".into())
+    );
+    let stats = stats_until(&laptop_fake, |s| s.left_waiting == 1).await;
+    assert_eq!(stats.tokens_generated, 0, "{stats:?}");
+    for s in [stop, desk_stop, laptop_stop] {
+        let _ = s.send(());
+    }
+    serve.await.unwrap().unwrap();
+    desk.await.unwrap().unwrap();
+    laptop.await.unwrap().unwrap();
+    cleanup(&env).await;
 }

@@ -226,7 +226,7 @@ async fn begun(app: &TestApp, model: &str, text: &str) -> impl futures::Stream {
 }
 
 /// Reads a stream to its end.
-async fn drain(body: impl futures::Stream) {
+pub(crate) async fn drain(body: impl futures::Stream) {
     let mut body = Box::pin(body);
     while body.next().await.is_some() {}
 }
@@ -592,7 +592,7 @@ async fn a_turn_goes_to_another_machine_when_the_fast_one_owes_work_in_another_l
 
 /// A machine at the test's speed (a hundred times faster than life, one slot, one model
 /// resident) whose loads take `load` and whose answers are `answer` tokens long.
-async fn machine_loading_in(load: Duration, answer: usize) -> FakeLlmServer {
+pub(crate) async fn machine_loading_in(load: Duration, answer: usize) -> FakeLlmServer {
     FakeLlm::builder()
         .model(MODEL)
         .realistic(Realism {
