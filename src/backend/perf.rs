@@ -233,6 +233,37 @@ impl ModelPerf {
         }
     }
 
+    /// What a task that left this machine with no first token shows (it moved to a
+    /// sooner one, see `worker::late`): its first token would have come later than
+    /// `waited_s` after it started. Without this a machine nothing is known of keeps the
+    /// optimistic figures that sent the task there, and gets the next one too. Taken only
+    /// when the task started `alone` (a wait behind other work says nothing of the
+    /// machine): a cold one's load took at least the wait less the prompt at `assumed`'s
+    /// rate where none is known here; a warm one's prompt, when the machine's cache could
+    /// not hold it, went no faster than its tokens over the wait. A figure is only ever
+    /// made slower, and stays a first impression: the next finished task's own figure
+    /// replaces it.
+    pub fn left_late(&mut self, began: Began, prompt_tokens: u32, waited_s: f64, assumed: Rates) {
+        if !began.alone || !waited_s.is_finite() || waited_s <= 0.0 {
+            return;
+        }
+        if !began.was_loaded {
+            let prompt_s =
+                f64::from(prompt_tokens) / self.prompt_tps.unwrap_or(assumed.prompt_tps).max(1.0);
+            let at_least = waited_s - prompt_s;
+            if at_least > self.load_s.unwrap_or(0.0) {
+                self.load_s = Some(at_least);
+                self.provisional.load = true;
+            }
+        } else if !began.cached && prompt_tokens >= MIN_PROMPT_SAMPLE {
+            let at_most = f64::from(prompt_tokens) / waited_s;
+            if at_most < self.prompt_tps.unwrap_or(assumed.prompt_tps) {
+                self.prompt_tps = Some(at_most);
+                self.provisional.prompt = true;
+            }
+        }
+    }
+
     /// Whether anything was learned of this model here, from a finished task or a first
     /// impression.
     pub fn known(&self) -> bool {
@@ -276,6 +307,72 @@ pub fn fleet_best<'a>(known: impl Iterator<Item = &'a ModelPerf>) -> Rates {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ALONE_COLD: Began = Began {
+        was_loaded: false,
+        alone: true,
+        cached: false,
+    };
+    const ALONE_WARM: Began = Began {
+        was_loaded: true,
+        alone: true,
+        cached: false,
+    };
+
+    #[test]
+    fn a_cold_task_that_left_late_shows_a_load_at_least_its_wait_less_the_prompt() {
+        let mut p = ModelPerf::new(model());
+        // 1,000 tokens at the assumed 500/s is 2 s of the 12 waited.
+        p.left_late(ALONE_COLD, 1000, 12.0, ASSUMED);
+        assert_eq!(p.load_s, Some(10.0));
+        assert!(p.known());
+        // A shorter wait teaches nothing: the load is only ever made slower.
+        p.left_late(ALONE_COLD, 1000, 6.0, ASSUMED);
+        assert_eq!(p.load_s, Some(10.0));
+        // The next finished cold task's own figure replaces the bound (no prompt rate
+        // being known, its whole first token).
+        p.learn(Sample {
+            was_loaded: false,
+            alone: true,
+            cached: false,
+            ttft_s: 25.0,
+            generation_s: 10.0,
+            prompt_tokens: 1000,
+            completion_tokens: 101,
+            backend: None,
+        });
+        assert_eq!(p.load_s, Some(25.0));
+    }
+
+    #[test]
+    fn a_warm_task_that_left_late_shows_a_prompt_rate_at_most_its_tokens_over_the_wait() {
+        let mut p = ModelPerf::new(model());
+        p.left_late(ALONE_WARM, 2000, 10.0, ASSUMED);
+        assert_eq!(p.prompt_tps, Some(200.0));
+        assert_eq!(p.load_s, None);
+        // A known slower rate stays.
+        p.left_late(ALONE_WARM, 2000, 4.0, ASSUMED);
+        assert_eq!(p.prompt_tps, Some(200.0));
+    }
+
+    #[test]
+    fn a_task_that_left_late_teaches_nothing_when_its_wait_was_not_the_machines() {
+        let mut p = ModelPerf::new(model());
+        // Behind other work: the wait was theirs.
+        let behind = Began {
+            alone: false,
+            ..ALONE_COLD
+        };
+        p.left_late(behind, 1000, 30.0, ASSUMED);
+        // The cache may have held the prompt; a short prompt says little of the rate.
+        let cached = Began {
+            cached: true,
+            ..ALONE_WARM
+        };
+        p.left_late(cached, 2000, 30.0, ASSUMED);
+        p.left_late(ALONE_WARM, MIN_PROMPT_SAMPLE - 1, 30.0, ASSUMED);
+        assert!(!p.known(), "{p:?}");
+    }
 
     fn model() -> ModelName {
         ModelName::parse("m").unwrap()

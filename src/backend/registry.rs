@@ -11,7 +11,7 @@ use serde::Serialize;
 use chrono::{DateTime, Utc};
 
 use super::activity::{Activity, Recent, Running};
-use super::perf::{ModelPerf, Sample};
+use super::perf::{Began, ModelPerf, Rates, Sample};
 use super::slots::Slots;
 pub use super::windows::ConfiguredWindows;
 use super::{Backend, BackendRequest, Loaded, ModelInfo};
@@ -453,6 +453,25 @@ impl BackendHandle {
                 p.learn(sample);
                 perf.push(p);
             }
+        }
+    }
+
+    /// Folds in what a task that left this machine with no first token after `waited_s`
+    /// shows of `model`'s speed here (see [`ModelPerf::left_late`]).
+    pub fn left_late(
+        &self,
+        model: &ModelName,
+        began: Began,
+        prompt_tokens: u32,
+        waited_s: f64,
+        assumed: Rates,
+    ) {
+        let mut perf = lock(&self.perf);
+        if !perf.iter().any(|p| &p.model == model) {
+            perf.push(ModelPerf::new(model.clone()));
+        }
+        if let Some(p) = perf.iter_mut().find(|p| &p.model == model) {
+            p.left_late(began, prompt_tokens, waited_s, assumed);
         }
     }
 

@@ -15,7 +15,9 @@
 //! to a machine (a whole answer, a web search or a document search shows no first token),
 //! and only to a machine that has shown its speed for the model: an untried one is as
 //! uncertain as the machine being left. The move goes through the queue as a failover
-//! does (an attempt, and this machine avoided by the job from then on).
+//! does (an attempt; this machine leaves the job to the others for a while), and the
+//! machine's figures for the model become as slow as the wait showed them to be, so the
+//! next turn is not sent there on the same hopes.
 
 use std::time::Duration;
 
@@ -23,7 +25,7 @@ use chrono::{DateTime, Utc};
 
 use super::run::LEAVE_FOR;
 use super::{MAX_ATTEMPTS, Worker};
-use crate::backend::perf::Began;
+use crate::backend::perf::{Began, Rates};
 use crate::backend::registry::WorkerStatus;
 use crate::domain::{Lane, Priority, WorkerName};
 use crate::lang::Lang;
@@ -47,6 +49,8 @@ pub(super) struct Move {
     pub late_s: f64,
     /// Seconds to the first token there, as placement expects it.
     pub there_s: f64,
+    /// This machine's figures for the model as they were when it was found late.
+    pub here: Rates,
 }
 
 /// What a look finds.
@@ -105,7 +109,8 @@ impl Worker {
         };
         let ask = Ask::of(&job.request, job.thread_id.as_ref());
         let waited_s = (now - at).as_seconds_f64();
-        let late_s = waited_s - allowed_s(here, &ask, &all, began);
+        let rates = placement::rates_on(here, ask.model, &all);
+        let late_s = waited_s - allowed_s(rates, &ask, began);
         let others: Vec<WorkerStatus> = all
             .iter()
             .filter(|s| &s.name != me && s.healthy && !job.avoids(&s.name, now))
@@ -114,6 +119,7 @@ impl Worker {
             .cloned()
             .collect();
         if others.is_empty() {
+            tracing::trace!(late_s, "no first token yet; no known machine to move to");
             return Look::Again(LOOK_AGAIN.0);
         }
         let waiting = self.waiting_before(job, &others, &all).await;
@@ -126,12 +132,14 @@ impl Worker {
             return Look::Again(LOOK_AGAIN.0);
         };
         let there_s = best.score();
+        tracing::trace!(late_s, there_s, to = %best.worker, "no first token yet");
         if late_s > 0.0 && there_s <= late_s {
             return Look::Move(Move {
                 to: best.worker,
                 waited_s,
                 late_s,
                 there_s,
+                here: rates,
             });
         }
         Look::Again(Duration::try_from_secs_f64(there_s - late_s).unwrap_or(LOOK_AGAIN.0))
@@ -140,9 +148,12 @@ impl Worker {
     /// Moves a late task: queued again for the machine that would give its first token
     /// sooner. This one leaves it to the others for as long again as it has had it without
     /// a first token (at least [`LEAVE_FOR`]), and takes it back after that only when none
-    /// of them has (the one it was moved for may have gone). Returns whether it moved (when
-    /// it could not be queued, it stays here).
-    pub(super) async fn move_late(&self, job: &Job, late: &Move) -> bool {
+    /// of them has (the one it was moved for may have gone), and placement learns that
+    /// this machine is slower than it thought (see [`ModelPerf::left_late`]). Returns
+    /// whether it moved (when it could not be queued, it stays here).
+    ///
+    /// [`ModelPerf::left_late`]: crate::backend::perf::ModelPerf::left_late
+    pub(super) async fn move_late(&self, job: &Job, began: Began, late: &Move) -> bool {
         let me = self.handle.name().clone();
         let mut avoid = job.avoid.clone();
         if !avoid.contains(&me) {
@@ -156,6 +167,13 @@ impl Worker {
         if !self.hand_on(job, avoid, Some(until), reason).await {
             return false;
         }
+        self.handle.left_late(
+            &job.request.model,
+            began,
+            job.request.estimated_prompt_tokens(),
+            late.waited_s,
+            late.here,
+        );
         tracing::info!(worker = %me, to = %late.to, late_s = late.late_s, there_s = late.there_s, "no first token yet; moved to a machine that gives it sooner");
         true
     }
@@ -163,11 +181,10 @@ impl Worker {
 
 /// Seconds the task's first token may take here before it counts as late: the load (when
 /// the model was not resident) and the whole prompt at this machine's figures as known
-/// now, within [`SAME_WITHIN`]. The whole prompt even where the machine's prompt cache may
-/// hold the conversation: a cache that turns out not to hold it costs the same prompt on
-/// any other machine, and is no reason to leave.
-fn allowed_s(here: &WorkerStatus, ask: &Ask<'_>, all: &[WorkerStatus], began: Began) -> f64 {
-    let rates = placement::rates_on(here, ask.model, all);
+/// now (`rates`), within [`SAME_WITHIN`]. The whole prompt even where the machine's prompt
+/// cache may hold the conversation: a cache that turns out not to hold it costs the same
+/// prompt on any other machine, and is no reason to leave.
+fn allowed_s(rates: Rates, ask: &Ask<'_>, began: Began) -> f64 {
     let load = if began.was_loaded { 0.0 } else { rates.load_s };
     let expected = load + f64::from(ask.prompt_tokens) / rates.prompt_tps.max(1.0);
     let (factor, seconds) = SAME_WITHIN;

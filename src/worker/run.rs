@@ -168,7 +168,7 @@ impl Worker {
                 tokio::select! {
                     opened = &mut open => break opened?,
                     moved = &mut late => {
-                        if self.move_late(job, &moved).await {
+                        if self.move_late(job, began, &moved).await {
                             // The backend call is dropped here, before its first token.
                             return None;
                         }

@@ -678,5 +678,17 @@ async fn a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up(
     );
     let stats = stats_until(&laptop, |s| s.left_waiting == 1).await;
     assert_eq!(stats.tokens_generated, 0, "{stats:?}");
+    // Placement learned that the laptop's load takes longer than it hoped (half again
+    // the desk's, as it assumes of a machine nothing is known of): at least the wait.
+    let load_s = |w: &Value| {
+        w["perf"]
+            .as_array()
+            .and_then(|perf| perf.iter().find(|p| p["model"] == MODEL))
+            .and_then(|p| p["load_s"].as_f64())
+            .unwrap_or_else(|| panic!("the load is known: {w}"))
+    };
+    let desk = load_s(&worker_until(&app, "desk", |_| true).await);
+    let laptop = worker_until(&app, "laptop", |_| true).await;
+    assert!(load_s(&laptop) > 1.5 * desk, "desk {desk}: {laptop}");
     app.stop().await;
 }
