@@ -176,6 +176,27 @@ fn a_machine_slower_on_the_models_both_ran_is_assumed_slower_on_the_others() {
     assert!(r.load_s > 3.0, "{r:?}");
 }
 
+#[test]
+fn a_machine_that_has_shown_only_a_slow_load_is_assumed_that_much_slower() {
+    // Moon loads `m` in 3 s and runs it at 1500/80 tokens/s; the laptop has shown only
+    // that its load takes 12 s (a turn left it late): a quarter of moon's rates.
+    let moon = with_rates(status("moon", false, 0), 3.0, 1500.0, 80.0);
+    let mut laptop = status("laptop", true, 0);
+    let mut load_only = ModelPerf::new(model("m"));
+    load_only.load_s = Some(12.0);
+    laptop.perf = vec![load_only];
+    let statuses = [moon.clone(), laptop.clone()];
+    let r = rates_on(&laptop, &model("m"), &statuses);
+    assert!((r.prompt_tps - 375.0).abs() < 1e-6, "{r:?}");
+    assert!((r.eval_tps - 20.0).abs() < 1e-6, "{r:?}");
+    assert!((r.load_s - 12.0).abs() < 1e-6, "{r:?}");
+    // One that loads as fast as moon is taken to be as fast.
+    laptop.perf[0].load_s = Some(3.0);
+    let statuses = [moon, laptop.clone()];
+    let r = rates_on(&laptop, &model("m"), &statuses);
+    assert!((r.prompt_tps - 1500.0).abs() < 1e-6, "{r:?}");
+}
+
 /// Moon holds two models at most and has `a` and `b` resident; `b` was used by two
 /// conversations lately, `a` by nobody; ai-core serves `small` too, with nothing resident.
 fn full_moon(b_users: usize) -> (WorkerStatus, WorkerStatus) {
