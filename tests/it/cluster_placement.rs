@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use coordinator::startup::WorkerProcess;
 use coordinator::testkit::fake_llm::FakeLlmServer;
-use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -15,7 +14,7 @@ use crate::cluster::{
     Env, backend, cleanup, cluster_config, env, eventually, get_json, pg, serve_in_process,
     worker_names,
 };
-use crate::helpers::MODEL;
+use crate::helpers::{MODEL, streamed_turn};
 use crate::household::{CODER, stats_until};
 use crate::placement::{drain, long_prompt, machine_at, machine_loading_in, machine_with};
 
@@ -264,16 +263,7 @@ async fn begun(
     model: &str,
     text: &str,
 ) -> impl futures::Stream {
-    let res = http
-        .post(format!("{base}/api/chat"))
-        .json(&json!({"model": model, "messages": [{"role": "user", "content": text}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200, "{text}");
-    let mut body = Box::pin(res.bytes_stream());
-    body.next().await.expect("the answer began").unwrap();
-    body
+    crate::placement::begun_at(http, format!("{base}/api/chat"), model, text).await
 }
 
 /// The cluster-mode twin of
@@ -320,23 +310,12 @@ async fn a_turn_late_on_an_untried_worker_moves_to_the_known_one() {
         },
     )
     .await;
-    let late = {
-        let (http, url) = (http.clone(), format!("{base}/v1/chat/completions"));
-        tokio::spawn(async move {
-            let res = http
-                .post(url)
-                .json(&json!({"model": MODEL, "stream": true, "messages": [{"role": "user", "content": "the late turn"}]}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), 200);
-            let task = res.headers()["x-coordinator-task-id"]
-                .to_str()
-                .unwrap()
-                .to_owned();
-            (task, res.text().await.unwrap())
-        })
-    };
+    let late = streamed_turn(
+        &http,
+        format!("{base}/v1/chat/completions"),
+        MODEL,
+        "the late turn",
+    );
     stats_until(&laptop_fake, |s| s.requests == 1).await;
     desk_fake.release();
     drain(busy).await;

@@ -139,6 +139,30 @@ impl TestApp {
     }
 }
 
+/// Starts a streamed chat turn at `url` (`/v1/chat/completions`) in the background;
+/// resolves to its task id and whole body once it has ended.
+pub fn streamed_turn(
+    http: &reqwest::Client,
+    url: String,
+    model: &str,
+    content: &str,
+) -> JoinHandle<(String, String)> {
+    let request = http.post(url).json(&serde_json::json!({
+        "model": model,
+        "stream": true,
+        "messages": [{"role": "user", "content": content}],
+    }));
+    tokio::spawn(async move {
+        let res = request.send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        let task = res.headers()["x-coordinator-task-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        (task, res.text().await.unwrap())
+    })
+}
+
 /// Reads a whole SSE body into (event, data) pairs.
 pub async fn read_sse(res: reqwest::Response) -> Vec<(String, Value)> {
     let mut out = Vec::new();

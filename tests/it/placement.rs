@@ -9,7 +9,7 @@ use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, Realism, Speed};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::helpers::{MODEL, TestApp, spawn_app_with, spawn_fake};
+use crate::helpers::{MODEL, TestApp, spawn_app_with, spawn_fake, streamed_turn};
 use crate::household::{CODER, stats_until};
 
 #[tokio::test]
@@ -212,9 +212,18 @@ async fn a_load_that_evicts_teaches_the_machines_capacity() {
 
 /// A streamed `/api/chat` turn of `model` that has begun: its first chunk is in.
 async fn begun(app: &TestApp, model: &str, text: &str) -> impl futures::Stream {
-    let res = app
-        .http
-        .post(app.url("/api/chat"))
+    begun_at(&app.http, app.url("/api/chat"), model, text).await
+}
+
+/// A streamed turn of `model` at `url` (an `/api/chat`) that has begun.
+pub(crate) async fn begun_at(
+    http: &reqwest::Client,
+    url: String,
+    model: &str,
+    text: &str,
+) -> impl futures::Stream + use<> {
+    let res = http
+        .post(url)
         .json(&json!({"model": model, "messages": [{"role": "user", "content": text}]}))
         .send()
         .await
@@ -642,23 +651,12 @@ async fn a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up(
     // The desk is busy with a long answer.
     app.fake.hold();
     let busy = begun(&app, MODEL, "a long answer on the desk").await;
-    let late = {
-        let (http, url) = (app.http.clone(), app.url("/v1/chat/completions"));
-        tokio::spawn(async move {
-            let res = http
-                .post(url)
-                .json(&json!({"model": MODEL, "stream": true, "messages": [{"role": "user", "content": "the late turn"}]}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), 200);
-            let task = res.headers()["x-coordinator-task-id"]
-                .to_str()
-                .unwrap()
-                .to_owned();
-            (task, res.text().await.unwrap())
-        })
-    };
+    let late = streamed_turn(
+        &app.http,
+        app.url("/v1/chat/completions"),
+        MODEL,
+        "the late turn",
+    );
     // The turn went to the idle laptop, which loads.
     stats_until(&laptop, |s| s.requests == 1).await;
     app.fake.release();
