@@ -422,14 +422,20 @@ impl BackendHandle {
     /// What a running answer already shows of the machine's speed, taken only where
     /// nothing better is known yet (see [`ModelPerf::first_impression`]).
     fn first_impression(&self, model: &ModelName, running: &Running, now: DateTime<Utc>) {
+        self.with_perf(model, |p| p.first_impression(running, now));
+    }
+
+    /// Runs `f` on what this machine has shown of `model`, added when nothing was yet.
+    fn with_perf(&self, model: &ModelName, f: impl FnOnce(&mut ModelPerf)) {
         let mut perf = lock(&self.perf);
-        if !perf.iter().any(|p| &p.model == model) {
-            perf.push(ModelPerf::new(model.clone()));
-        }
-        let Some(p) = perf.iter_mut().find(|p| &p.model == model) else {
-            return;
+        let at = match perf.iter().position(|p| &p.model == model) {
+            Some(at) => at,
+            None => {
+                perf.push(ModelPerf::new(model.clone()));
+                perf.len() - 1
+            }
         };
-        p.first_impression(running, now);
+        f(&mut perf[at]);
     }
 
     /// Records a failure seen while serving a task.
@@ -445,15 +451,7 @@ impl BackendHandle {
 
     /// Folds a finished task into what this machine has shown of `model`'s speed.
     pub fn learn(&self, model: &ModelName, sample: Sample) {
-        let mut perf = lock(&self.perf);
-        match perf.iter_mut().find(|p| &p.model == model) {
-            Some(p) => p.learn(sample),
-            None => {
-                let mut p = ModelPerf::new(model.clone());
-                p.learn(sample);
-                perf.push(p);
-            }
-        }
+        self.with_perf(model, |p| p.learn(sample));
     }
 
     /// Folds in what a task that left this machine with no first token after `waited_s`
@@ -466,13 +464,9 @@ impl BackendHandle {
         waited_s: f64,
         assumed: Rates,
     ) {
-        let mut perf = lock(&self.perf);
-        if !perf.iter().any(|p| &p.model == model) {
-            perf.push(ModelPerf::new(model.clone()));
-        }
-        if let Some(p) = perf.iter_mut().find(|p| &p.model == model) {
-            p.left_late(began, prompt_tokens, waited_s, assumed);
-        }
+        self.with_perf(model, |p| {
+            p.left_late(began, prompt_tokens, waited_s, assumed)
+        });
     }
 
     /// Whether the backend reported `model` resident at the last look.

@@ -440,7 +440,11 @@ struct Factor {
 }
 
 /// The geometric mean, over the models `s` has shown a rate for, of its rate over the
-/// fleet's best for that model; `None` when it has shown none.
+/// fleet's best for that model. Where it has shown no rate, only loads (the first
+/// impression of its first answer, or the bound a turn that left it late set), its load
+/// speed (one over the load time) against the fleet's quickest, as the factor of both
+/// rates: a machine that loads a model three times slower is taken to answer three times
+/// slower until it shows its rates. `None` when it has shown neither.
 fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor> {
     let ratio = |figure: fn(&perf::ModelPerf) -> Option<f64>| {
         let logs: Vec<f64> = s
@@ -462,7 +466,11 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
     let eval = ratio(|p| p.eval_tps);
     let prompt = ratio(|p| p.prompt_tps);
     match (prompt, eval) {
-        (None, None) => load_factor(s, statuses),
+        (None, None) => {
+            let load = ratio(|p| p.load_s.filter(|l| *l > 0.0).map(f64::recip))?;
+            let f = load.clamp(0.01, 1.0);
+            Some(Factor { prompt: f, eval: f })
+        }
         (p, e) => {
             let known = e.or(p).unwrap_or(1.0);
             Some(Factor {
@@ -471,35 +479,6 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
             })
         }
     }
-}
-
-/// Where `s` has shown no rate, only loads (the first impression of its first answer, or
-/// the bound a turn that left it late set): its loads against the fleet's quickest for
-/// the same models, as a factor for both rates (a machine that loads a model three times
-/// slower is taken to answer three times slower until it shows its rates); `None` when
-/// it has shown no load either.
-fn load_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor> {
-    let logs: Vec<f64> = s
-        .perf
-        .iter()
-        .filter_map(|p| {
-            let mine = p.load_s?;
-            let best = statuses
-                .iter()
-                .flat_map(|o| o.perf.iter())
-                .filter(|o| o.model == p.model)
-                .filter_map(|o| o.load_s)
-                .reduce(f64::min)?;
-            (mine > 0.0 && best > 0.0).then(|| (best / mine).min(1.0).ln())
-        })
-        .collect();
-    if logs.is_empty() {
-        return None;
-    }
-    let f = (logs.iter().sum::<f64>() / logs.len() as f64)
-        .exp()
-        .clamp(0.01, 1.0);
-    Some(Factor { prompt: f, eval: f })
 }
 
 /// Seconds until `s` has a free slot for `model`: none when one is free, else until the

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::run::LEAVE_FOR;
+use super::run::left_by;
 use super::{MAX_ATTEMPTS, Worker};
 use crate::backend::perf::{Began, Rates};
 use crate::backend::registry::WorkerStatus;
@@ -147,7 +147,7 @@ impl Worker {
 
     /// Moves a late task: queued again for the machine that would give its first token
     /// sooner. This one leaves it to the others for as long again as it has had it without
-    /// a first token (at least [`LEAVE_FOR`]), and takes it back after that only when none
+    /// a first token (see [`left_by`]), and takes it back after that only when none
     /// of them has (the one it was moved for may have gone), and placement learns that
     /// this machine is slower than it thought (see [`ModelPerf::left_late`]). Returns
     /// whether it moved (when it could not be queued, it stays here).
@@ -155,14 +155,7 @@ impl Worker {
     /// [`ModelPerf::left_late`]: crate::backend::perf::ModelPerf::left_late
     pub(super) async fn move_late(&self, job: &Job, began: Began, late: &Move) -> bool {
         let me = self.handle.name().clone();
-        let mut avoid = job.avoid.clone();
-        if !avoid.contains(&me) {
-            avoid.push(me.clone());
-        }
-        let leave_for = Duration::try_from_secs_f64(late.waited_s)
-            .unwrap_or_default()
-            .max(LEAVE_FOR);
-        let until = Utc::now() + leave_for;
+        let (avoid, until) = left_by(job, &me, late.waited_s);
         let reason = moved(job.lang, &late.to);
         if !self.hand_on(job, avoid, Some(until), reason).await {
             return false;

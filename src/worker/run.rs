@@ -19,7 +19,24 @@ use crate::web::web_stream;
 /// The least time a job left for a sooner worker is left to it: the worker that left it
 /// does not look at it again at every turn of its loop (Redis's avoided consumers look
 /// again every 200 ms at most, too).
-pub(super) const LEAVE_FOR: std::time::Duration = std::time::Duration::from_millis(200);
+const LEAVE_FOR: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// `job`'s avoid list with `me` on it, and until when `me` leaves it to the others: for
+/// `seconds`, at least [`LEAVE_FOR`].
+pub(super) fn left_by(
+    job: &Job,
+    me: &WorkerName,
+    seconds: f64,
+) -> (Vec<WorkerName>, DateTime<Utc>) {
+    let mut avoid = job.avoid.clone();
+    if !avoid.contains(me) {
+        avoid.push(me.clone());
+    }
+    let leave_for = std::time::Duration::try_from_secs_f64(seconds)
+        .unwrap_or_default()
+        .max(LEAVE_FOR);
+    (avoid, Utc::now() + leave_for)
+}
 
 /// An answer that has started: its chunks, and why the web lane fell back to the local
 /// model alone, if it did.
@@ -594,19 +611,13 @@ impl Worker {
         if &best == me {
             return false;
         }
-        let mut avoid = job.avoid.clone();
-        if !avoid.contains(me) {
-            avoid.push(me.clone());
-        }
         // It waits for the others as long as placement expects to gain by it; after
         // that this worker looks again.
         let gain = crate::placement::sooner_by(&statuses, &ask, me, &best).unwrap_or(0.0);
-        let gain = std::time::Duration::try_from_secs_f64(gain)
-            .unwrap_or_default()
-            .max(LEAVE_FOR);
+        let (avoid, until) = left_by(job, me, gain);
         let next = Job {
             avoid,
-            avoid_until: Some(Utc::now() + gain),
+            avoid_until: Some(until),
             ..job.clone()
         };
         if let Err(e) = self.queue.enqueue(next).await {
