@@ -286,23 +286,85 @@ impl ModelPerf {
 
 /// What is assumed of a model on a machine that has not run it: per figure, the best any
 /// machine has shown for it (optimistic, so an unknown machine gets tried), else
-/// [`ASSUMED`].
-pub fn fleet_best<'a>(known: impl Iterator<Item = &'a ModelPerf>) -> Rates {
+/// `assumed`'s.
+pub fn fleet_best<'a>(known: impl Iterator<Item = &'a ModelPerf>, assumed: Rates) -> Rates {
     let known: Vec<&ModelPerf> = known.collect();
-    let best = |figure: fn(&ModelPerf) -> Option<f64>, pick: fn(f64, f64) -> f64, assumed: f64| {
+    let best = |figure: Figure, assumed: f64| {
         known
             .iter()
-            .filter_map(|p| figure(p))
-            .reduce(pick)
+            .filter_map(|p| (figure.of)(p))
+            .reduce(figure.best)
             .unwrap_or(assumed)
     };
     Rates {
-        load_s: best(|p| p.load_s, f64::min, ASSUMED.load_s),
-        prompt_tps: best(|p| p.prompt_tps, f64::max, ASSUMED.prompt_tps),
-        eval_tps: best(|p| p.eval_tps, f64::max, ASSUMED.eval_tps),
-        answer_tokens: best(|p| p.answer_tokens, f64::min, ASSUMED.answer_tokens),
+        load_s: best(LOAD, assumed.load_s),
+        prompt_tps: best(PROMPT, assumed.prompt_tps),
+        eval_tps: best(EVAL, assumed.eval_tps),
+        answer_tokens: best(ANSWER, assumed.answer_tokens),
     }
 }
+
+/// What is assumed of a model that no machine has shown a figure for: per figure, the
+/// slowest of the fleet's best for each model that has shown it, else [`ASSUMED`]. A
+/// household's models are of a size its machines can run, and the model it runs first
+/// says more of them than a figure for any household would: the 500 prompt tokens a
+/// second assumed of a modest GPU are a third of what a desktop shows, and on a laptop
+/// that took 9 s to load a 7B model, the first minute's turns were left waiting on that
+/// guess.
+pub fn prior<'a>(fleet: impl Iterator<Item = &'a ModelPerf>) -> Rates {
+    let fleet: Vec<&ModelPerf> = fleet.collect();
+    let slowest = |figure: Figure, assumed: f64| {
+        let mut bests: Vec<(&ModelName, f64)> = Vec::new();
+        for p in &fleet {
+            let Some(v) = (figure.of)(p) else { continue };
+            match bests.iter_mut().find(|(m, _)| *m == &p.model) {
+                Some((_, best)) => *best = (figure.best)(*best, v),
+                None => bests.push((&p.model, v)),
+            }
+        }
+        bests
+            .into_iter()
+            .map(|(_, v)| v)
+            .reduce(figure.worst)
+            .unwrap_or(assumed)
+    };
+    Rates {
+        load_s: slowest(LOAD, ASSUMED.load_s),
+        prompt_tps: slowest(PROMPT, ASSUMED.prompt_tps),
+        eval_tps: slowest(EVAL, ASSUMED.eval_tps),
+        answer_tokens: slowest(ANSWER, ASSUMED.answer_tokens),
+    }
+}
+
+/// One figure of a [`ModelPerf`], and which of two values of it is the faster.
+#[derive(Clone, Copy)]
+struct Figure {
+    of: fn(&ModelPerf) -> Option<f64>,
+    best: fn(f64, f64) -> f64,
+    worst: fn(f64, f64) -> f64,
+}
+
+const LOAD: Figure = Figure {
+    of: |p| p.load_s,
+    best: f64::min,
+    worst: f64::max,
+};
+const PROMPT: Figure = Figure {
+    of: |p| p.prompt_tps,
+    best: f64::max,
+    worst: f64::min,
+};
+const EVAL: Figure = Figure {
+    of: |p| p.eval_tps,
+    best: f64::max,
+    worst: f64::min,
+};
+/// A shorter answer is the sooner one.
+const ANSWER: Figure = Figure {
+    of: |p| p.answer_tokens,
+    best: f64::min,
+    worst: f64::max,
+};
 
 #[cfg(test)]
 mod tests {
@@ -520,11 +582,43 @@ mod tests {
         let mut slow = ModelPerf::new(model());
         slow.prompt_tps = Some(150.0);
         slow.load_s = Some(10.0);
-        let best = fleet_best([&fast, &slow].into_iter());
+        let best = fleet_best([&fast, &slow].into_iter(), ASSUMED);
         assert_eq!(best.prompt_tps, 1500.0);
         assert_eq!(best.eval_tps, 80.0);
         assert_eq!(best.load_s, 10.0);
-        assert_eq!(fleet_best(std::iter::empty()), ASSUMED);
+        assert_eq!(fleet_best(std::iter::empty(), ASSUMED), ASSUMED);
+    }
+
+    /// A model no machine has run is assumed as fast as the slowest of the models the
+    /// fleet has run, each at its best machine's figures; a figure no model has shown is
+    /// the one assumed of any household.
+    #[test]
+    fn a_model_nobody_ran_is_assumed_as_fast_as_the_slowest_the_fleet_ran() {
+        let on = |m: &str, load: f64, prompt: Option<f64>, eval: f64| {
+            let mut p = ModelPerf::new(ModelName::parse(m).unwrap());
+            p.load_s = Some(load);
+            p.prompt_tps = prompt;
+            p.eval_tps = Some(eval);
+            p
+        };
+        // The coder on the desktop and the laptop, the small model on the desktop.
+        let fleet = [
+            on("coder", 3.0, Some(1500.0), 80.0),
+            on("coder", 10.0, Some(150.0), 10.0),
+            on("small", 1.5, None, 150.0),
+        ];
+        let prior = prior(fleet.iter());
+        assert_eq!(
+            prior.load_s, 3.0,
+            "the coder's best load, the slower model's"
+        );
+        assert_eq!(
+            prior.prompt_tps, 1500.0,
+            "only the coder showed a prompt rate"
+        );
+        assert_eq!(prior.eval_tps, 80.0);
+        assert_eq!(prior.answer_tokens, ASSUMED.answer_tokens);
+        assert_eq!(super::prior(std::iter::empty()), ASSUMED);
     }
 
     /// A first impression taken while the process or the machine stalled (here: a prompt

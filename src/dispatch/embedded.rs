@@ -76,6 +76,21 @@ impl Embedded {
         self.queue.waiting_before(lane, priority, statuses)
     }
 
+    /// What waits before task `task_id` in `lane` (see
+    /// [`super::Dispatcher::ahead_of_waiting`]); for a fresh job of `priority` when it no
+    /// longer waits there.
+    pub(super) fn ahead_of_waiting(
+        &self,
+        lane: &crate::domain::Lane,
+        task_id: TaskId,
+        priority: crate::domain::Priority,
+        statuses: &[crate::backend::registry::WorkerStatus],
+    ) -> crate::placement::Waiting {
+        self.queue
+            .waiting_before_task(lane, task_id, statuses)
+            .unwrap_or_else(|| self.ahead(lane, priority, statuses))
+    }
+
     pub(super) fn new(
         store: Arc<dyn TaskStore>,
         queue: Arc<InProcessQueue>,

@@ -142,6 +142,23 @@ impl Dispatcher {
         }
     }
 
+    /// What waits before task `task_id`, of `priority`, waiting in `lane`, for its
+    /// expected wait: as [`Self::ahead`] counts it, but in embedded mode of the jobs the
+    /// queue takes before this one (a job of another lane queued after it does not hold it
+    /// up); in cluster mode as for a fresh job (the depths say nothing of the order).
+    pub async fn ahead_of_waiting(
+        &self,
+        lane: &crate::domain::Lane,
+        task_id: TaskId,
+        priority: crate::domain::Priority,
+        statuses: &[crate::backend::registry::WorkerStatus],
+    ) -> crate::placement::Waiting {
+        match self {
+            Self::Embedded(e) => e.ahead_of_waiting(lane, task_id, priority, statuses),
+            Self::Cluster(c) => c.ahead(lane, priority, statuses).await,
+        }
+    }
+
     /// Records a task that is finished already (an internal task answered by rules);
     /// returns once its row is durable.
     pub async fn record_finished(&self, task: NewTask) -> Result<(), DispatchError> {

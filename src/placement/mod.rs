@@ -422,14 +422,24 @@ fn knows_anything(s: &WorkerStatus) -> bool {
     s.perf.iter().any(perf::ModelPerf::known)
 }
 
-/// What is assumed of `model` where it has not run: the best any machine has shown.
+/// What is assumed of `model` where it has not run: per figure, the best any machine has
+/// shown for it; a figure none has shown, as fast as the slowest model the fleet has run
+/// ([`perf::prior`]).
 fn fleet_best(statuses: &[WorkerStatus], model: &ModelName) -> Rates {
-    perf::fleet_best(
-        statuses
-            .iter()
-            .flat_map(|s| s.perf.iter())
-            .filter(|p| &p.model == model),
-    )
+    let all = || statuses.iter().flat_map(|s| s.perf.iter());
+    let shown: Vec<&perf::ModelPerf> = all().filter(|p| &p.model == model).collect();
+    let complete =
+        |figure: fn(&perf::ModelPerf) -> Option<f64>| shown.iter().any(|p| figure(p).is_some());
+    let assumed = if complete(|p| p.load_s)
+        && complete(|p| p.prompt_tps)
+        && complete(|p| p.eval_tps)
+        && complete(|p| p.answer_tokens)
+    {
+        perf::ASSUMED
+    } else {
+        perf::prior(all())
+    };
+    perf::fleet_best(shown.into_iter(), assumed)
 }
 
 /// How a machine compares with the best of the fleet, from the models both ran.

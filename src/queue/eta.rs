@@ -49,7 +49,7 @@ pub struct Waiter<'a> {
 
 /// Where `task` waits in its lane and when its first token is expected; `None` when it
 /// does not wait in the lane (a worker has it). Each machine's own backlog counts as it
-/// does for placement ([`Dispatcher::ahead`], for a fresh task of the same class).
+/// does for placement, of the jobs taken before this one ([`Dispatcher::ahead_of_waiting`]).
 pub async fn queue_wait(
     dispatch: &Dispatcher,
     directory: &dyn Directory,
@@ -62,7 +62,9 @@ pub async fn queue_wait(
     let statuses = directory.statuses();
     // Its own lane is counted by its place in it; what else the placement figure holds
     // is each machine's backlog.
-    let waiting = dispatch.ahead(lane, task.priority, &statuses).await;
+    let waiting = dispatch
+        .ahead_of_waiting(lane, task.task_id, task.priority, &statuses)
+        .await;
     let pinned = match lane {
         Lane::Llm { pinned_worker, .. } => pinned_worker.as_ref(),
         Lane::Web | Lane::Rag | Lane::Utility => None,

@@ -262,12 +262,47 @@ impl InProcessQueue {
         statuses: &[WorkerStatus],
     ) -> PlacementWaiting {
         let now = Instant::now();
+        let inner = self.lock();
+        self.waiting_where(&inner, lane, statuses, |w| {
+            self.goes_before(w, priority, now)
+        })
+    }
+
+    /// What waits before task `task_id`, waiting in `lane`, as [`Self::waiting_before`]
+    /// counts it for a fresh job, but of the jobs the queue takes before this one now: a
+    /// job queued after it, in another lane, runs after it, and a job that has aged past
+    /// it runs before. `None` when it does not wait in `lane`.
+    pub fn waiting_before_task(
+        &self,
+        lane: &Lane,
+        task_id: TaskId,
+        statuses: &[WorkerStatus],
+    ) -> Option<PlacementWaiting> {
+        let now = Instant::now();
+        let inner = self.lock();
+        let mine = inner
+            .lanes
+            .get(lane)?
+            .iter()
+            .find(|w| w.job.task_id == task_id)?
+            .order(self.aging, now);
+        Some(self.waiting_where(&inner, lane, statuses, |w| w.order(self.aging, now) < mine))
+    }
+
+    /// What waits in every lane of `inner` among the jobs that `before` holds for, as
+    /// placement counts it for a task of `lane` (see [`Self::waiting_before`]).
+    fn waiting_where(
+        &self,
+        inner: &Inner,
+        lane: &Lane,
+        statuses: &[WorkerStatus],
+        before: impl Fn(&Waiting) -> bool,
+    ) -> PlacementWaiting {
         let wall = Utc::now();
         let mut waiting = PlacementWaiting::default();
-        let inner = self.lock();
         for (l, q) in &inner.lanes {
             let mut free = Ahead::NONE;
-            for w in q.iter().filter(|w| self.goes_before(w, priority, now)) {
+            for w in q.iter().filter(|w| before(w)) {
                 let one = counted(std::iter::once(w));
                 if w.job.avoid.is_empty()
                     || !waiting.left(statuses, l, |s| w.job.avoids(s, wall), one)
@@ -807,6 +842,50 @@ mod tests {
         let w = q.waiting_before(&chat, Priority::Interactive, &statuses);
         assert!(w.backlog.is_empty(), "{w:?}");
         assert_eq!(w.ahead.jobs, 1);
+    }
+
+    /// A waiting task's expected wait counts the jobs the queue takes before it: a coder
+    /// turn queued before a chat turn is moon's backlog for it, one queued after is not
+    /// (moon takes the older chat turn first), and neither is background work queued
+    /// earlier, which an interactive turn overtakes. A fresh chat turn counts the coder
+    /// turn that went before it.
+    #[tokio::test]
+    async fn a_waiting_task_counts_the_other_lanes_jobs_taken_before_it() {
+        let q = InProcessQueue::new();
+        let statuses = [
+            machine("moon", &["chat", "coder"]),
+            machine("ai-core", &["chat"]),
+        ];
+        let (chat, coder) = (
+            Lane::parse("tasks:llm:chat").unwrap(),
+            Lane::parse("tasks:llm:coder").unwrap(),
+        );
+        let moon = WorkerName::parse("moon").unwrap();
+        let owed = |w: &PlacementWaiting| w.backlog.of(&moon).map(|o| o.ahead.jobs).sum::<usize>();
+        let background = of(&coder, Priority::Background);
+        let first = of(&chat, Priority::Interactive);
+        let coder_turn = of(&coder, Priority::Interactive);
+        let second = of(&chat, Priority::Interactive);
+        for j in [&background, &first, &coder_turn, &second] {
+            q.push(j.clone());
+        }
+        let before = |task: &Job| {
+            q.waiting_before_task(&chat, task.task_id, &statuses)
+                .unwrap()
+        };
+        assert_eq!(owed(&before(&first)), 0);
+        assert_eq!(before(&first).ahead.jobs, 0);
+        assert_eq!(owed(&before(&second)), 1);
+        assert_eq!(before(&second).ahead.jobs, 1, "the first chat turn");
+        assert_eq!(
+            owed(&q.waiting_before(&chat, Priority::Interactive, &statuses)),
+            1
+        );
+        assert!(
+            q.waiting_before_task(&coder, first.task_id, &statuses)
+                .is_none(),
+            "not waiting in that lane"
+        );
     }
 
     #[tokio::test]

@@ -316,9 +316,10 @@ async fn queued_responses_and_messages_streams_open_then_keep_alive_before_their
 #[tokio::test]
 async fn the_expected_wait_counts_what_the_machine_owes_in_another_lane() {
     use crate::household::{CODER, machine};
-    // A machine known to keep one model, one slot; answers of 3000 tokens at 10 a second
-    // (3 s here).
-    let app = app_on(machine((3000, 3000), 10.0).await, |c| {
+    // A machine known to keep one model, one slot; answers of 3000 tokens at 1 a second
+    // (30 s here). Slow enough that the coder turn, which nothing is known of but what the
+    // chat model shows, is expected to take whole seconds: the figures are whole seconds.
+    let app = app_on(machine((3000, 3000), 1.0).await, |c| {
         c.backends[0].max_loaded = Some(1);
     })
     .await;
