@@ -641,8 +641,10 @@ pub fn pushes_out<'a>(s: &'a WorkerStatus, model: &ModelName) -> Pushes<'a> {
     }
 }
 
-/// What loading `model` on `s` evicts, when it evicts an idle model; when every resident
-/// model is busy, how long the load waits for the soonest to finish (seconds).
+/// What loading `model` on `s` evicts, and how long the load waits for it (seconds):
+/// none for an idle model; when every resident model is busy, the one whose answers end
+/// soonest, once they have (the machine admits requests in order, so the load takes the
+/// first model to fall idle, and pushes out a model someone is using).
 fn eviction(
     s: &WorkerStatus,
     model: &ModelName,
@@ -653,13 +655,17 @@ fn eviction(
         Pushes::Nothing => (None, 0.0),
         Pushes::Idle(victim) => (Some(victim.clone()), 0.0),
         Pushes::Busy => {
-            let soonest = s
-                .running
-                .iter()
-                .map(|r| remaining(s, r, statuses, now))
-                .reduce(f64::min)
-                .unwrap_or(0.0);
-            (None, soonest)
+            let mut done: Vec<(&ModelName, f64)> = Vec::new();
+            for r in &s.running {
+                let left = remaining(s, r, statuses, now);
+                match done.iter_mut().find(|(m, _)| *m == &r.model) {
+                    Some((_, last)) => *last = last.max(left),
+                    None => done.push((&r.model, left)),
+                }
+            }
+            done.into_iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map_or((None, 0.0), |(victim, at)| (Some(victim.clone()), at))
         }
     }
 }

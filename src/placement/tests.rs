@@ -246,10 +246,25 @@ fn a_load_evicts_the_least_recently_used_idle_model_and_counts_what_that_costs()
     assert!((e.eviction_s - 3.0).abs() < 1e-6, "{e:?}");
     // With `a` busy, `b` goes: two conversations come back to it, two loads of 3 s.
     moon.running = vec![running("a", 2, 10, true)];
-    let statuses = [moon.clone(), ai_core];
+    let statuses = [moon.clone(), ai_core.clone()];
     let e = estimate_on(&moon, &ask, &statuses, now);
     assert_eq!(e.evicts, Some(model("b")));
     assert!((e.eviction_s - 6.0).abs() < 1e-6, "{e:?}");
+    // Both busy: the load waits for the first to fall idle and pushes it out, in use as
+    // it is. `b` ends first (30 tokens left at 80/s), so `b` goes, at the same cost.
+    moon.running = vec![running("a", 2, 10, true), running("b", 8, 290, true)];
+    let statuses = [moon.clone(), ai_core.clone()];
+    let e = estimate_on(&moon, &ask, &statuses, now);
+    assert_eq!(e.evicts, Some(model("b")));
+    assert!((e.eviction_s - 6.0).abs() < 1e-6, "{e:?}");
+    assert!(
+        (e.ttft_s - (0.375 + 1.5 + 100.0 / 3000.0)).abs() < 1e-6,
+        "{e:?}"
+    );
+    // `a` ends first: `a` goes, and one conversation used it lately.
+    moon.running = vec![running("a", 8, 290, true), running("b", 2, 10, true)];
+    let e = estimate_on(&moon, &ask, &[moon.clone(), ai_core], now);
+    assert_eq!((e.evicts, e.eviction_s), (Some(model("a")), 3.0));
     // Room left: nothing evicted.
     moon.max_loaded = Some(3);
     let e = estimate_on(&moon, &ask, &[moon.clone()], now);
