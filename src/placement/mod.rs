@@ -451,10 +451,15 @@ struct Factor {
 
 /// The geometric mean, over the models `s` has shown a rate for, of its rate over the
 /// fleet's best for that model. Where it has shown no rate, only loads (the first
-/// impression of its first answer, or the bound a turn that left it late set), its load
-/// speed (one over the load time) against the fleet's quickest, as the factor of both
-/// rates: a machine that loads a model three times slower is taken to answer three times
-/// slower until it shows its rates. `None` when it has shown neither.
+/// impression of its first answer, or the bound a turn that left it late set), the square
+/// of its load speed (one over the load time) against the fleet's quickest, as the factor
+/// of both rates: the inverse of [`rates_on`], which takes a machine's load to scale as
+/// one over the square root of its rates. A machine that loads a model twice as slowly is
+/// taken to answer four times slower until it shows its rates (the household's mini PC
+/// loads in twice the desktop's time and runs at a fifth to a third of its rates; its
+/// laptop, in three times, at a tenth: at the load ratio alone both looked more than
+/// twice as fast as they are, and turns moved to them only to move again). `None` when
+/// it has shown neither.
 fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor> {
     let ratio = |figure: fn(&perf::ModelPerf) -> Option<f64>| {
         let logs: Vec<f64> = s
@@ -478,7 +483,7 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
     match (prompt, eval) {
         (None, None) => {
             let load = ratio(|p| p.load_s.filter(|l| *l > 0.0).map(f64::recip))?;
-            let f = load.clamp(0.01, 1.0);
+            let f = (load * load).clamp(0.01, 1.0);
             Some(Factor { prompt: f, eval: f })
         }
         (p, e) => {

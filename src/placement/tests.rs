@@ -179,17 +179,28 @@ fn a_machine_slower_on_the_models_both_ran_is_assumed_slower_on_the_others() {
 #[test]
 fn a_machine_that_has_shown_only_a_slow_load_is_assumed_that_much_slower() {
     // Moon loads `m` in 3 s and runs it at 1500/80 tokens/s; the laptop has shown only
-    // that its load takes 12 s (a turn left it late): a quarter of moon's rates.
+    // that its load takes 6 s (a turn left it late): half moon's load speed, so a quarter
+    // of its rates (placement takes a load to scale as one over the square root of the
+    // rates; in the household, a machine that loads in twice moon's time runs at a fifth
+    // to a third of its rates, and in three times at a tenth).
     let moon = with_rates(status("moon", false, 0), 3.0, 1500.0, 80.0);
     let mut laptop = status("laptop", true, 0);
     let mut load_only = ModelPerf::new(model("m"));
-    load_only.load_s = Some(12.0);
+    load_only.load_s = Some(6.0);
     laptop.perf = vec![load_only];
     let statuses = [moon.clone(), laptop.clone()];
     let r = rates_on(&laptop, &model("m"), &statuses);
     assert!((r.prompt_tps - 375.0).abs() < 1e-6, "{r:?}");
     assert!((r.eval_tps - 20.0).abs() < 1e-6, "{r:?}");
-    assert!((r.load_s - 12.0).abs() < 1e-6, "{r:?}");
+    assert!((r.load_s - 6.0).abs() < 1e-6, "{r:?}");
+    // Another model it has not run is taken to load as its rates say: in 6 s too.
+    let mut other = rates("o", 3.0, 1500.0, 80.0);
+    other.model = model("o");
+    let mut moon_o = moon.clone();
+    moon_o.perf.push(other);
+    let statuses = [moon_o, laptop.clone()];
+    let r = rates_on(&laptop, &model("o"), &statuses);
+    assert!((r.load_s - 6.0).abs() < 1e-6, "{r:?}");
     // One that loads as fast as moon is taken to be as fast.
     laptop.perf[0].load_s = Some(3.0);
     let statuses = [moon, laptop.clone()];
