@@ -22,7 +22,9 @@ use crate::web::web_stream;
 const LEAVE_FOR: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// `job`'s avoid list with `me` on it, and until when `me` leaves it to the others: for
-/// `seconds`, at least [`LEAVE_FOR`].
+/// `seconds`, at least [`LEAVE_FOR`], and not before the time the workers it avoids
+/// already leave it until (one time holds for the whole list: a worker that left a moved
+/// job must not cut short the time the machine it moved from leaves it).
 pub(super) fn left_by(
     job: &Job,
     me: &WorkerName,
@@ -35,7 +37,8 @@ pub(super) fn left_by(
     let leave_for = std::time::Duration::try_from_secs_f64(seconds)
         .unwrap_or_default()
         .max(LEAVE_FOR);
-    (avoid, Utc::now() + leave_for)
+    let until = Utc::now() + leave_for;
+    (avoid, job.avoid_until.map_or(until, |then| then.max(until)))
 }
 
 /// An answer that has started: its chunks, and why the web lane fell back to the local
@@ -582,14 +585,20 @@ impl Worker {
     /// what it sees now: the other may still be sooner (its running answer took longer
     /// than expected), and then the job is left to it once more; a machine that has gone
     /// out of service meanwhile is sooner no longer. A job that avoids this worker still
-    /// (the queue gave up putting it back) runs here. Never for retries or jobs pinned to
-    /// this worker, and background work is never handed to a machine where it would push
-    /// out a model.
+    /// (the queue gave up putting it back) runs here. A job that moved because its first
+    /// token was late ([`super::late`]) is placed like a fresh one: it was queued for the
+    /// machine that gives it sooner, and whichever worker is free first takes it from the
+    /// lane (in the household, the mini PC took a turn moved to the desktop, and it had to
+    /// move a second time). Never for a failover's retry (the failed worker must stay
+    /// avoided, and the retry runs on the first that takes it) or jobs pinned to this
+    /// worker, and background work is never handed to a machine where it would push out a
+    /// model.
     pub(super) async fn hand_to_sooner_worker(&self, job: &Job) -> bool {
         let me = self.handle.name();
         let model = &job.request.model;
         let now = Utc::now();
-        if job.attempt > 0 || job.avoids(me, now) || job.lane.is_pinned() {
+        let failed_over = job.attempt > 0 && job.avoid_until.is_none();
+        if failed_over || job.avoids(me, now) || job.lane.is_pinned() {
             return false;
         }
         let all = self.directory.statuses();

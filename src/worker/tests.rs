@@ -338,3 +338,55 @@ async fn a_job_left_for_another_worker_is_looked_at_again_when_its_time_has_pass
     let still = left(chrono::Duration::hours(1));
     assert!(!seeing(true).hand_to_sooner_worker(&still).await);
 }
+
+/// A turn that moved off the laptop because its first token was late was queued for the
+/// sooner moon; when the slow `w1` takes it from the lane first, `w1` leaves it for moon
+/// as it would a fresh job, and the laptop still leaves it for as long as it did. A
+/// failover's retry runs where it is taken: the failed laptop stays avoided for good.
+#[tokio::test]
+async fn a_moved_job_taken_by_a_slower_worker_is_left_for_the_sooner_one() {
+    let fake = FakeLlm::builder().spawn().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = worker(fake.base_url(), &dir).await;
+    let w1 = Worker {
+        directory: Arc::new(Seen(vec![
+            machine("moon", 1500.0, true),
+            machine("w1", 150.0, true),
+            machine("laptop", 150.0, true),
+        ])),
+        ..base.clone()
+    };
+    let lane = Lane::llm(&ModelName::parse("m").unwrap());
+    let laptop = WorkerName::parse("laptop").unwrap();
+    let laptop_until = chrono::Utc::now() + chrono::Duration::hours(1);
+    let moved = Job {
+        request: BackendRequest {
+            messages: vec![crate::chat::ChatMessage::user("word ".repeat(2400))],
+            ..sample_job(&lane).request
+        },
+        attempt: 1,
+        avoid: vec![laptop.clone()],
+        avoid_until: Some(laptop_until),
+        ..sample_job(&lane)
+    };
+    assert!(w1.hand_to_sooner_worker(&moved).await);
+    let moon = WorkerName::parse("moon").unwrap();
+    let again = base
+        .queue
+        .dequeue(std::slice::from_ref(&lane), &moon)
+        .await
+        .unwrap()
+        .job;
+    assert_eq!(again.task_id, moved.task_id);
+    assert_eq!(again.attempt, 1, "leaving it is not an attempt");
+    assert_eq!(
+        again.avoid,
+        vec![laptop.clone(), WorkerName::parse("w1").unwrap()]
+    );
+    assert_eq!(again.avoid_until, Some(laptop_until));
+    let failed_over = Job {
+        avoid_until: None,
+        ..moved
+    };
+    assert!(!w1.hand_to_sooner_worker(&failed_over).await);
+}
