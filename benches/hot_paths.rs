@@ -1,7 +1,9 @@
 //! Hot paths of one chat request, each on its own: turn extraction from a long chat
 //! (`build_turn` on 50 messages), the OpenAI request body parsed into a turn input, SSE
 //! encoding of a 32-token answer (`SseEncoder`), and the SQLite task lifecycle (insert →
-//! claim → finish) for 64 tasks at once, as the workers of a busy `serve` do it.
+//! claim → finish) for 64 tasks at once, as the workers of a busy `serve` do it, and
+//! placement's choice among a household's three machines (`placement::best_of`), for a
+//! model they have run and for one none has.
 //!
 //! The routing decision has its own bench (`benches/routing.rs`). The whole request, over
 //! HTTP and against the fake LLM, is measured by `scripts/bench.sh`.
@@ -14,9 +16,13 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use coordinator::api::openai::{ChatCompletionRequest, CompletionMeta, SseEncoder, parse_body};
+use coordinator::backend::activity::Running;
+use coordinator::backend::perf::ModelPerf;
+use coordinator::backend::registry::WorkerStatus;
 use coordinator::chat::{ChatMessage, Chunk, FinishReason, ResponseMode, Usage};
-use coordinator::config::HistoryConfig;
-use coordinator::domain::{TaskId, TaskStatus, WorkerName};
+use coordinator::config::{BackendKind, HistoryConfig};
+use coordinator::domain::{ModelName, TaskId, TaskStatus, WorkerName};
+use coordinator::placement::{Ask, best_of};
 use coordinator::store::sqlite::SqliteStore;
 use coordinator::store::{NewTask, TaskOutcome, TaskStore};
 use coordinator::turn::{ClientContext, TurnInput, build_turn};
@@ -174,11 +180,97 @@ fn store_lifecycle(c: &mut Criterion) {
     });
 }
 
+/// The household's three machines a minute in: moon runs the chat and the coder (one
+/// answer of the chat model running), ai-core has run the chat model, the laptop has shown
+/// only a load. The small model has run nowhere.
+fn household_fleet() -> Vec<WorkerStatus> {
+    let model = |m: &str| ModelName::parse(m).expect("model");
+    let perf = |m: &str, load: f64, prompt: Option<f64>, eval: Option<f64>| {
+        let mut p = ModelPerf::new(model(m));
+        p.load_s = Some(load);
+        p.prompt_tps = prompt;
+        p.eval_tps = eval;
+        p.answer_tokens = eval.map(|_| 300.0);
+        p.samples = u64::from(eval.is_some());
+        p
+    };
+    let machine =
+        |name: &str, models: &[&str], loaded: &[&str], perf: Vec<ModelPerf>| WorkerStatus {
+            name: WorkerName::parse(name).expect("worker"),
+            kind: BackendKind::Ollama,
+            url: String::new(),
+            models: models.iter().map(|m| model(m)).collect(),
+            loaded: loaded.iter().map(|m| model(m)).collect(),
+            healthy: true,
+            in_flight: 0,
+            parallel: 1,
+            last_error: None,
+            perf,
+            running: vec![],
+            recent: vec![],
+            max_loaded: Some(2),
+            max_num_ctx: None,
+            windows: vec![],
+            resident: vec![],
+        };
+    let now = Utc::now();
+    let mut moon = machine(
+        "moon",
+        &["chat", "coder", "small"],
+        &["chat", "coder"],
+        vec![
+            perf("chat", 3.0, Some(1500.0), Some(80.0)),
+            perf("coder", 3.0, Some(1500.0), Some(80.0)),
+        ],
+    );
+    moon.in_flight = 1;
+    moon.running = vec![Running {
+        model: model("chat"),
+        started_at: now - chrono::Duration::seconds(2),
+        first_token_at: Some(now - chrono::Duration::seconds(1)),
+        tokens: 80,
+        prompt_tokens: 900,
+        cold: false,
+        cached: false,
+        priority: Default::default(),
+    }];
+    vec![
+        moon,
+        machine(
+            "ai-core",
+            &["chat", "small"],
+            &["chat"],
+            vec![perf("chat", 6.0, Some(300.0), Some(27.0))],
+        ),
+        machine(
+            "laptop",
+            &["chat", "small"],
+            &[],
+            vec![perf("chat", 10.0, None, None)],
+        ),
+    ]
+}
+
+/// One placement among the household's machines: a chat turn (a model every machine has
+/// figures for, or only a load) and a turn of a model none has run (the fleet's prior).
+fn placement(c: &mut Criterion) {
+    let fleet = household_fleet();
+    let chat = ModelName::parse("chat").expect("model");
+    let small = ModelName::parse("small").expect("model");
+    c.bench_function("placement_household_chat", |b| {
+        b.iter(|| best_of(black_box(&fleet), &Ask::fresh(&chat, black_box(1790))))
+    });
+    c.bench_function("placement_household_model_nobody_ran", |b| {
+        b.iter(|| best_of(black_box(&fleet), &Ask::fresh(&small, black_box(1045))))
+    });
+}
+
 criterion_group!(
     benches,
     turn_extraction,
     request_parsing,
     sse_encoding,
-    store_lifecycle
+    store_lifecycle,
+    placement
 );
 criterion_main!(benches);
