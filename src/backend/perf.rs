@@ -286,21 +286,28 @@ impl ModelPerf {
 
 /// What is assumed of a model on a machine that has not run it: per figure, the best any
 /// machine has shown for it (optimistic, so an unknown machine gets tried), else
-/// `assumed`'s.
-pub fn fleet_best<'a>(known: impl Iterator<Item = &'a ModelPerf>, assumed: Rates) -> Rates {
+/// `fallback`'s, figured only when some figure is missing.
+pub fn fleet_best<'a>(
+    known: impl Iterator<Item = &'a ModelPerf>,
+    fallback: impl FnOnce() -> Rates,
+) -> Rates {
     let known: Vec<&ModelPerf> = known.collect();
-    let best = |figure: Figure, assumed: f64| {
+    let best = |figure: Figure| {
         known
             .iter()
             .filter_map(|p| (figure.of)(p))
             .reduce(figure.best)
-            .unwrap_or(assumed)
+    };
+    let (load, prompt, eval, answer) = (best(LOAD), best(PROMPT), best(EVAL), best(ANSWER));
+    let fallback = match (load, prompt, eval, answer) {
+        (Some(_), Some(_), Some(_), Some(_)) => ASSUMED,
+        _ => fallback(),
     };
     Rates {
-        load_s: best(LOAD, assumed.load_s),
-        prompt_tps: best(PROMPT, assumed.prompt_tps),
-        eval_tps: best(EVAL, assumed.eval_tps),
-        answer_tokens: best(ANSWER, assumed.answer_tokens),
+        load_s: load.unwrap_or(fallback.load_s),
+        prompt_tps: prompt.unwrap_or(fallback.prompt_tps),
+        eval_tps: eval.unwrap_or(fallback.eval_tps),
+        answer_tokens: answer.unwrap_or(fallback.answer_tokens),
     }
 }
 
@@ -582,11 +589,11 @@ mod tests {
         let mut slow = ModelPerf::new(model());
         slow.prompt_tps = Some(150.0);
         slow.load_s = Some(10.0);
-        let best = fleet_best([&fast, &slow].into_iter(), ASSUMED);
+        let best = fleet_best([&fast, &slow].into_iter(), || ASSUMED);
         assert_eq!(best.prompt_tps, 1500.0);
         assert_eq!(best.eval_tps, 80.0);
         assert_eq!(best.load_s, 10.0);
-        assert_eq!(fleet_best(std::iter::empty(), ASSUMED), ASSUMED);
+        assert_eq!(fleet_best(std::iter::empty(), || ASSUMED), ASSUMED);
     }
 
     /// A model no machine has run is assumed as fast as the slowest of the models the

@@ -427,19 +427,7 @@ fn knows_anything(s: &WorkerStatus) -> bool {
 /// ([`perf::prior`]).
 fn fleet_best(statuses: &[WorkerStatus], model: &ModelName) -> Rates {
     let all = || statuses.iter().flat_map(|s| s.perf.iter());
-    let shown: Vec<&perf::ModelPerf> = all().filter(|p| &p.model == model).collect();
-    let complete =
-        |figure: fn(&perf::ModelPerf) -> Option<f64>| shown.iter().any(|p| figure(p).is_some());
-    let assumed = if complete(|p| p.load_s)
-        && complete(|p| p.prompt_tps)
-        && complete(|p| p.eval_tps)
-        && complete(|p| p.answer_tokens)
-    {
-        perf::ASSUMED
-    } else {
-        perf::prior(all())
-    };
-    perf::fleet_best(shown.into_iter(), assumed)
+    perf::fleet_best(all().filter(|p| &p.model == model), || perf::prior(all()))
 }
 
 /// How a machine compares with the best of the fleet, from the models both ran.
@@ -561,25 +549,39 @@ fn others_done_s(
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
 ) -> f64 {
-    let mut busy: Vec<&ModelName> = Vec::new();
-    for r in s.running.iter().filter(|r| &r.model != model) {
-        if !busy.contains(&&r.model) {
-            busy.push(&r.model);
-        }
-    }
+    let busy = busy_models(s, Some(model));
     if busy.len() < s.models_at_once() {
         return 0.0;
     }
     busy.iter()
-        .map(|m| {
-            let rates = rates_on(s, m, statuses);
-            s.running
-                .iter()
-                .filter(|r| &r.model == *m)
-                .map(|r| remaining_at(r, &rates, now))
-                .fold(0.0, f64::max)
-        })
+        .map(|m| idle_in(s, m, statuses, now))
         .fold(f64::INFINITY, f64::min)
+}
+
+/// The models answering on `s` (but `except`), each once.
+fn busy_models<'a>(s: &'a WorkerStatus, except: Option<&ModelName>) -> Vec<&'a ModelName> {
+    let mut busy: Vec<&ModelName> = Vec::new();
+    for r in s.running.iter().filter(|r| Some(&r.model) != except) {
+        if !busy.contains(&&r.model) {
+            busy.push(&r.model);
+        }
+    }
+    busy
+}
+
+/// Seconds until `model` is done with all its answers on `s`.
+fn idle_in(
+    s: &WorkerStatus,
+    model: &ModelName,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> f64 {
+    let rates = rates_on(s, model, statuses);
+    s.running
+        .iter()
+        .filter(|r| &r.model == model)
+        .map(|r| remaining_at(r, &rates, now))
+        .fold(0.0, f64::max)
 }
 
 /// Seconds a whole answer takes at `rates`.
@@ -587,12 +589,8 @@ pub fn answer_s(rates: &Rates) -> f64 {
     rates.answer_tokens / rates.eval_tps.max(0.1)
 }
 
-/// Seconds until a running answer ends, from how far along it is.
-fn remaining(s: &WorkerStatus, r: &Running, statuses: &[WorkerStatus], now: DateTime<Utc>) -> f64 {
-    remaining_at(r, &rates_on(s, &r.model, statuses), now)
-}
-
-/// Seconds until a running answer ends at `rates` (its model's on its machine).
+/// Seconds until a running answer ends at `rates` (its model's on its machine), from how
+/// far along it is.
 fn remaining_at(r: &Running, rates: &Rates, now: DateTime<Utc>) -> f64 {
     let eval = rates.eval_tps.max(0.1);
     match r.first_token_at {
@@ -659,19 +657,11 @@ fn eviction(
     match pushes_out(s, model) {
         Pushes::Nothing => (None, 0.0),
         Pushes::Idle(victim) => (Some(victim.clone()), 0.0),
-        Pushes::Busy => {
-            let mut done: Vec<(&ModelName, f64)> = Vec::new();
-            for r in &s.running {
-                let left = remaining(s, r, statuses, now);
-                match done.iter_mut().find(|(m, _)| *m == &r.model) {
-                    Some((_, last)) => *last = last.max(left),
-                    None => done.push((&r.model, left)),
-                }
-            }
-            done.into_iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .map_or((None, 0.0), |(victim, at)| (Some(victim.clone()), at))
-        }
+        Pushes::Busy => busy_models(s, None)
+            .into_iter()
+            .map(|m| (m, idle_in(s, m, statuses, now)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or((None, 0.0), |(victim, at)| (Some(victim.clone()), at)),
     }
 }
 
