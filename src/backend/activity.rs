@@ -120,12 +120,17 @@ impl Activity {
     }
 
     /// The answer `id` ended (done, failed or dropped); its conversation, if known, counts
-    /// as recent on this machine.
-    pub fn end(&mut self, id: u64, thread: Option<ThreadId>, at: DateTime<Utc>) {
+    /// as recent on this machine. Returns whether it leaves its model's load unconfirmed:
+    /// it waited for a load (it was cold), had no first token, and no other answer of
+    /// the model shows the load done or waits for it still (those that wait are cold
+    /// from now on: the load is theirs).
+    pub fn end(&mut self, id: u64, thread: Option<ThreadId>, at: DateTime<Utc>) -> bool {
         let Some(pos) = self.running.iter().position(|(i, _)| *i == id) else {
-            return;
+            return false;
         };
         let (_, r) = self.running.remove(pos);
+        let left_a_load = r.cold && r.first_token_at.is_none();
+        let model = r.model.clone();
         if let Some(thread) = thread {
             let tokens = r.prompt_tokens.saturating_add(r.tokens);
             self.served(Recent {
@@ -135,6 +140,21 @@ impl Activity {
                 tokens,
             });
         }
+        if !left_a_load {
+            return false;
+        }
+        let others: Vec<&mut Running> = (self.running.iter_mut())
+            .map(|(_, o)| o)
+            .filter(|o| o.model == model)
+            .collect();
+        if others.iter().any(|o| o.first_token_at.is_some()) {
+            return false;
+        }
+        let nobody_waits = others.is_empty();
+        for other in others {
+            other.cold = true;
+        }
+        nobody_waits
     }
 
     /// Notes a conversation served (its newest turn replaces the older ones), forgetting

@@ -178,7 +178,13 @@ impl Drop for InFlight {
         self.handle.in_flight.fetch_sub(1, Ordering::Relaxed);
         // Only an answer that came leaves its conversation in the machine's cache.
         let thread = self.thread.take().filter(|_| self.tokens > 0);
-        lock(&self.handle.activity).end(self.id, thread, Utc::now());
+        let unconfirmed = lock(&self.handle.activity).end(self.id, thread, Utc::now());
+        // An answer that waited for a load and ended before its first token (moved,
+        // stopped, failed) leaves the load under way or failed, not done: the model is
+        // resident here again only once a look at the machine shows it.
+        if unconfirmed {
+            lock(&self.handle.loaded).retain(|m| m != &self.model);
+        }
     }
 }
 
@@ -759,6 +765,55 @@ mod tests {
         // Unloaded since: loaded again, with an empty cache.
         handle.set_loaded(vec![]);
         assert_eq!(turn(&m, Some(&chat)), (true, false));
+    }
+
+    /// An answer that needed a load and ended before its first token (it moved to another
+    /// machine, or was stopped) does not leave its model counted resident: the load may
+    /// still be under way (Ollama goes on after the client left) or have failed, and a
+    /// machine that looks loaded looks instant to placement. One that answered does; one
+    /// whose model another answer still waits for leaves it to that answer.
+    #[tokio::test]
+    async fn a_load_left_before_its_first_token_is_not_counted_resident() {
+        let config = BackendConfig {
+            url: "http://127.0.0.1:9".into(),
+            ..BackendConfig::default_ollama()
+        };
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        let m = ModelName::parse("m").unwrap();
+        let handle = Arc::new(BackendHandle::new(backend, 2, Some(vec![m.clone()])));
+        let start = || handle.start_request(&m, None, 100, None, Priority::Interactive);
+
+        let left = start();
+        assert!(left.cold);
+        assert!(
+            handle.has_loaded(&m),
+            "counted from the start, for the next placement"
+        );
+        drop(left);
+        assert!(!handle.has_loaded(&m), "left during its load");
+        assert!(start().cold, "the next answer expects the load again");
+
+        let (first, second) = (start(), start());
+        assert!(first.cold && !second.cold);
+        drop(first);
+        assert!(
+            handle.has_loaded(&m),
+            "the second answer still waits for the load"
+        );
+        drop(second);
+        assert!(!handle.has_loaded(&m));
+
+        let mut answered = start();
+        answered.token();
+        drop(answered);
+        assert!(handle.has_loaded(&m), "a model that answered is resident");
+        let warm = start();
+        assert!(!warm.cold);
+        drop(warm);
+        assert!(
+            handle.has_loaded(&m),
+            "an answer that found it resident changes nothing"
+        );
     }
 
     /// A model once loaded with more than Ollama's default window is loaded with the whole
