@@ -20,7 +20,8 @@
 #                                      env: BENCH_PROFILE_C=64 BENCH_PROFILE_MODE=nonstream)
 #        scripts/bench.sh instructions (instructions per non-streaming request at c=1, counted
 #                                      by callgrind; env: BENCH_CALLGRIND_N=2000
-#                                      BENCH_CALLGRIND_C=1 for another concurrency)
+#                                      BENCH_CALLGRIND_C=1 for another concurrency,
+#                                      BENCH_CALLGRIND_MODE=stream for streamed answers)
 #        (BENCH_LIMITS=0 leaves [limits] out of the config: for builds older than the
 #         per-client limits, which refuse it)
 #        scripts/bench.sh bigstore   (the same table on a copy of a store like a household's after
@@ -244,20 +245,20 @@ oha_fields() {
 }
 
 if [[ "${1:-}" == instructions ]]; then
-  n="${BENCH_CALLGRIND_N:-2000}" c="${BENCH_CALLGRIND_C:-1}"
+  n="${BENCH_CALLGRIND_N:-2000}" c="${BENCH_CALLGRIND_C:-1}" mode="${BENCH_CALLGRIND_MODE:-nonstream}"
   oha --no-tui --output-format json -n 200 -c 1 -m POST -H 'content-type: application/json' \
-    -D "$WORK/body-nonstream.json" "http://$COORD_ADDR/v1/chat/completions" >/dev/null
+    -D "$WORK/body-$mode.json" "http://$COORD_ADDR/v1/chat/completions" >/dev/null
   # Counted from here: start-up and warm-up left out.
   callgrind_control --zero "$COORD_PID" >/dev/null 2>&1
   oha --no-tui --output-format json -n "$n" -c "$c" -m POST -H 'content-type: application/json' \
-    -D "$WORK/body-nonstream.json" "http://$COORD_ADDR/v1/chat/completions" >"$WORK/oha-instructions.json"
+    -D "$WORK/body-$mode.json" "http://$COORD_ADDR/v1/chat/completions" >"$WORK/oha-instructions.json"
   ok="$(jq -r '.statusCodeDistribution["200"] // 0' "$WORK/oha-instructions.json")"
   sleep 1
   kill -INT "$COORD_PID"
   wait "$COORD_PID" 2>/dev/null || true
   COORD_PID=""
   COMMIT="$(binary_commit)"
-  echo "Instructions per non-streaming request at c=$c (callgrind, $ok requests answered 200 of $n, $COMMIT):"
+  echo "Instructions per $([[ "$mode" == stream ]] && echo streamed || echo non-streaming) request at c=$c (callgrind, $ok requests answered 200 of $n, $COMMIT):"
   echo
   echo "| part | instructions per request |"
   echo "|---|---|"

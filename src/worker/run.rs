@@ -115,7 +115,8 @@ impl Collected {
         Some(outcome)
     }
 
-    /// Keeps a chunk that was passed on.
+    /// Keeps a chunk as it is passed on (before its event is published, which then takes
+    /// it without a copy; a cancel during that publish keeps it in the partial answer).
     fn keep(&mut self, chunk: &Chunk) {
         self.tokens += 1;
         match chunk {
@@ -539,11 +540,10 @@ impl Worker {
                 Chunk::Content { .. } => in_flight.token(),
                 Chunk::Reasoning { .. } | Chunk::ToolCalls { .. } => {}
             }
-            let event = TaskEvent::Chunk {
-                chunk: chunk.clone(),
-            };
-            self.events.publish(job.task_id, event).await;
             got.keep(&chunk);
+            self.events
+                .publish(job.task_id, TaskEvent::Chunk { chunk })
+                .await;
         }
         Err(BackendError::Protocol {
             backend: self.handle.name().to_string(),

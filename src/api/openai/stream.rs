@@ -34,15 +34,13 @@ pub(crate) fn waiting_comment(waiting: Waiting, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\n\n");
 }
 
+/// What every frame of one stream begins with, up to its `choices`.
 #[derive(Serialize)]
-struct Frame<'a> {
+struct FrameHead<'a> {
     id: &'a str,
     object: &'static str,
     created: i64,
     model: &'a str,
-    choices: &'a [Choice<'a>],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<UsageBody>,
 }
 
 #[derive(Serialize)]
@@ -69,7 +67,11 @@ struct Delta<'a> {
 /// [`SseEncoder::push_error`]; both append to a caller-owned buffer that can be reused.
 #[derive(Debug, Clone)]
 pub struct SseEncoder {
-    meta: CompletionMeta,
+    /// `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"choices":`,
+    /// the same in every frame, rendered once: a frame is written as this, its choices and
+    /// its end (a token's frame cost about a third of its encoding in the id's and model's
+    /// escaping and the keys', every time).
+    head: Vec<u8>,
     include_usage: bool,
     started: bool,
     finished: bool,
@@ -78,8 +80,21 @@ pub struct SseEncoder {
 
 impl SseEncoder {
     pub fn new(meta: CompletionMeta, include_usage: bool) -> Self {
+        let mut head = b"data: ".to_vec();
+        write_json(
+            &mut head,
+            &FrameHead {
+                id: &meta.id,
+                object: "chat.completion.chunk",
+                created: meta.created,
+                model: &meta.model,
+            },
+        );
+        // The object's closing brace is where its choices go.
+        head.pop();
+        head.extend_from_slice(b",\"choices\":");
         Self {
-            meta,
+            head,
             include_usage,
             started: false,
             finished: false,
@@ -109,20 +124,10 @@ impl SseEncoder {
             );
         }
         match chunk {
-            Chunk::Content { text } if !text.is_empty() => self.delta(
-                Delta {
-                    content: Some(text),
-                    ..Delta::default()
-                },
-                out,
-            ),
-            Chunk::Reasoning { text } if !text.is_empty() => self.delta(
-                Delta {
-                    reasoning_content: Some(text),
-                    ..Delta::default()
-                },
-                out,
-            ),
+            Chunk::Content { text } if !text.is_empty() => self.text_delta(b"content", text, out),
+            Chunk::Reasoning { text } if !text.is_empty() => {
+                self.text_delta(b"reasoning_content", text, out);
+            }
             Chunk::ToolCalls { calls } if !calls.is_empty() => {
                 let first_index = self.next_tool_index;
                 self.next_tool_index = first_index.saturating_add(calls.len() as u32);
@@ -200,20 +205,25 @@ impl SseEncoder {
         );
     }
 
+    /// A token's frame, the one written most: a delta with only `field` (`content` or
+    /// `reasoning_content`), byte for byte what [`Self::delta`] writes for it.
+    fn text_delta(&self, field: &[u8], text: &str, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(b"[{\"index\":0,\"delta\":{\"");
+        out.extend_from_slice(field);
+        out.extend_from_slice(b"\":");
+        write_json(out, text);
+        out.extend_from_slice(b"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+    }
+
     fn frame(&self, choices: &[Choice<'_>], usage: Option<UsageBody>, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"data: ");
-        write_json(
-            out,
-            &Frame {
-                id: &self.meta.id,
-                object: "chat.completion.chunk",
-                created: self.meta.created,
-                model: &self.meta.model,
-                choices,
-                usage,
-            },
-        );
-        out.extend_from_slice(b"\n\n");
+        out.extend_from_slice(&self.head);
+        write_json(out, choices);
+        if let Some(usage) = usage {
+            out.extend_from_slice(b",\"usage\":");
+            write_json(out, &usage);
+        }
+        out.extend_from_slice(b"}\n\n");
     }
 }
 
@@ -228,5 +238,47 @@ impl super::OpenAiSse for SseEncoder {
 
     fn push_error(&mut self, error: &impl Serialize, out: &mut Vec<u8>) {
         SseEncoder::push_error(self, error, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::domain::TaskId;
+
+    fn encoder(model: &str) -> SseEncoder {
+        SseEncoder::new(
+            CompletionMeta::new(TaskId::new(), 1_700_000_000, model),
+            false,
+        )
+    }
+
+    proptest! {
+        /// A token's frame, written from the rendered head, is the frame the whole
+        /// structure serialises to, whatever the text and the model's name hold (quotes,
+        /// backslashes, control characters, any Unicode).
+        #[test]
+        fn a_tokens_frame_is_the_serialised_frame(text in any::<String>(), model in any::<String>()) {
+            let enc = encoder(&model);
+            for (field, delta) in [
+                (&b"content"[..], Delta { content: Some(&text), ..Delta::default() }),
+                (&b"reasoning_content"[..], Delta { reasoning_content: Some(&text), ..Delta::default() }),
+            ] {
+                let mut fast = Vec::new();
+                enc.text_delta(field, &text, &mut fast);
+                let mut whole = Vec::new();
+                enc.delta(delta, &mut whole);
+                prop_assert_eq!(&fast, &whole);
+                let line = std::str::from_utf8(&fast).unwrap();
+                let json: serde_json::Value =
+                    serde_json::from_str(line.strip_prefix("data: ").unwrap().trim_end()).unwrap();
+                prop_assert_eq!(json["model"].as_str(), Some(model.as_str()));
+                prop_assert_eq!(json["object"].as_str(), Some("chat.completion.chunk"));
+                let key = std::str::from_utf8(field).unwrap();
+                prop_assert_eq!(json["choices"][0]["delta"][key].as_str(), Some(text.as_str()));
+            }
+        }
     }
 }
