@@ -726,24 +726,25 @@ mod tests {
         }
     }
 
+    /// An Ollama backend nobody answers on, with `parallel` slots, serving `models`.
+    fn ollama(parallel: usize, models: Vec<ModelName>) -> Arc<BackendHandle> {
+        let config = BackendConfig {
+            url: "http://127.0.0.1:9".into(),
+            ..BackendConfig::default_ollama()
+        };
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        Arc::new(BackendHandle::new(backend, parallel, Some(models)))
+    }
+
     /// A conversation's next turn on the machine and model that served it last starts
     /// `cached` (its prompt cache may hold the history, so the turn teaches no prompt
     /// rate); its first turn, a turn of another model, and a turn after the model was
     /// loaded again (the cache went with the old runner) do not.
     #[tokio::test]
     async fn a_turn_the_prompt_cache_may_hold_starts_cached() {
-        let config = BackendConfig {
-            url: "http://127.0.0.1:9".into(),
-            ..BackendConfig::default_ollama()
-        };
-        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
         let m = ModelName::parse("m").unwrap();
         let other = ModelName::parse("other").unwrap();
-        let handle = Arc::new(BackendHandle::new(
-            backend,
-            1,
-            Some(vec![m.clone(), other.clone()]),
-        ));
+        let handle = ollama(1, vec![m.clone(), other.clone()]);
         let chat = ThreadId::parse("chat").unwrap();
         let turn = |model: &ModelName, thread: Option<&ThreadId>| {
             let mut f = handle.start_request(model, thread, 2000, None, Priority::Interactive);
@@ -774,13 +775,8 @@ mod tests {
     /// whose model another answer still waits for leaves it to that answer.
     #[tokio::test]
     async fn a_load_left_before_its_first_token_is_not_counted_resident() {
-        let config = BackendConfig {
-            url: "http://127.0.0.1:9".into(),
-            ..BackendConfig::default_ollama()
-        };
-        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
         let m = ModelName::parse("m").unwrap();
-        let handle = Arc::new(BackendHandle::new(backend, 2, Some(vec![m.clone()])));
+        let handle = ollama(2, vec![m.clone()]);
         let start = || handle.start_request(&m, None, 100, None, Priority::Interactive);
 
         let left = start();
