@@ -122,15 +122,13 @@ impl Activity {
     /// The answer `id` ended (done, failed or dropped); its conversation, if known, counts
     /// as recent on this machine. Returns whether it leaves its model's load unconfirmed:
     /// it waited for a load (it was cold), had no first token, and no other answer of
-    /// the model shows the load done or waits for it still (those that wait are cold
-    /// from now on: the load is theirs).
+    /// the model takes the load on (see [`Self::load_taken_on`]).
     pub fn end(&mut self, id: u64, thread: Option<ThreadId>, at: DateTime<Utc>) -> bool {
         let Some(pos) = self.running.iter().position(|(i, _)| *i == id) else {
             return false;
         };
         let (_, r) = self.running.remove(pos);
-        let left_a_load = r.cold && r.first_token_at.is_none();
-        let model = r.model.clone();
+        let unconfirmed = r.cold && r.first_token_at.is_none() && !self.load_taken_on(&r.model);
         if let Some(thread) = thread {
             let tokens = r.prompt_tokens.saturating_add(r.tokens);
             self.served(Recent {
@@ -140,21 +138,25 @@ impl Activity {
                 tokens,
             });
         }
-        if !left_a_load {
-            return false;
-        }
+        unconfirmed
+    }
+
+    /// Whether another answer of `model` shows the load of an answer that left it done
+    /// (it has a token) or still waits for it; those that wait are cold from now on: the
+    /// load is theirs.
+    fn load_taken_on(&mut self, model: &ModelName) -> bool {
         let others: Vec<&mut Running> = (self.running.iter_mut())
             .map(|(_, o)| o)
-            .filter(|o| o.model == model)
+            .filter(|o| &o.model == model)
             .collect();
         if others.iter().any(|o| o.first_token_at.is_some()) {
-            return false;
+            return true;
         }
-        let nobody_waits = others.is_empty();
+        let someone_waits = !others.is_empty();
         for other in others {
             other.cold = true;
         }
-        nobody_waits
+        someone_waits
     }
 
     /// Notes a conversation served (its newest turn replaces the older ones), forgetting
