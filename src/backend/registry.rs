@@ -42,6 +42,9 @@ pub struct BackendHandle {
     healthy: AtomicBool,
     last_error: Mutex<Option<String>>,
     in_flight: AtomicUsize,
+    /// Looks at the resident models asked for by answers' ends and not yet begun (see
+    /// [`BackendHandle::look_again`]).
+    looks_asked: AtomicUsize,
     /// What its tasks have shown of its speed, per model.
     perf: Mutex<Vec<ModelPerf>>,
     /// What it runs now and served lately, and how many models it keeps resident.
@@ -128,8 +131,9 @@ pub struct Resident {
 }
 
 /// One answer running on a backend, from its start until the guard is dropped: counted
-/// in flight, its progress visible to placement, its conversation remembered as served
-/// here when it ends.
+/// in flight, its progress visible to placement; when it ends, however it ends, its
+/// conversation is remembered as served here and the machine's resident models are read
+/// again ([`BackendHandle::look_again`]).
 #[derive(Debug)]
 pub struct InFlight {
     handle: Arc<BackendHandle>,
@@ -185,6 +189,13 @@ impl Drop for InFlight {
         if unconfirmed {
             lock(&self.handle.loaded).retain(|m| m != &self.model);
         }
+        // However the answer ended (done, failed, stopped by its person, moved to another
+        // machine), it may have loaded a model and pushed out another: look at the machine
+        // again now rather than at the next discovery tick (the household's warm row
+        // placed a turn on a machine still counted as holding a model that a stopped
+        // answer's load had pushed out). Outside a runtime (shutdown, plain tests) the
+        // next tick does it.
+        self.handle.look_again();
     }
 }
 
@@ -226,6 +237,7 @@ impl BackendHandle {
             healthy: AtomicBool::new(false),
             last_error: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
+            looks_asked: AtomicUsize::new(0),
             perf: Mutex::new(Vec::new()),
             activity: Mutex::new(Activity::default()),
             keep_alive: Vec::new(),
@@ -507,6 +519,32 @@ impl BackendHandle {
         }
     }
 
+    /// Reads the resident models again soon, off the caller's path, as after every
+    /// answer. One look runs at a time: the ends that come while it runs share one more
+    /// look, begun after them all (under load an answer ends every few milliseconds, and
+    /// each does not need a look of its own). Outside a runtime (shutdown, plain tests) it
+    /// is left to the next discovery tick.
+    pub fn look_again(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.looks_asked.fetch_add(1, Ordering::AcqRel) > 0 {
+            // The running look takes this one too.
+            return;
+        }
+        let handle = Arc::clone(self);
+        runtime.spawn(async move {
+            loop {
+                let asked = handle.looks_asked.load(Ordering::Acquire);
+                handle.refresh_loaded().await;
+                // Asked for since this look began: one more.
+                if handle.looks_asked.fetch_sub(asked, Ordering::AcqRel) == asked {
+                    break;
+                }
+            }
+        });
+    }
+
     /// What `/api/ps` said: the resident models, and the windows it told.
     fn set_loaded(&self, loaded: Vec<Loaded>) {
         let models: Vec<ModelName> = loaded.iter().map(|l| l.model.clone()).collect();
@@ -734,6 +772,55 @@ mod tests {
         };
         let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
         Arc::new(BackendHandle::new(backend, parallel, Some(models)))
+    }
+
+    /// Waits (bounded) until no look at the machine is asked for or running.
+    async fn looks_done(handle: &BackendHandle) {
+        let idle = async {
+            while handle.looks_asked.load(Ordering::Acquire) > 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), idle)
+            .await
+            .expect("the looks end");
+    }
+
+    /// Every answer's end asks for a look at the machine's resident models; ends that
+    /// come together share one look (here fifty, before the first look could begin),
+    /// and an end after it gets a look of its own, which shows what changed meanwhile.
+    #[tokio::test]
+    async fn answers_ending_together_share_one_look_at_the_machine() {
+        let fake = crate::testkit::fake_llm::FakeLlm::builder()
+            .model("m")
+            .spawn()
+            .await
+            .unwrap();
+        let config = BackendConfig {
+            url: fake.base_url(),
+            ..BackendConfig::default_ollama()
+        };
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        let m = ModelName::parse("m").unwrap();
+        let handle = Arc::new(BackendHandle::new(backend, 1, Some(vec![m.clone()])));
+        for _ in 0..50 {
+            drop(handle.start_request(&m, None, 10, None, Priority::Interactive));
+        }
+        looks_done(&handle).await;
+        assert_eq!(fake.requests_to("/api/ps").len(), 1);
+        assert!(!handle.has_loaded(&m), "the fake has loaded nothing yet");
+        // The fake counts a model resident once it answered.
+        let answered = reqwest::Client::new()
+            .post(format!("{}/api/chat", fake.base_url()))
+            .json(&serde_json::json!({"model": "m", "stream": false, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(answered.status().is_success());
+        drop(handle.start_request(&m, None, 10, None, Priority::Interactive));
+        looks_done(&handle).await;
+        assert_eq!(fake.requests_to("/api/ps").len(), 2);
+        assert!(handle.has_loaded(&m));
     }
 
     /// A conversation's next turn on the machine and model that served it last starts

@@ -552,8 +552,8 @@ impl Worker {
     }
 
     /// What the task showed of this machine's speed, for placement (`began`: how it
-    /// started here, see [`Began`]); then a fresh look at its resident models (the task
-    /// may have loaded one and evicted another).
+    /// started here, see [`Began`]). The fresh look at its resident models that follows
+    /// every answer is [`InFlight`]'s, when it ends.
     fn learn(&self, job: &Job, began: Began, started: DateTime<Utc>, got: &Collected) {
         let (Some(first), Some(usage)) = (got.first_token_at, got.usage.as_ref()) else {
             return;
@@ -570,8 +570,6 @@ impl Worker {
             backend: usage.backend_timings,
         };
         self.handle.learn(&job.request.model, sample);
-        let handle = self.handle.clone();
-        tokio::spawn(async move { handle.refresh_loaded().await });
     }
 
     /// Placement, seen from the worker that got a job from the lane rather than directly:

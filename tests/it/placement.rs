@@ -504,6 +504,39 @@ async fn a_turn_goes_to_another_machine_when_the_fast_ones_queue_holds_work() {
     app.stop().await;
 }
 
+/// Every answer's end is followed by a look at the machine, however it ended. A coder
+/// turn whose load pushed the chat model out of a machine that keeps one model is stopped
+/// by its person after its first token: the machine is shown holding the coder alone at
+/// once, not the chat model too until the next discovery tick (the household placed a
+/// turn on a machine still counted as holding a model a stopped turn's load had pushed
+/// out, and loaded it again there).
+#[tokio::test]
+async fn a_stopped_answer_leaves_the_machine_shown_as_it_is() {
+    let fake = realistic(&[MODEL, CODER], 1).await;
+    let app = spawn_app_with(fake, |c| {
+        machines(c, "moon", &[]);
+        // Only the looks that follow answers.
+        c.timeouts.discovery_interval_s = 3600;
+    })
+    .await;
+    worker_until(&app, "moon", |w| w["healthy"] == true).await;
+    let ask = json!([{"role": "user", "content": "hello"}]);
+    turn(&app, "c1", MODEL, ask).await;
+    worker_until(&app, "moon", |w| w["loaded"] == json!([MODEL])).await;
+    app.fake.hold();
+    let coder = begun(&app, CODER, "a coder turn").await;
+    assert_eq!(app.fake.stats().evictions, 1);
+    // Stop: the client goes away.
+    drop(coder);
+    let w = worker_until(&app, "moon", |w| {
+        w["running"] == json!([]) && w["loaded"] == json!([CODER])
+    })
+    .await;
+    assert_eq!(w["resident"][0]["model"], CODER, "{w}");
+    app.fake.release();
+    app.stop().await;
+}
+
 /// `GET /workers` shows each resident model with its expiry from Ollama's `/api/ps`: the
 /// fake, like Ollama, keeps a model five minutes after its last use.
 #[tokio::test]

@@ -185,6 +185,10 @@ pub struct SimStats {
     /// Requests whose client went away before their generation started (no
     /// [`Generation`] records them).
     pub left_waiting: u64,
+    /// Loads given up because every request waiting for them went away before the model
+    /// was ready (Ollama aborts a load whose client closes; counted in `loads` too, and
+    /// whatever it evicted stays evicted).
+    pub aborted_loads: u64,
 }
 
 /// One generation, as the machine saw it. Durations are in simulated time.
@@ -604,7 +608,11 @@ impl Sim {
         self.changed.notify_waiters();
     }
 
-    /// Detaches a request from its runner; an idle runner starts its keep-alive.
+    /// Detaches a request from its runner; an idle runner starts its keep-alive. A runner
+    /// still loading that nobody waits for any more is dropped: Ollama aborts a load when
+    /// the client that asked for it closes its connection ("client connection closed
+    /// before llama-server finished loading, aborting load"). Ollama ties the load to the
+    /// request that began it; here it goes on while any request waits for it.
     fn release(&self, runner: u64) {
         let now = Instant::now();
         let mut state = lock(&self.state);
@@ -612,7 +620,10 @@ impl Sim {
             let r = &mut state.runners[i];
             r.refs = r.refs.saturating_sub(1);
             r.last_used = now;
-            if r.refs == 0 {
+            if r.refs == 0 && now < r.ready_at {
+                state.runners.remove(i);
+                state.stats.aborted_loads += 1;
+            } else if r.refs == 0 {
                 r.idle_since = Some(now);
                 if r.keep_alive == KeepAlive::For(Duration::ZERO) {
                     state.runners.remove(i);

@@ -471,6 +471,84 @@ async fn a_client_that_goes_away_stops_its_generation_and_frees_the_slot() {
     assert!(next.waited < Duration::from_secs(3), "{next:?}");
 }
 
+/// A request for `model` sent in a task of its own (its client goes away when the task
+/// is aborted).
+fn sent(server: &FakeLlmServer, model: &str, text: &str) -> tokio::task::JoinHandle<()> {
+    let url = format!("{}/api/chat", server.base_url());
+    let body = chat(model, text, false);
+    tokio::spawn(async move {
+        let _ = reqwest::Client::new().post(url).json(&body).send().await;
+    })
+}
+
+/// The models `/api/ps` lists.
+async fn ps_models(server: &FakeLlmServer) -> Vec<String> {
+    let ps: Value = reqwest::get(format!("{}/api/ps", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    ps["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Ollama aborts a load whose client closes before the model is ready: the model is not
+/// resident afterwards, and what the load evicted stays evicted. While another request
+/// still waits for the load, it goes on.
+#[tokio::test]
+async fn a_load_nobody_waits_for_any_more_is_aborted() {
+    let slow = Speed {
+        // A load that outlasts the test.
+        load: Duration::from_secs(100_000),
+        ..realism().speed
+    };
+    let server = FakeLlm::builder()
+        .model(CHAT)
+        .model_spec(ModelSpec::new(CODER).with_speed(slow))
+        .realistic(Realism {
+            max_loaded: 1,
+            ..realism()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    ollama_whole(&server, chat(CHAT, "warm", false)).await;
+    assert_eq!(ps_models(&server).await, [CHAT]);
+    // The coder's load pushes the chat model out; its client leaves during the load.
+    let left = sent(&server, CODER, "left");
+    stats_until(&server, |s| s.loads == 2).await;
+    assert_eq!(
+        ps_models(&server).await,
+        [CODER],
+        "a loading model is listed"
+    );
+    left.abort();
+    let _ = left.await;
+    stats_until(&server, |s| s.aborted_loads == 1).await;
+    assert_eq!(ps_models(&server).await, Vec::<String>::new());
+
+    // Two wait for the same load; one leaves, and the load goes on for the other.
+    let first = sent(&server, CODER, "first");
+    stats_until(&server, |s| s.loads == 3).await;
+    let second = sent(&server, CODER, "second");
+    stats_until(&server, |s| s.requests == 4).await;
+    first.abort();
+    let _ = first.await;
+    stats_until(&server, |s| s.left_waiting == 2).await;
+    assert_eq!(ps_models(&server).await, [CODER]);
+    assert_eq!(server.stats().aborted_loads, 1);
+    second.abort();
+    let _ = second.await;
+    let stats = stats_until(&server, |s| s.aborted_loads == 2).await;
+    assert_eq!(ps_models(&server).await, Vec::<String>::new());
+    assert_eq!((stats.loads, stats.evictions), (3, 1), "{stats:?}");
+}
+
 #[tokio::test]
 async fn a_client_that_leaves_while_queued_gives_up_its_place() {
     let server = machine(realism()).await;
