@@ -36,22 +36,23 @@ pub fn markdown(header: &str, rows: &[RowReport]) -> String {
     }
     out.push_str("\nPer machine:\n\n");
     out.push_str(
-        "| row | machine | requests | rejected | loads | evictions | reloads | expiries \
+        "| row | machine | requests | rejected | loads | aborted loads | evictions | reloads | expiries \
          | tokens generated | template tokens | cancelled | truncated | prompt tokens | cached \
          | deepest queue | no generation |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         for m in &r.machines {
             let s = &m.stats;
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.kind,
                 m.name,
                 s.requests,
                 s.rejected,
                 s.loads,
+                s.aborted_loads,
                 s.evictions,
                 s.reloads,
                 s.expiries,
