@@ -45,6 +45,10 @@ pub struct BackendHandle {
     /// Looks at the resident models asked for by answers' ends and not yet begun (see
     /// [`BackendHandle::look_again`]).
     looks_asked: AtomicUsize,
+    /// Models whose load an answer here left before it was done, each until Ollama has
+    /// surely given the load up ([`LOAD_GIVEN_UP_WITHIN`]): `/api/ps` may list them until
+    /// then, and a look meanwhile does not count them resident.
+    loads_left: Mutex<Vec<(ModelName, std::time::Instant)>>,
     /// What its tasks have shown of its speed, per model.
     perf: Mutex<Vec<ModelPerf>>,
     /// What it runs now and served lately, and how many models it keeps resident.
@@ -152,6 +156,11 @@ pub struct InFlight {
     pub alone: bool,
 }
 
+/// How long Ollama may take to give up a load whose request left before the model was
+/// ready: it notices the closed connection at its next poll of the loading runner (every
+/// quarter of a second or so), and lists the model in `/api/ps` until it has unloaded it.
+const LOAD_GIVEN_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Tokens into an answer after which its pace so far stands for the machine's generation
 /// rate, while nothing else is known of it.
 const FIRST_IMPRESSION_TOKENS: u32 = 24;
@@ -188,6 +197,12 @@ impl Drop for InFlight {
         // resident here again only once a look at the machine shows it.
         if unconfirmed {
             lock(&self.handle.loaded).retain(|m| m != &self.model);
+            // Ollama gives the load up at its next poll of the loading runner, and
+            // `/api/ps` lists the model until then: the looks meanwhile leave it out, and
+            // one more look comes once Ollama has surely dropped it.
+            let until = std::time::Instant::now() + LOAD_GIVEN_UP_WITHIN;
+            lock(&self.handle.loads_left).push((self.model.clone(), until));
+            self.handle.look_again_after(LOAD_GIVEN_UP_WITHIN);
         }
         // However the answer ended (done, failed, stopped by its person, moved to another
         // machine), it may have loaded a model and pushed out another: look at the machine
@@ -238,6 +253,7 @@ impl BackendHandle {
             last_error: Mutex::new(None),
             in_flight: AtomicUsize::new(0),
             looks_asked: AtomicUsize::new(0),
+            loads_left: Mutex::new(Vec::new()),
             perf: Mutex::new(Vec::new()),
             activity: Mutex::new(Activity::default()),
             keep_alive: Vec::new(),
@@ -380,6 +396,8 @@ impl BackendHandle {
         priority: Priority,
     ) -> InFlight {
         let alone = self.in_flight.fetch_add(1, Ordering::Relaxed) == 0;
+        // An answer of the model loads it here again, whatever an earlier one left.
+        lock(&self.loads_left).retain(|(m, _)| m != model);
         let cold = {
             let mut loaded = lock(&self.loaded);
             let mut cold = !loaded.contains(model);
@@ -545,8 +563,28 @@ impl BackendHandle {
         });
     }
 
-    /// What `/api/ps` said: the resident models, and the windows it told.
-    fn set_loaded(&self, loaded: Vec<Loaded>) {
+    /// [`Self::look_again`] once `after` has passed.
+    fn look_again_after(self: &Arc<Self>, after: std::time::Duration) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let handle = Arc::clone(self);
+        runtime.spawn(async move {
+            tokio::time::sleep(after).await;
+            handle.look_again();
+        });
+    }
+
+    /// What `/api/ps` said: the resident models, and the windows it told; less a model
+    /// whose load an answer here left moments ago (Ollama still lists it until it has
+    /// given the load up: see `loads_left`).
+    fn set_loaded(&self, mut loaded: Vec<Loaded>) {
+        {
+            let now = std::time::Instant::now();
+            let mut left = lock(&self.loads_left);
+            left.retain(|(_, until)| *until > now);
+            loaded.retain(|l| !left.iter().any(|(m, _)| m == &l.model));
+        }
         let models: Vec<ModelName> = loaded.iter().map(|l| l.model.clone()).collect();
         *lock(&self.loaded_known) = loaded;
         lock(&self.activity).resident_now(&models);
@@ -803,8 +841,13 @@ mod tests {
         let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
         let m = ModelName::parse("m").unwrap();
         let handle = Arc::new(BackendHandle::new(backend, 1, Some(vec![m.clone()])));
+        let answer = || {
+            let mut answer = handle.start_request(&m, None, 10, None, Priority::Interactive);
+            answer.token();
+            drop(answer);
+        };
         for _ in 0..50 {
-            drop(handle.start_request(&m, None, 10, None, Priority::Interactive));
+            answer();
         }
         looks_done(&handle).await;
         assert_eq!(fake.requests_to("/api/ps").len(), 1);
@@ -817,10 +860,49 @@ mod tests {
             .await
             .unwrap();
         assert!(answered.status().is_success());
-        drop(handle.start_request(&m, None, 10, None, Priority::Interactive));
+        answer();
         looks_done(&handle).await;
         assert_eq!(fake.requests_to("/api/ps").len(), 2);
         assert!(handle.has_loaded(&m));
+    }
+
+    /// A load an answer here left is given up by Ollama at its next poll, and `/api/ps`
+    /// lists the model until then: a look meanwhile does not count it resident. The next
+    /// answer of the model here loads it again, and then a look counts it.
+    #[tokio::test]
+    async fn a_model_whose_load_was_left_is_not_counted_from_a_look_at_once() {
+        let fake = crate::testkit::fake_llm::FakeLlm::builder()
+            .model("m")
+            .spawn()
+            .await
+            .unwrap();
+        let config = BackendConfig {
+            url: fake.base_url(),
+            ..BackendConfig::default_ollama()
+        };
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        let m = ModelName::parse("m").unwrap();
+        let handle = Arc::new(BackendHandle::new(backend, 1, Some(vec![m.clone()])));
+        // The fake lists a model once it has answered with it.
+        let answered = reqwest::Client::new()
+            .post(format!("{}/api/chat", fake.base_url()))
+            .json(&serde_json::json!({"model": "m", "stream": false, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(answered.status().is_success());
+        // An answer that waited for the load and left before its first token.
+        drop(handle.start_request(&m, None, 10, None, Priority::Interactive));
+        looks_done(&handle).await;
+        handle.refresh_loaded().await;
+        assert!(!handle.has_loaded(&m), "listed, but the load was left");
+        let again = handle.start_request(&m, None, 10, None, Priority::Interactive);
+        handle.refresh_loaded().await;
+        assert!(
+            handle.has_loaded(&m),
+            "an answer of the model loads it again"
+        );
+        drop(again);
     }
 
     /// A conversation's next turn on the machine and model that served it last starts

@@ -125,6 +125,7 @@ impl Args {
                 eval_tps: positive("eval-tps", self.eval_tps)?,
             },
             answer_tokens: (min, max),
+            give_up_within: Realism::default().give_up_within,
         }))
     }
 

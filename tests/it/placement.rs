@@ -537,6 +537,53 @@ async fn a_stopped_answer_leaves_the_machine_shown_as_it_is() {
     app.stop().await;
 }
 
+/// A load given up: Ollama lists a model whose loading request left until its next poll
+/// of the loading runner, so the look right after the answer's end may still see it; a
+/// second look a moment later finds it gone. A coder turn cancelled while its (long)
+/// load runs leaves the machine shown holding nothing, well before any discovery tick.
+#[tokio::test]
+async fn a_load_given_up_is_not_counted_resident_once_ollama_has_dropped_it() {
+    use coordinator::testkit::fake_llm::ModelSpec;
+    let slow = Speed {
+        load: Duration::from_secs(100_000),
+        prompt_tps: 1000.0,
+        eval_tps: 50.0,
+    };
+    let fake = FakeLlm::builder()
+        .model(MODEL)
+        .model_spec(ModelSpec::new(CODER).with_speed(slow))
+        .realistic(Realism {
+            time_scale: 100.0,
+            max_loaded: 1,
+            // Listed for a while after it was given up (Ollama's poll).
+            give_up_within: Duration::from_millis(300),
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let app = spawn_app_with(fake, |c| {
+        machines(c, "moon", &[]);
+        c.timeouts.discovery_interval_s = 3600;
+    })
+    .await;
+    worker_until(&app, "moon", |w| w["healthy"] == true).await;
+    let task = app
+        .route(json!({"prompt": "a coder turn", "model": CODER}))
+        .await;
+    let task = task["task_id"].as_str().unwrap().to_owned();
+    stats_until(&app.fake, |s| s.loads == 1).await;
+    let res = app.post(&format!("/tasks/{task}/cancel"), json!({})).await;
+    assert!(res.status().is_success(), "{}", res.status());
+    stats_until(&app.fake, |s| s.aborted_loads == 1).await;
+    let w = worker_until(&app, "moon", |w| {
+        w["running"] == json!([]) && w["loaded"] == json!([])
+    })
+    .await;
+    assert_eq!(w["resident"], json!([]), "{w}");
+    app.stop().await;
+}
+
 /// `GET /workers` shows each resident model with its expiry from Ollama's `/api/ps`: the
 /// fake, like Ollama, keeps a model five minutes after its last use.
 #[tokio::test]

@@ -139,6 +139,10 @@ pub struct Realism {
     /// The length range of an ordinary answer, in tokens; each prompt gets a length drawn
     /// deterministically from its text.
     pub answer_tokens: (usize, usize),
+    /// Wall time a given-up load stays listed in `/api/ps` and holds its room: Ollama
+    /// notices that the request which began a load has left at its next poll of the
+    /// loading runner, and unloads it then.
+    pub give_up_within: Duration,
 }
 
 impl Default for Realism {
@@ -152,6 +156,7 @@ impl Default for Realism {
             time_scale: 1.0,
             speed: Speed::DESKTOP,
             answer_tokens: (120, 400),
+            give_up_within: Duration::from_millis(250),
         }
     }
 }
@@ -349,6 +354,8 @@ struct Runner {
     keep_alive: KeepAlive,
     /// The message hashes each slot processed last, most recent last.
     caches: VecDeque<Vec<u64>>,
+    /// A load nobody waits for any more: listed and holding its room until it is gone.
+    given_up: bool,
 }
 
 #[derive(Default)]
@@ -550,6 +557,10 @@ impl Sim {
             }
             let keep_alive = want.keep_alive.unwrap_or(self.realism.keep_alive);
             if let Some(i) = state.runners.iter().position(|r| r.model == want.model) {
+                if state.runners[i].given_up {
+                    // Ollama loads the model anew once the given-up load is gone.
+                    return None;
+                }
                 if state.runners[i].num_ctx != want.num_ctx {
                     // A different context size needs a new runner once this one is idle.
                     if state.runners[i].refs > 0 {
@@ -584,6 +595,7 @@ impl Sim {
                     idle_since: None,
                     keep_alive,
                     caches: VecDeque::new(),
+                    given_up: false,
                 });
                 state.stats.loads += 1;
                 self.attached(&mut state, pending, id);
@@ -593,7 +605,7 @@ impl Sim {
                 .runners
                 .iter()
                 .enumerate()
-                .filter(|(_, r)| r.refs == 0)
+                .filter(|(_, r)| r.refs == 0 && !r.given_up)
                 .min_by_key(|(_, r)| r.last_used)
                 .map(|(i, _)| i)?;
             state.runners.remove(victim);
@@ -612,8 +624,9 @@ impl Sim {
     /// still loading that nobody waits for any more is dropped: Ollama aborts a load when
     /// the client that asked for it closes its connection ("client connection closed
     /// before llama-server finished loading, aborting load"). Ollama ties the load to the
-    /// request that began it; here it goes on while any request waits for it.
-    fn release(&self, runner: u64) {
+    /// request that began it; here it goes on while any request waits for it. A given-up
+    /// load stays listed and holds its room for [`Realism::give_up_within`].
+    fn release(self: &Arc<Self>, runner: u64) {
         let now = Instant::now();
         let mut state = lock(&self.state);
         if let Some(i) = state.runners.iter().position(|r| r.id == runner) {
@@ -621,8 +634,22 @@ impl Sim {
             r.refs = r.refs.saturating_sub(1);
             r.last_used = now;
             if r.refs == 0 && now < r.ready_at {
-                state.runners.remove(i);
                 state.stats.aborted_loads += 1;
+                let lag = self.realism.give_up_within;
+                match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) if !lag.is_zero() => {
+                        state.runners[i].given_up = true;
+                        let sim = Arc::clone(self);
+                        runtime.spawn(async move {
+                            tokio::time::sleep(lag).await;
+                            lock(&sim.state).runners.retain(|r| r.id != runner);
+                            sim.changed.notify_waiters();
+                        });
+                    }
+                    _ => {
+                        state.runners.remove(i);
+                    }
+                }
             } else if r.refs == 0 {
                 r.idle_since = Some(now);
                 if r.keep_alive == KeepAlive::For(Duration::ZERO) {

@@ -497,9 +497,23 @@ async fn ps_models(server: &FakeLlmServer) -> Vec<String> {
         .collect()
 }
 
-/// Ollama aborts a load whose client closes before the model is ready: the model is not
-/// resident afterwards, and what the load evicted stays evicted. While another request
-/// still waits for the load, it goes on.
+/// Waits (bounded) until `/api/ps` lists `models`.
+async fn ps_until(server: &FakeLlmServer, models: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = ps_models(server).await;
+        if listed == models {
+            return;
+        }
+        assert!(Instant::now() < deadline, "/api/ps lists {listed:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Ollama aborts a load whose client closes before the model is ready: the model stays
+/// listed until Ollama's next poll of the loading runner, then is not resident, and what
+/// the load evicted stays evicted. While another request still waits for the load, it
+/// goes on.
 #[tokio::test]
 async fn a_load_nobody_waits_for_any_more_is_aborted() {
     let slow = Speed {
@@ -512,6 +526,7 @@ async fn a_load_nobody_waits_for_any_more_is_aborted() {
         .model_spec(ModelSpec::new(CODER).with_speed(slow))
         .realistic(Realism {
             max_loaded: 1,
+            give_up_within: Duration::from_secs(2),
             ..realism()
         })
         .spawn()
@@ -530,7 +545,8 @@ async fn a_load_nobody_waits_for_any_more_is_aborted() {
     left.abort();
     let _ = left.await;
     stats_until(&server, |s| s.aborted_loads == 1).await;
-    assert_eq!(ps_models(&server).await, Vec::<String>::new());
+    assert_eq!(ps_models(&server).await, [CODER], "listed until it is gone");
+    ps_until(&server, &[]).await;
 
     // Two wait for the same load; one leaves, and the load goes on for the other.
     let first = sent(&server, CODER, "first");
@@ -545,7 +561,7 @@ async fn a_load_nobody_waits_for_any_more_is_aborted() {
     second.abort();
     let _ = second.await;
     let stats = stats_until(&server, |s| s.aborted_loads == 2).await;
-    assert_eq!(ps_models(&server).await, Vec::<String>::new());
+    ps_until(&server, &[]).await;
     assert_eq!((stats.loads, stats.evictions), (3, 1), "{stats:?}");
 }
 
