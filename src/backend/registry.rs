@@ -812,6 +812,38 @@ mod tests {
         Arc::new(BackendHandle::new(backend, parallel, Some(models)))
     }
 
+    /// An Ollama handle on a fresh fake serving the model `m`, with one slot.
+    async fn on_fake() -> (
+        crate::testkit::fake_llm::FakeLlmServer,
+        Arc<BackendHandle>,
+        ModelName,
+    ) {
+        let fake = crate::testkit::fake_llm::FakeLlm::builder()
+            .model("m")
+            .spawn()
+            .await
+            .unwrap();
+        let config = BackendConfig {
+            url: fake.base_url(),
+            ..BackendConfig::default_ollama()
+        };
+        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
+        let m = ModelName::parse("m").unwrap();
+        let handle = Arc::new(BackendHandle::new(backend, 1, Some(vec![m.clone()])));
+        (fake, handle, m)
+    }
+
+    /// The fake answers with `m` (and lists it in `/api/ps` from then on).
+    async fn fake_answers(fake: &crate::testkit::fake_llm::FakeLlmServer) {
+        let answered = reqwest::Client::new()
+            .post(format!("{}/api/chat", fake.base_url()))
+            .json(&serde_json::json!({"model": "m", "stream": false, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(answered.status().is_success());
+    }
+
     /// Waits (bounded) until no look at the machine is asked for or running.
     async fn looks_done(handle: &BackendHandle) {
         let idle = async {
@@ -829,18 +861,7 @@ mod tests {
     /// and an end after it gets a look of its own, which shows what changed meanwhile.
     #[tokio::test]
     async fn answers_ending_together_share_one_look_at_the_machine() {
-        let fake = crate::testkit::fake_llm::FakeLlm::builder()
-            .model("m")
-            .spawn()
-            .await
-            .unwrap();
-        let config = BackendConfig {
-            url: fake.base_url(),
-            ..BackendConfig::default_ollama()
-        };
-        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
-        let m = ModelName::parse("m").unwrap();
-        let handle = Arc::new(BackendHandle::new(backend, 1, Some(vec![m.clone()])));
+        let (fake, handle, m) = on_fake().await;
         let answer = || {
             let mut answer = handle.start_request(&m, None, 10, None, Priority::Interactive);
             answer.token();
@@ -852,14 +873,7 @@ mod tests {
         looks_done(&handle).await;
         assert_eq!(fake.requests_to("/api/ps").len(), 1);
         assert!(!handle.has_loaded(&m), "the fake has loaded nothing yet");
-        // The fake counts a model resident once it answered.
-        let answered = reqwest::Client::new()
-            .post(format!("{}/api/chat", fake.base_url()))
-            .json(&serde_json::json!({"model": "m", "stream": false, "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .unwrap();
-        assert!(answered.status().is_success());
+        fake_answers(&fake).await;
         answer();
         looks_done(&handle).await;
         assert_eq!(fake.requests_to("/api/ps").len(), 2);
@@ -871,26 +885,8 @@ mod tests {
     /// answer of the model here loads it again, and then a look counts it.
     #[tokio::test]
     async fn a_model_whose_load_was_left_is_not_counted_from_a_look_at_once() {
-        let fake = crate::testkit::fake_llm::FakeLlm::builder()
-            .model("m")
-            .spawn()
-            .await
-            .unwrap();
-        let config = BackendConfig {
-            url: fake.base_url(),
-            ..BackendConfig::default_ollama()
-        };
-        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
-        let m = ModelName::parse("m").unwrap();
-        let handle = Arc::new(BackendHandle::new(backend, 1, Some(vec![m.clone()])));
-        // The fake lists a model once it has answered with it.
-        let answered = reqwest::Client::new()
-            .post(format!("{}/api/chat", fake.base_url()))
-            .json(&serde_json::json!({"model": "m", "stream": false, "messages": [{"role": "user", "content": "hi"}]}))
-            .send()
-            .await
-            .unwrap();
-        assert!(answered.status().is_success());
+        let (fake, handle, m) = on_fake().await;
+        fake_answers(&fake).await;
         // An answer that waited for the load and left before its first token.
         drop(handle.start_request(&m, None, 10, None, Priority::Interactive));
         looks_done(&handle).await;

@@ -223,19 +223,7 @@ async fn a_second_model_on_a_one_model_machine_evicts_the_first_and_pays_a_load(
     assert!(nanos(&other, "load_duration") >= Duration::from_secs(3));
     let stats = server.stats();
     assert_eq!((stats.loads, stats.evictions), (2, 1), "{stats:?}");
-    let ps: Value = reqwest::get(format!("{}/api/ps", server.base_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let names: Vec<&str> = ps["models"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, [CODER]);
+    assert_eq!(ps_models(&server).await, [CODER]);
 }
 
 #[tokio::test]
@@ -279,12 +267,7 @@ async fn keep_alive_zero_unloads_when_idle_and_an_empty_chat_loads_or_unloads() 
     body["keep_alive"] = json!(0);
     ollama_whole(&server, body).await;
     assert_eq!(server.stats().expiries, 1);
-    let ps: Value = reqwest::get(format!("{}/api/ps", server.base_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ps = ps(&server).await;
     assert_eq!(ps["models"], json!([]));
 
     let load = ollama_whole(&server, json!({"model": CHAT, "messages": []})).await;
@@ -306,12 +289,7 @@ async fn an_idle_model_unloads_when_its_keep_alive_ends() {
     // 20 s of life: 200 ms here.
     body["keep_alive"] = json!("20s");
     ollama_whole(&server, body).await;
-    let ps: Value = reqwest::get(format!("{}/api/ps", server.base_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ps = ps(&server).await;
     let expires = ps["models"][0]["expires_at"].as_str().unwrap();
     let expires = chrono::DateTime::parse_from_rfc3339(expires).unwrap();
     let left = expires.signed_duration_since(chrono::Utc::now());
@@ -481,14 +459,19 @@ fn sent(server: &FakeLlmServer, model: &str, text: &str) -> tokio::task::JoinHan
     })
 }
 
-/// The models `/api/ps` lists.
-async fn ps_models(server: &FakeLlmServer) -> Vec<String> {
-    let ps: Value = reqwest::get(format!("{}/api/ps", server.base_url()))
+/// What `/api/ps` says.
+async fn ps(server: &FakeLlmServer) -> Value {
+    reqwest::get(format!("{}/api/ps", server.base_url()))
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The models `/api/ps` lists.
+async fn ps_models(server: &FakeLlmServer) -> Vec<String> {
+    let ps = ps(server).await;
     ps["models"]
         .as_array()
         .unwrap()
