@@ -802,14 +802,19 @@ mod tests {
         }
     }
 
-    /// An Ollama backend nobody answers on, with `parallel` slots, serving `models`.
-    fn ollama(parallel: usize, models: Vec<ModelName>) -> Arc<BackendHandle> {
+    /// An Ollama backend at `url`, with `parallel` slots, serving `models`.
+    fn ollama_at(url: String, parallel: usize, models: Vec<ModelName>) -> Arc<BackendHandle> {
         let config = BackendConfig {
-            url: "http://127.0.0.1:9".into(),
+            url,
             ..BackendConfig::default_ollama()
         };
         let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
         Arc::new(BackendHandle::new(backend, parallel, Some(models)))
+    }
+
+    /// An Ollama backend nobody answers on, with `parallel` slots, serving `models`.
+    fn ollama(parallel: usize, models: Vec<ModelName>) -> Arc<BackendHandle> {
+        ollama_at("http://127.0.0.1:9".into(), parallel, models)
     }
 
     /// An Ollama handle on a fresh fake serving the model `m`, with one slot.
@@ -823,13 +828,8 @@ mod tests {
             .spawn()
             .await
             .unwrap();
-        let config = BackendConfig {
-            url: fake.base_url(),
-            ..BackendConfig::default_ollama()
-        };
-        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
         let m = ModelName::parse("m").unwrap();
-        let handle = Arc::new(BackendHandle::new(backend, 1, Some(vec![m.clone()])));
+        let handle = ollama_at(fake.base_url(), 1, vec![m.clone()]);
         (fake, handle, m)
     }
 

@@ -538,9 +538,10 @@ async fn a_stopped_answer_leaves_the_machine_shown_as_it_is() {
 }
 
 /// A load given up: Ollama lists a model whose loading request left until its next poll
-/// of the loading runner, so the look right after the answer's end may still see it; a
-/// second look a moment later finds it gone. A coder turn cancelled while its (long)
-/// load runs leaves the machine shown holding nothing, well before any discovery tick.
+/// of the loading runner, so the look right after the answer's end may still see it, and
+/// does not count it then; a look after that finds it gone. A coder turn cancelled while
+/// its (long) load runs leaves the machine shown holding nothing, well before any
+/// discovery tick.
 #[tokio::test]
 async fn a_load_given_up_is_not_counted_resident_once_ollama_has_dropped_it() {
     use coordinator::testkit::fake_llm::ModelSpec;
