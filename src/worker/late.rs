@@ -15,7 +15,8 @@
 //! to a machine (a whole answer, a web search or a document search shows no first token),
 //! and only to a machine that has shown its speed for the model: an untried one is as
 //! uncertain as the machine being left. The move goes through the queue as a failover
-//! does (an attempt; this machine leaves the job to the others for a while), and the
+//! does (an attempt; for a while every other machine leaves the job to the one it moved
+//! for, so that an untried one does not take it on the way), and the
 //! machine's figures for the model become as slow as the wait showed them to be, so the
 //! next turn is not sent there on the same hopes.
 
@@ -146,16 +147,28 @@ impl Worker {
     }
 
     /// Moves a late task: queued again for the machine that would give its first token
-    /// sooner. This one leaves it to the others for as long again as it has had it without
-    /// a first token (see [`left_by`]), and takes it back after that only when none
-    /// of them has (the one it was moved for may have gone), and placement learns that
-    /// this machine is slower than it thought (see [`ModelPerf::left_late`]). Returns
-    /// whether it moved (when it could not be queued, it stays here).
+    /// sooner. This one, and every other machine serving the model, leaves it to that one
+    /// for as long again as this one has had it without a first token (see [`left_by`]);
+    /// after that any takes it (the one it was moved for may have gone). Left to the
+    /// others, whichever took it from the queue would weigh it again among all of them,
+    /// untried machines included, which the look passed over as no surer than this one:
+    /// in the household's seed 2, a turn moved for moon went on to the untried laptop and
+    /// waited there for a 5 s load. Placement learns that this machine is slower than it
+    /// thought (see [`ModelPerf::left_late`]). Returns whether it moved (when it could not
+    /// be queued, it stays here).
     ///
     /// [`ModelPerf::left_late`]: crate::backend::perf::ModelPerf::left_late
     pub(super) async fn move_late(&self, job: &Job, began: Began, late: &Move) -> bool {
         let me = self.handle.name().clone();
-        let (avoid, until) = left_by(job, &me, late.waited_s);
+        let (mut avoid, until) = left_by(job, &me, late.waited_s);
+        for s in self.directory.statuses() {
+            if s.name != late.to
+                && s.models.contains(&job.request.model)
+                && !avoid.contains(&s.name)
+            {
+                avoid.push(s.name);
+            }
+        }
         let reason = moved(job.lang, &late.to);
         if !self.hand_on(job, avoid, Some(until), reason).await {
             return false;

@@ -16,7 +16,8 @@ use crate::cluster::{
 };
 use crate::helpers::{MODEL, streamed_turn};
 use crate::household::{CODER, stats_until};
-use crate::placement::{drain, long_prompt, machine_at, machine_loading_in, machine_with};
+use crate::late::machine_loading_in;
+use crate::placement::{drain, long_prompt, machine_at, machine_with};
 
 type Running = (
     oneshot::Sender<()>,
@@ -267,7 +268,7 @@ async fn begun(
 }
 
 /// The cluster-mode twin of
-/// `placement::a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up`:
+/// `late::a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up`:
 /// the laptop's worker process, which took the turn from Redis, sees in the desk's
 /// heartbeats that the desk has shown its speed and frees up, drops its own call while it
 /// still loads, and queues the turn in Redis again, where the desk's worker takes it.

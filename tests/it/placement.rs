@@ -9,7 +9,7 @@ use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, Realism, Speed};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::helpers::{MODEL, TestApp, spawn_app_with, spawn_fake, streamed_turn};
+use crate::helpers::{MODEL, TestApp, spawn_app_with, spawn_fake};
 use crate::household::{CODER, stats_until};
 
 #[tokio::test]
@@ -93,7 +93,7 @@ async fn realistic(models: &[&str], max_loaded: usize) -> FakeLlmServer {
 }
 
 /// Config: the app's fake as `first`, then `others` in order, each one slot.
-fn machines(c: &mut Config, first: &str, others: &[(&str, String)]) {
+pub(crate) fn machines(c: &mut Config, first: &str, others: &[(&str, String)]) {
     c.backends[0].name = first.into();
     c.backends[0].parallel = 1;
     for (name, url) in others {
@@ -105,7 +105,7 @@ fn machines(c: &mut Config, first: &str, others: &[(&str, String)]) {
 }
 
 /// One turn of the chat `chat_id`: returns the worker that answered.
-async fn turn(app: &TestApp, chat_id: &str, model: &str, messages: Value) -> String {
+pub(crate) async fn turn(app: &TestApp, chat_id: &str, model: &str, messages: Value) -> String {
     let res = app
         .http
         .post(app.url("/v1/chat/completions"))
@@ -124,7 +124,11 @@ async fn turn(app: &TestApp, chat_id: &str, model: &str, messages: Value) -> Str
 }
 
 /// Waits (bounded) until `GET /workers` satisfies `check` for the worker `name`.
-async fn worker_until(app: &TestApp, name: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn worker_until(
+    app: &TestApp,
+    name: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let workers: Value = app.get("/workers").await.json().await.unwrap();
@@ -211,7 +215,7 @@ async fn a_load_that_evicts_teaches_the_machines_capacity() {
 }
 
 /// A streamed `/api/chat` turn of `model` that has begun: its first chunk is in.
-async fn begun(app: &TestApp, model: &str, text: &str) -> impl futures::Stream {
+pub(crate) async fn begun(app: &TestApp, model: &str, text: &str) -> impl futures::Stream {
     begun_at(&app.http, app.url("/api/chat"), model, text).await
 }
 
@@ -677,97 +681,5 @@ async fn a_turn_goes_to_another_machine_when_the_fast_one_owes_work_in_another_l
     assert_eq!(next_on, "moon", "moon owes nothing now");
     assert_eq!(ran_on(app.finished_task(&next).await), "moon");
     assert_eq!(ai_core.stats().requests, 2, "the warm-up and the chat turn");
-    app.stop().await;
-}
-
-/// A machine at the test's speed (a hundred times faster than life, one slot, one model
-/// resident) whose loads take `load` and whose answers are `answer` tokens long.
-pub(crate) async fn machine_loading_in(load: Duration, answer: usize) -> FakeLlmServer {
-    FakeLlm::builder()
-        .model(MODEL)
-        .realistic(Realism {
-            time_scale: 100.0,
-            max_loaded: 1,
-            speed: Speed {
-                load,
-                prompt_tps: 1000.0,
-                eval_tps: 50.0,
-            },
-            answer_tokens: (answer, answer),
-            ..Realism::default()
-        })
-        .spawn()
-        .await
-        .unwrap()
-}
-
-/// A streamed turn sent to an untried machine (the known one was busy) that shows no
-/// first token there for longer than placement expected moves to the known machine once
-/// that would answer sooner than the time already lost: its answer comes from there,
-/// and the untried machine's call is dropped while it still loads (its load takes 1,000 s
-/// of life, 10 s here, so the test cannot pass by waiting for it).
-#[tokio::test]
-async fn a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up() {
-    let desk = machine_loading_in(Duration::from_secs(3), 2000).await;
-    let laptop = machine_loading_in(Duration::from_secs(1000), 20).await;
-    let laptop_url = laptop.base_url();
-    let app = spawn_app_with(desk, |c| machines(c, "desk", &[("laptop", laptop_url)])).await;
-    // The desk has shown its speed; nothing is known of the laptop.
-    let taught = turn(
-        &app,
-        "teach",
-        &format!("{MODEL}@desk"),
-        json!([{"role": "user", "content": "hello"}]),
-    )
-    .await;
-    assert_eq!(taught, "desk");
-    worker_until(&app, "desk", |w| {
-        w["perf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["eval_tps"].is_number())
-    })
-    .await;
-    // The desk is busy with a long answer.
-    app.fake.hold();
-    let busy = begun(&app, MODEL, "a long answer on the desk").await;
-    let late = streamed_turn(
-        &app.http,
-        app.url("/v1/chat/completions"),
-        MODEL,
-        "the late turn",
-    );
-    // The turn went to the idle laptop, which loads.
-    stats_until(&laptop, |s| s.requests == 1).await;
-    app.fake.release();
-    drain(busy).await;
-    let (task, body) = late.await.unwrap();
-    assert!(body.contains("[DONE]"), "{body}");
-    let row = app.finished_task(&task).await;
-    assert_eq!(row["status"], "done", "{row}");
-    assert_eq!(row["worker_id"], "desk", "{row}");
-    let asked = app.fake.requests_to("/api/chat");
-    assert!(
-        asked.iter().any(|r| r
-            .body
-            .as_ref()
-            .is_some_and(|b| b.to_string().contains("the late turn"))),
-        "the desk answered the late turn"
-    );
-    let stats = stats_until(&laptop, |s| s.left_waiting == 1).await;
-    assert_eq!(stats.tokens_generated, 0, "{stats:?}");
-    // Placement learned that the laptop's load takes longer than it hoped (half again
-    // the desk's, as it assumes of a machine nothing is known of): at least the wait.
-    let load_s = |w: &Value| {
-        w["perf"]
-            .as_array()
-            .and_then(|perf| perf.iter().find(|p| p["model"] == MODEL))
-            .and_then(|p| p["load_s"].as_f64())
-            .unwrap_or_else(|| panic!("the load is known: {w}"))
-    };
-    let desk = load_s(&worker_until(&app, "desk", |_| true).await);
-    let laptop = worker_until(&app, "laptop", |_| true).await;
-    assert!(load_s(&laptop) > 1.5 * desk, "desk {desk}: {laptop}");
     app.stop().await;
 }
