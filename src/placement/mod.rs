@@ -187,11 +187,17 @@ pub struct Estimate {
     pub resident: bool,
     /// Whether its prompt cache holds the conversation.
     pub cached: bool,
-    /// Whether the task would wait there for a slot (or for a busy model to make room).
-    pub waits: bool,
+    /// Seconds the task would wait there for a slot (or for a busy model to make room)
+    /// before its load or prompt begins.
+    pub wait_s: f64,
 }
 
 impl Estimate {
+    /// Whether the task would wait there for a slot (or for a busy model to make room).
+    pub fn waits(&self) -> bool {
+        self.wait_s > 0.0
+    }
+
     /// The expected time to first token plus what the load costs others: what placement
     /// minimises.
     pub fn score(&self) -> f64 {
@@ -224,8 +230,8 @@ pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
     close
         .iter()
         .find(|e| e.cached)
-        .or_else(|| close.iter().find(|e| e.resident && !e.waits))
-        .or_else(|| close.iter().find(|e| !e.waits && e.evicts.is_none()))
+        .or_else(|| close.iter().find(|e| e.resident && !e.waits()))
+        .or_else(|| close.iter().find(|e| !e.waits() && e.evicts.is_none()))
         .or_else(|| close.iter().find(|e| e.resident))
         .or(close.first())
         .map(|e| e.worker.clone())
@@ -320,7 +326,7 @@ fn estimate_after(
     Estimate {
         worker: s.name.clone(),
         ttft_s: wait_s + start.seconds,
-        waits: wait_s > 0.0,
+        wait_s,
         eviction_s: start.eviction_s,
         evicts: start.evicts,
         resident: start.resident,
@@ -648,13 +654,26 @@ pub fn pushes_out<'a>(s: &'a WorkerStatus, model: &ModelName) -> Pushes<'a> {
 /// none for an idle model; when every resident model is busy, the one whose answers end
 /// soonest, once they have (the machine admits requests in order, so the load takes the
 /// first model to fall idle, and pushes out a model someone is using).
+///
+/// On an Ollama machine whose room is not known yet (no `max_loaded` configured or
+/// learned), a load while every model resident there is busy is counted as one that waits
+/// for them: the worker tries it beside them (see [`crate::backend::slots::models_at_once`]),
+/// and where the machine keeps fewer models than Ollama's default, Ollama holds it until
+/// one of them is done (the household's mini PC keeps one: a person's turn of the small
+/// model, sent there as if it had room, waited 12 s for another person's answer). The
+/// person waits either way, so the estimate takes the longer: a machine with room shows
+/// it once idle, and the first load that evicts teaches how many it keeps.
 fn eviction(
     s: &WorkerStatus,
     model: &ModelName,
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
 ) -> (Option<ModelName>, f64) {
-    match pushes_out(s, model) {
+    let pushes = match pushes_out(s, model) {
+        Pushes::Nothing if room_unknown_and_taken(s, model) => Pushes::Busy,
+        pushes => pushes,
+    };
+    match pushes {
         Pushes::Nothing => (None, 0.0),
         Pushes::Idle(victim) => (Some(victim.clone()), 0.0),
         Pushes::Busy => busy_models(s, None)
@@ -663,6 +682,16 @@ fn eviction(
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map_or((None, 0.0), |(victim, at)| (Some(victim.clone()), at)),
     }
+}
+
+/// Whether `s` is an Ollama machine of unknown room whose resident models (other than
+/// `model`, at least one) are all answering.
+fn room_unknown_and_taken(s: &WorkerStatus, model: &ModelName) -> bool {
+    let mut others = s.loaded.iter().filter(|m| *m != model).peekable();
+    s.kind == crate::config::BackendKind::Ollama
+        && s.max_loaded.is_none()
+        && others.peek().is_some()
+        && others.all(|m| s.running.iter().any(|r| &r.model == m))
 }
 
 /// What evicting `victim` from `s` costs: its load again, for each conversation (up to

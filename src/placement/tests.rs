@@ -601,6 +601,36 @@ fn a_machine_of_unknown_room_is_tried_with_a_second_model_beside_a_running_one()
 }
 
 #[test]
+fn a_load_beside_busy_models_on_a_machine_of_unknown_room_is_counted_as_waiting_for_them() {
+    // ai-core answers with the chat model `m`; how many models it keeps is not known.
+    let mut s = with_rates(status("ai-core", true, 1), 3.0, 600.0, 50.0);
+    s.models.push(model("small"));
+    s.perf.push(rates("small", 1.0, 600.0, 50.0));
+    s.running = vec![running("m", 2, 40, true)];
+    assert_eq!(s.max_loaded, None);
+    let small = model("small");
+    let ask = Ask::fresh(&small, 60);
+    let now = Utc::now();
+    let on = |s: &WorkerStatus| estimate_on(s, &ask, std::slice::from_ref(s), now);
+    // The rest of the chat answer (260 of 300 tokens at 50/s), then the load and the prompt.
+    let e = on(&s);
+    assert!((e.wait_s - 5.2).abs() < 0.01, "{e:?}");
+    assert!((e.ttft_s - (5.2 + 1.0 + 0.1)).abs() < 0.01, "{e:?}");
+    assert_eq!(e.evicts, Some(model("m")), "{e:?}");
+    // Known to keep two: the load goes beside the answer at once.
+    let mut roomy = s.clone();
+    roomy.max_loaded = Some(2);
+    let e = on(&roomy);
+    assert!(e.wait_s == 0.0 && e.evicts.is_none(), "{e:?}");
+    // The chat model idle: nothing to wait for (the load fits, or evicts it at once).
+    let mut idle = s.clone();
+    idle.running.clear();
+    idle.in_flight = 0;
+    let e = on(&idle);
+    assert_eq!(e.wait_s, 0.0, "{e:?}");
+}
+
+#[test]
 fn a_free_machine_goes_before_a_busy_one_expected_as_soon() {
     // Moon has the model resident and its one slot busy with an answer that ends in about
     // three seconds; ai-core is idle and loads the model in as long. The task would wait
@@ -614,7 +644,7 @@ fn a_free_machine_goes_before_a_busy_one_expected_as_soon() {
     let e = estimates(&[moon.clone(), ai_core.clone()], &ask, Utc::now());
     let (busy, free) = (&e[0], &e[1]);
     assert!(
-        busy.waits && busy.resident && !free.waits && !free.resident,
+        busy.waits() && busy.resident && !free.waits() && !free.resident,
         "{e:?}"
     );
     let (factor, seconds) = SAME_WITHIN;

@@ -1,14 +1,21 @@
-//! A first token that is late: a streamed turn that has shown nothing on the machine it
-//! started on, for longer than placement expected there, moves to another machine that
-//! would now give it sooner.
+//! A first token that is late, or sooner elsewhere: a streamed turn that has shown
+//! nothing on the machine it started on moves to another machine that would now give it
+//! sooner, in two cases.
 //!
-//! Placement chooses with the figures it has, and in a household's first minutes it has
-//! none: a laptop nothing is known of may look sooner than a busy desktop and take a
-//! minute to load. Waiting on it while the desktop frees up is what a person notices. The
-//! rule bounds the loss: the task moves once the time it has lost to the overrun (beyond
-//! what placement expected here, within [`SAME_WITHIN`]) is as long as the other machine
-//! would take to its first token, so a task that moves gets its first token at most that
-//! much later than had it stayed, and a machine that is a little slow is never left.
+//! - **It is late.** Placement chooses with the figures it has, and in a household's
+//!   first minutes it has none: a laptop nothing is known of may look sooner than a busy
+//!   desktop and take a minute to load. Waiting on it while the desktop frees up is what
+//!   a person notices. The rule bounds the loss: the task moves once the time it has lost
+//!   to the overrun (beyond what placement expected here, within [`SAME_WITHIN`]) is as
+//!   long as the other machine would take to its first token, so a task that moves gets
+//!   its first token at most that much later than had it stayed, and a machine that is a
+//!   little slow is never left. What placement expected here counts the wait for what
+//!   already ran here when the task started ([`Worker::wait_ahead`]): a load that waits
+//!   for a busy model to finish is on time while that model is.
+//! - **It still waits for what runs ahead of it here**, its load not begun (a machine of
+//!   unknown room tries a model beside a busy one, see `placement::eviction`), and
+//!   another machine now clearly gives its first token sooner than what is left here (a
+//!   person stopped an answer there): leaving costs this machine nothing.
 //!
 //! Runs beside the backend call in [`Worker::settle`](super::Worker) (see `run.rs`);
 //! only while no token has come, only for streamed answers of a model's lane not pinned
@@ -16,9 +23,9 @@
 //! and only to a machine that has shown its speed for the model: an untried one is as
 //! uncertain as the machine being left. The move goes through the queue as a failover
 //! does (an attempt; for a while every other machine leaves the job to the one it moved
-//! for, so that an untried one does not take it on the way), and the
-//! machine's figures for the model become as slow as the wait showed them to be, so the
-//! next turn is not sent there on the same hopes.
+//! for, so that an untried one does not take it on the way). A task that left late makes
+//! the machine's figures for the model as slow as the wait showed them to be, so the next
+//! turn is not sent there on the same hopes.
 
 use std::time::Duration;
 
@@ -61,20 +68,40 @@ enum Look {
 }
 
 impl Worker {
-    /// Resolves when `job`, started here at `at` as `began` says, should move (see the
+    /// Seconds placement expects `job` to wait here, were it to start now, for what
+    /// already runs on the machine before its own load or prompt begins: a slot, or a
+    /// busy model that must finish to make room for its load (Ollama keeps the load
+    /// waiting meanwhile). That wait is what placement chose this machine with, so it is
+    /// no lateness. Read before the job starts (once it runs, it counts among what runs
+    /// here); zero when the job may not move, and nothing reads it then.
+    pub(super) fn wait_ahead(&self, job: &Job) -> f64 {
+        if !self.may_move(job) {
+            return 0.0;
+        }
+        let all = self.directory.statuses();
+        let Some(here) = all.iter().find(|s| &s.name == self.handle.name()) else {
+            return 0.0;
+        };
+        let ask = Ask::of(&job.request, job.thread_id.as_ref());
+        placement::estimate_on(here, &ask, &all, Utc::now()).wait_s
+    }
+
+    /// Resolves when `job`, started here at `at` as `began` says, expected to wait
+    /// `ahead_s` for what ran here then ([`Worker::wait_ahead`]), should move (see the
     /// module doc); never when it may not.
     pub(super) async fn late_first_token(
         &self,
         job: &Job,
         at: DateTime<Utc>,
         began: Began,
+        ahead_s: f64,
     ) -> Move {
         if !self.may_move(job) {
             return std::future::pending().await;
         }
         tokio::time::sleep(FIRST_LOOK).await;
         loop {
-            match self.look(job, at, began).await {
+            match self.look(job, at, began, ahead_s).await {
                 Look::Move(to) => return to,
                 Look::Again(after) => {
                     let (most, least) = LOOK_AGAIN;
@@ -101,7 +128,7 @@ impl Worker {
 
     /// One look at the machines: how late the task is here, and where it would start
     /// sooner than that.
-    async fn look(&self, job: &Job, at: DateTime<Utc>, began: Began) -> Look {
+    async fn look(&self, job: &Job, at: DateTime<Utc>, began: Began, ahead_s: f64) -> Look {
         let now = Utc::now();
         let all = self.directory.statuses();
         let me = self.handle.name();
@@ -111,7 +138,12 @@ impl Worker {
         let ask = Ask::of(&job.request, job.thread_id.as_ref());
         let waited_s = (now - at).as_seconds_f64();
         let rates = placement::rates_on(here, ask.model, &all);
-        let late_s = waited_s - allowed_s(rates, &ask, began);
+        let expected_s = expected_s(rates, &ask, began, ahead_s);
+        let (factor, seconds) = SAME_WITHIN;
+        let late_s = waited_s - (expected_s * factor + seconds);
+        // While the task still waits for what runs ahead of it here, its load has not
+        // begun: leaving costs this machine nothing.
+        let left_s = (waited_s < ahead_s).then_some(expected_s - waited_s);
         let others: Vec<WorkerStatus> = all
             .iter()
             .filter(|s| &s.name != me && s.healthy && !job.avoids(&s.name, now))
@@ -133,8 +165,9 @@ impl Worker {
             return Look::Again(LOOK_AGAIN.0);
         };
         let there_s = best.score();
-        tracing::trace!(late_s, there_s, to = %best.worker, "no first token yet");
-        if late_s > 0.0 && there_s <= late_s {
+        tracing::trace!(late_s, ?left_s, there_s, to = %best.worker, "no first token yet");
+        let sooner = left_s.is_some_and(|left| there_s * factor + seconds < left);
+        if sooner || (late_s > 0.0 && there_s <= late_s) {
             return Look::Move(Move {
                 to: best.worker,
                 waited_s,
@@ -173,28 +206,29 @@ impl Worker {
         if !self.hand_on(job, avoid, Some(until), reason).await {
             return false;
         }
-        self.handle.left_late(
-            &job.request.model,
-            began,
-            job.request.estimated_prompt_tokens(),
-            late.waited_s,
-            late.here,
-        );
+        if late.late_s > 0.0 {
+            self.handle.left_late(
+                &job.request.model,
+                began,
+                job.request.estimated_prompt_tokens(),
+                late.waited_s,
+                late.here,
+            );
+        }
         tracing::info!(worker = %me, to = %late.to, late_s = late.late_s, there_s = late.there_s, "no first token yet; moved to a machine that gives it sooner");
         true
     }
 }
 
-/// Seconds the task's first token may take here before it counts as late: the load (when
-/// the model was not resident) and the whole prompt at this machine's figures as known
-/// now (`rates`), within [`SAME_WITHIN`]. The whole prompt even where the machine's prompt
-/// cache may hold the conversation: a cache that turns out not to hold it costs the same
-/// prompt on any other machine, and is no reason to leave.
-fn allowed_s(rates: Rates, ask: &Ask<'_>, began: Began) -> f64 {
+/// Seconds placement expects the task's first token to take here: the wait it expected
+/// for what ran here when the task started (`ahead_s`), then the load (when the model was
+/// not resident) and the whole prompt at this machine's figures as known now (`rates`).
+/// The whole prompt even where the machine's prompt cache may hold the conversation: a
+/// cache that turns out not to hold it costs the same prompt on any other machine, and is
+/// no reason to leave.
+fn expected_s(rates: Rates, ask: &Ask<'_>, began: Began, ahead_s: f64) -> f64 {
     let load = if began.was_loaded { 0.0 } else { rates.load_s };
-    let expected = load + f64::from(ask.prompt_tokens) / rates.prompt_tps.max(1.0);
-    let (factor, seconds) = SAME_WITHIN;
-    expected * factor + seconds
+    ahead_s.max(0.0) + load + f64::from(ask.prompt_tokens) / rates.prompt_tps.max(1.0)
 }
 
 /// Whether `s` has shown its speed for the job's model.

@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
-use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, Realism, Speed};
+use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, ModelSpec, Realism, Speed};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::helpers::TestApp;
 use crate::helpers::{MODEL, spawn_app_with, streamed_turn};
 use crate::household::stats_until;
-use crate::placement::{begun, drain, machines, turn, worker_until};
+use crate::placement::{Chunks, begun, drain, machines, turn, worker_until};
 
 /// A machine at the test's speed (a hundred times faster than life, one slot, one model
 /// resident) whose loads take `load` and whose answers are `answer` tokens long.
@@ -145,5 +146,218 @@ async fn a_turn_moved_for_a_known_machine_is_not_taken_by_an_untried_one() {
         "{row}"
     );
     assert_eq!(tablet.stats().requests, 0, "the tablet was never asked");
+    app.stop().await;
+}
+
+/// The small model of the tests below.
+const SMALL: &str = "llama3.2:3b";
+
+/// A realistic machine in real time keeping `max_loaded` models, each of `models` at its
+/// own speed (load ms, prompt and generation tokens a second); every answer 150 tokens
+/// (three seconds at 50 a second).
+async fn machine_running(max_loaded: usize, models: &[(&str, u64, f64, f64)]) -> FakeLlmServer {
+    models
+        .iter()
+        .fold(
+            FakeLlm::builder(),
+            |b, &(name, load_ms, prompt_tps, eval_tps)| {
+                b.model_spec(ModelSpec {
+                    speed: Some(Speed {
+                        load: Duration::from_millis(load_ms),
+                        prompt_tps,
+                        eval_tps,
+                    }),
+                    ..ModelSpec::new(name)
+                })
+            },
+        )
+        .realistic(Realism {
+            max_loaded,
+            answer_tokens: (150, 150),
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap()
+}
+
+/// ai-core: the chat model (answers of 3 s) and the small one (a 0.2 s load).
+async fn ai_core(max_loaded: usize) -> FakeLlmServer {
+    machine_running(
+        max_loaded,
+        &[(MODEL, 300, 1000.0, 50.0), (SMALL, 200, 2000.0, 500.0)],
+    )
+    .await
+}
+
+/// Day two of a household of ai-core and a laptop, each keeping one model, and each busy
+/// with a streamed answer: the laptop with a coder turn (3 s of answer), ai-core with a
+/// chat turn begun after it (`chat`, 3 s too). Placement has learned both machines'
+/// figures for their models, and that the laptop keeps one model (its coder load evicted
+/// the small model), but not how many ai-core keeps: the day before, it kept both of its
+/// models (VRAM another program now holds). Then a streamed turn of the small model
+/// (`small`) goes to ai-core: about 3.2 s to its first token there (the rest of the chat
+/// answer, then its 0.2 s load), against about 5 s on the laptop (the coder answer, then
+/// a 2 s load). ai-core tries it beside the chat answer; its load waits in Ollama.
+struct DayTwo {
+    app: TestApp,
+    laptop: FakeLlmServer,
+    coder: Chunks,
+    chat: Chunks,
+    small: tokio::task::JoinHandle<(String, String)>,
+}
+
+impl DayTwo {
+    async fn begin() -> Self {
+        let laptop = machine_running(
+            1,
+            &[
+                (SMALL, 2000, 1000.0, 500.0),
+                (crate::household::CODER, 500, 1000.0, 50.0),
+            ],
+        )
+        .await;
+        let tweak = |laptop_url: String| {
+            move |c: &mut coordinator::config::Config| {
+                machines(c, "ai-core", &[("laptop", laptop_url)]);
+            }
+        };
+        // The day before.
+        let app = spawn_app_with(ai_core(2).await, tweak(laptop.base_url())).await;
+        let teach = |machine: &'static str, models: [&'static str; 2]| {
+            let app = &app;
+            async move {
+                for model in models {
+                    let pinned = format!("{model}@{machine}");
+                    let hello = json!([{"role": "user", "content": "hello"}]);
+                    assert_eq!(turn(app, "teach", &pinned, hello).await, machine);
+                }
+            }
+        };
+        tokio::join!(
+            teach("ai-core", [MODEL, SMALL]),
+            teach("laptop", [SMALL, crate::household::CODER])
+        );
+        let known = |w: &Value| {
+            w["perf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["eval_tps"].is_number())
+                .count()
+                == 2
+        };
+        worker_until(&app, "ai-core", |w| known(w) && w["max_loaded"].is_null()).await;
+        worker_until(&app, "laptop", |w| known(w) && w["max_loaded"] == 1).await;
+        let (dir, _roomy) = app.stop().await;
+        // Day two: ai-core keeps one model.
+        let fake = ai_core(1).await;
+        let mut config = crate::helpers::test_config(&dir, &fake.base_url());
+        tweak(laptop.base_url())(&mut config);
+        let app = crate::helpers::start(config, dir, fake).await;
+        worker_until(&app, "ai-core", |w| w["healthy"] == true && known(w)).await;
+        worker_until(&app, "laptop", |w| {
+            w["healthy"] == true && w["max_loaded"] == 1
+        })
+        .await;
+        let coder = begun(&app, crate::household::CODER, "a coder turn").await;
+        let chat = begun(&app, MODEL, "a long chat turn").await;
+        let small = streamed_turn(
+            &app.http,
+            app.url("/v1/chat/completions"),
+            SMALL,
+            "a quick one",
+        );
+        // It went to ai-core, which tried it beside the chat answer.
+        stats_until(&app.fake, |s| s.requests == 2).await;
+        Self {
+            app,
+            laptop,
+            coder,
+            chat,
+            small,
+        }
+    }
+
+    /// Reads the chat answer until `tokens` more chunks have come.
+    async fn chat_goes_on(&mut self, tokens: usize) {
+        let mut lines = 0;
+        while lines < tokens {
+            let chunk = self
+                .chat
+                .next()
+                .await
+                .expect("the chat answer goes on")
+                .unwrap();
+            lines += chunk.iter().filter(|b| **b == b'\n').count();
+        }
+    }
+
+    /// The small turn's row once it has ended, and the rest of the chat answer read.
+    async fn small_ended(mut self) -> (Value, TestApp, FakeLlmServer) {
+        drop(self.coder);
+        let (task, body) = self.small.await.unwrap();
+        assert!(body.contains("[DONE]"), "{body}");
+        while self.chat.next().await.is_some() {}
+        let row = self.app.finished_task(&task).await;
+        (row, self.app, self.laptop)
+    }
+}
+
+/// A turn that waits on ai-core for the chat answer ahead of it, as placement expected,
+/// is not late for that wait: when the laptop frees up two seconds in (a person stops the
+/// coder answer), the laptop would give the first token in about 2 s, ai-core in about
+/// 1.2 s more, and the turn stays. (Counting the wait as lateness, as the rule did, it
+/// moved at about 2.3 s and had its first token after about 4.3 s.)
+#[tokio::test]
+async fn a_turn_waiting_for_the_answer_ahead_as_placement_expected_stays() {
+    let mut day = DayTwo::begin().await;
+    day.chat_goes_on(100).await;
+    let stopped = day.laptop.stats().cancelled;
+    let (row, app, laptop) = {
+        // Stop on the coder answer: the laptop is free.
+        day.coder = Box::pin(futures::stream::empty());
+        stats_until(&day.laptop, |s| s.cancelled == stopped + 1).await;
+        day.small_ended().await
+    };
+    assert_eq!(
+        (&row["status"], &row["worker_id"]),
+        (&json!("done"), &json!("ai-core")),
+        "{row}"
+    );
+    assert_eq!(
+        laptop.stats().requests,
+        3,
+        "the day before's two, the coder turn and nothing more"
+    );
+    app.stop().await;
+}
+
+/// While the turn still waits on ai-core for the chat answer ahead of it (its load has
+/// not begun), a machine that now clearly gives its first token sooner takes it: the
+/// laptop, freed at once (a person stops the coder answer), about 2 s against about 3 s
+/// more on ai-core. The turn moves then, not once it has waited 2 s more.
+#[tokio::test]
+async fn a_turn_waiting_for_the_answer_ahead_moves_to_a_machine_that_frees_up_sooner() {
+    let mut day = DayTwo::begin().await;
+    day.coder = Box::pin(futures::stream::empty());
+    // The laptop gets the turn before the chat answer on ai-core is half done.
+    let mut chunks = 0;
+    while day.laptop.stats().requests < 4 {
+        let chunk = tokio::time::timeout(Duration::from_millis(10), day.chat.next()).await;
+        if let Ok(Some(chunk)) = chunk {
+            chunks += chunk.unwrap().iter().filter(|b| **b == b'\n').count();
+        }
+        assert!(
+            chunks < 75,
+            "the turn moved late: {chunks} chunks of the chat answer had come"
+        );
+    }
+    let (row, app, _laptop) = day.small_ended().await;
+    assert_eq!(
+        (&row["status"], &row["worker_id"]),
+        (&json!("done"), &json!("laptop")),
+        "{row}"
+    );
     app.stop().await;
 }

@@ -214,8 +214,12 @@ async fn a_load_that_evicts_teaches_the_machines_capacity() {
     app.stop().await;
 }
 
+/// The chunks of a streamed answer, as read by a client.
+pub(crate) type Chunks =
+    std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
 /// A streamed `/api/chat` turn of `model` that has begun: its first chunk is in.
-pub(crate) async fn begun(app: &TestApp, model: &str, text: &str) -> impl futures::Stream {
+pub(crate) async fn begun(app: &TestApp, model: &str, text: &str) -> Chunks {
     begun_at(&app.http, app.url("/api/chat"), model, text).await
 }
 
@@ -225,7 +229,7 @@ pub(crate) async fn begun_at(
     url: String,
     model: &str,
     text: &str,
-) -> impl futures::Stream + use<> {
+) -> Chunks {
     let res = http
         .post(url)
         .json(&json!({"model": model, "messages": [{"role": "user", "content": text}]}))
@@ -233,7 +237,7 @@ pub(crate) async fn begun_at(
         .await
         .unwrap();
     assert_eq!(res.status(), 200, "{text}");
-    let mut body = Box::pin(res.bytes_stream());
+    let mut body: Chunks = Box::pin(res.bytes_stream());
     body.next().await.expect("the answer began").unwrap();
     body
 }
