@@ -1,15 +1,16 @@
 //! The late rule (`worker::late`): a streamed turn that shows no first token on the
-//! machine it started on for longer than placement expected there moves to a machine that
-//! has shown its speed and would now give it sooner.
+//! machine it started on moves to a machine that has shown its speed and would now give it
+//! sooner: when it is later there than placement expected, or while it still waits there
+//! for an answer ahead of it and another machine clearly answers sooner.
 
 use std::time::Duration;
 
 use coordinator::testkit::fake_llm::{FakeLlm, FakeLlmServer, ModelSpec, Realism, Speed};
 use futures::StreamExt;
 use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 
-use crate::helpers::TestApp;
-use crate::helpers::{MODEL, spawn_app_with, streamed_turn};
+use crate::helpers::{MODEL, TestApp, spawn_app_with, streamed_turn};
 use crate::household::stats_until;
 use crate::placement::{Chunks, begun, drain, machines, turn, worker_until};
 
@@ -45,26 +46,12 @@ async fn a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up(
     let laptop = machine_loading_in(Duration::from_secs(1000), 20).await;
     let laptop_url = laptop.base_url();
     let app = spawn_app_with(desk, |c| machines(c, "desk", &[("laptop", laptop_url)])).await;
-    // The desk has shown its speed; nothing is known of the laptop.
-    teach_desk(&app).await;
-    // The desk is busy with a long answer.
-    app.fake.hold();
-    let busy = begun(&app, MODEL, "a long answer on the desk").await;
-    let late = streamed_turn(
-        &app.http,
-        app.url("/v1/chat/completions"),
-        MODEL,
-        "the late turn",
-    );
+    let (busy, late) = desk_busy_and_a_turn(&app).await;
     // The turn went to the idle laptop, which loads.
     stats_until(&laptop, |s| s.requests == 1).await;
     app.fake.release();
     drain(busy).await;
-    let (task, body) = late.await.unwrap();
-    assert!(body.contains("[DONE]"), "{body}");
-    let row = app.finished_task(&task).await;
-    assert_eq!(row["status"], "done", "{row}");
-    assert_eq!(row["worker_id"], "desk", "{row}");
+    done_by(&app, late, "desk").await;
     let asked = app.fake.requests_to("/api/chat");
     assert!(
         asked.iter().any(|r| r
@@ -88,6 +75,35 @@ async fn a_turn_late_on_an_untried_machine_moves_to_the_known_one_that_frees_up(
     let laptop = worker_until(&app, "laptop", |_| true).await;
     assert!(load_s(&laptop) > 1.5 * desk, "desk {desk}: {laptop}");
     app.stop().await;
+}
+
+/// The desk shows its speed (nothing is known of the other machines), then answers a
+/// long answer that holds after its first token (`busy`); then a streamed turn
+/// (`late`) is sent.
+async fn desk_busy_and_a_turn(app: &TestApp) -> (Chunks, JoinHandle<(String, String)>) {
+    teach_desk(app).await;
+    app.fake.hold();
+    let busy = begun(app, MODEL, "a long answer on the desk").await;
+    let late = streamed_turn(
+        &app.http,
+        app.url("/v1/chat/completions"),
+        MODEL,
+        "the late turn",
+    );
+    (busy, late)
+}
+
+/// The row of a streamed turn once it has ended, which must be done by `worker`.
+async fn done_by(app: &TestApp, turn: JoinHandle<(String, String)>, worker: &str) -> Value {
+    let (task, body) = turn.await.unwrap();
+    assert!(body.contains("[DONE]"), "{body}");
+    let row = app.finished_task(&task).await;
+    assert_eq!(
+        (&row["status"], &row["worker_id"]),
+        (&json!("done"), &json!(worker)),
+        "{row}"
+    );
+    row
 }
 
 /// One turn pinned to the desk, and its figures shown in `/workers`.
@@ -121,15 +137,7 @@ async fn a_turn_moved_for_a_known_machine_is_not_taken_by_an_untried_one() {
         machines(c, "desk", &[("laptop", laptop_url), ("tablet", tablet_url)]);
     })
     .await;
-    teach_desk(&app).await;
-    app.fake.hold();
-    let busy = begun(&app, MODEL, "a long answer on the desk").await;
-    let late = streamed_turn(
-        &app.http,
-        app.url("/v1/chat/completions"),
-        MODEL,
-        "the late turn",
-    );
+    let (busy, late) = desk_busy_and_a_turn(&app).await;
     // The laptop, the first untried machine, loads; then the turn leaves it.
     stats_until(&laptop, |s| s.requests == 1).await;
     stats_until(&laptop, |s| s.left_waiting == 1).await;
@@ -137,14 +145,7 @@ async fn a_turn_moved_for_a_known_machine_is_not_taken_by_an_untried_one() {
     drop(busy);
     stats_until(&app.fake, |s| s.cancelled == 1).await;
     app.fake.release();
-    let (task, body) = late.await.unwrap();
-    assert!(body.contains("[DONE]"), "{body}");
-    let row = app.finished_task(&task).await;
-    assert_eq!(
-        (&row["status"], &row["worker_id"]),
-        (&json!("done"), &json!("desk")),
-        "{row}"
-    );
+    done_by(&app, late, "desk").await;
     assert_eq!(tablet.stats().requests, 0, "the tablet was never asked");
     app.stop().await;
 }
@@ -204,7 +205,7 @@ struct DayTwo {
     laptop: FakeLlmServer,
     coder: Chunks,
     chat: Chunks,
-    small: tokio::task::JoinHandle<(String, String)>,
+    small: JoinHandle<(String, String)>,
 }
 
 impl DayTwo {
@@ -293,14 +294,13 @@ impl DayTwo {
         }
     }
 
-    /// The small turn's row once it has ended, and the rest of the chat answer read.
-    async fn small_ended(mut self) -> (Value, TestApp, FakeLlmServer) {
+    /// Once the small turn has ended, done by `worker`, and the chat answer has been read:
+    /// the app and the laptop.
+    async fn small_done_by(mut self, worker: &str) -> (TestApp, FakeLlmServer) {
         drop(self.coder);
-        let (task, body) = self.small.await.unwrap();
-        assert!(body.contains("[DONE]"), "{body}");
+        done_by(&self.app, self.small, worker).await;
         while self.chat.next().await.is_some() {}
-        let row = self.app.finished_task(&task).await;
-        (row, self.app, self.laptop)
+        (self.app, self.laptop)
     }
 }
 
@@ -313,18 +313,10 @@ impl DayTwo {
 async fn a_turn_waiting_for_the_answer_ahead_as_placement_expected_stays() {
     let mut day = DayTwo::begin().await;
     day.chat_goes_on(100).await;
-    let stopped = day.laptop.stats().cancelled;
-    let (row, app, laptop) = {
-        // Stop on the coder answer: the laptop is free.
-        day.coder = Box::pin(futures::stream::empty());
-        stats_until(&day.laptop, |s| s.cancelled == stopped + 1).await;
-        day.small_ended().await
-    };
-    assert_eq!(
-        (&row["status"], &row["worker_id"]),
-        (&json!("done"), &json!("ai-core")),
-        "{row}"
-    );
+    // Stop on the coder answer: the laptop is free.
+    day.coder = Box::pin(futures::stream::empty());
+    stats_until(&day.laptop, |s| s.cancelled == 1).await;
+    let (app, laptop) = day.small_done_by("ai-core").await;
     assert_eq!(
         laptop.stats().requests,
         3,
@@ -353,11 +345,6 @@ async fn a_turn_waiting_for_the_answer_ahead_moves_to_a_machine_that_frees_up_so
             "the turn moved late: {chunks} chunks of the chat answer had come"
         );
     }
-    let (row, app, _laptop) = day.small_ended().await;
-    assert_eq!(
-        (&row["status"], &row["worker_id"]),
-        (&json!("done"), &json!("laptop")),
-        "{row}"
-    );
+    let (app, _laptop) = day.small_done_by("laptop").await;
     app.stop().await;
 }
