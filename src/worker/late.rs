@@ -73,32 +73,32 @@ impl Worker {
     /// busy model that must finish to make room for its load (Ollama keeps the load
     /// waiting meanwhile). That wait is what placement chose this machine with, so it is
     /// no lateness. Read before the job starts (once it runs, it counts among what runs
-    /// here); zero when the job may not move, and nothing reads it then.
-    pub(super) fn wait_ahead(&self, job: &Job) -> f64 {
+    /// here); `None` when the job may not move.
+    pub(super) fn wait_ahead(&self, job: &Job) -> Option<f64> {
         if !self.may_move(job) {
-            return 0.0;
+            return None;
         }
         let all = self.directory.statuses();
         let Some(here) = all.iter().find(|s| &s.name == self.handle.name()) else {
-            return 0.0;
+            return Some(0.0);
         };
         let ask = Ask::of(&job.request, job.thread_id.as_ref());
-        placement::estimate_on(here, &ask, &all, Utc::now()).wait_s
+        Some(placement::estimate_on(here, &ask, &all, Utc::now()).wait_s)
     }
 
     /// Resolves when `job`, started here at `at` as `began` says, expected to wait
-    /// `ahead_s` for what ran here then ([`Worker::wait_ahead`]), should move (see the
-    /// module doc); never when it may not.
+    /// `ahead` for what ran here then ([`Worker::wait_ahead`]), should move (see the
+    /// module doc); never when it may not (`ahead` is `None`).
     pub(super) async fn late_first_token(
         &self,
         job: &Job,
         at: DateTime<Utc>,
         began: Began,
-        ahead_s: f64,
+        ahead: Option<f64>,
     ) -> Move {
-        if !self.may_move(job) {
+        let Some(ahead_s) = ahead else {
             return std::future::pending().await;
-        }
+        };
         tokio::time::sleep(FIRST_LOOK).await;
         loop {
             match self.look(job, at, began, ahead_s).await {
@@ -186,9 +186,9 @@ impl Worker {
     /// others, whichever took it from the queue would weigh it again among all of them,
     /// untried machines included, which the look passed over as no surer than this one:
     /// in the household's seed 2, a turn moved for moon went on to the untried laptop and
-    /// waited there for a 5 s load. Placement learns that this machine is slower than it
-    /// thought (see [`ModelPerf::left_late`]). Returns whether it moved (when it could not
-    /// be queued, it stays here).
+    /// waited there for a 5 s load. When the task left late, placement learns that this
+    /// machine is slower than it thought (see [`ModelPerf::left_late`]). Returns whether
+    /// it moved (when it could not be queued, it stays here).
     ///
     /// [`ModelPerf::left_late`]: crate::backend::perf::ModelPerf::left_late
     pub(super) async fn move_late(&self, job: &Job, began: Began, late: &Move) -> bool {

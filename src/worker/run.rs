@@ -169,7 +169,7 @@ impl Worker {
             .flatten();
         got.num_ctx = num_ctx;
         let tokens = job.request.estimated_prompt_tokens();
-        let ahead_s = self.wait_ahead(job);
+        let ahead = self.wait_ahead(job);
         let mut in_flight = self.handle.start_request(
             &job.request.model,
             job.thread_id.as_ref(),
@@ -184,7 +184,7 @@ impl Worker {
         };
         let opened = {
             let open = self.claim_and_open(delivery, started, in_flight.cold, num_ctx);
-            let late = self.late_first_token(job, started, began, ahead_s);
+            let late = self.late_first_token(job, started, began, ahead);
             tokio::pin!(open, late);
             loop {
                 tokio::select! {
@@ -194,7 +194,7 @@ impl Worker {
                             // The backend call is dropped here, before its first token.
                             return None;
                         }
-                        late.set(self.late_first_token(job, started, began, ahead_s));
+                        late.set(self.late_first_token(job, started, began, ahead));
                     }
                 }
             }
