@@ -33,7 +33,9 @@
 #        scripts/bench.sh household  (several people on three simulated home machines: random,
 #                                      round-robin, least-busy and Coordinator in one table,
 #                                      about a minute; env: BENCH_SEED=1 BENCH_SCALE=10
-#                                      BENCH_PEOPLE=4 BENCH_OUT=file.md)
+#                                      BENCH_PEOPLE=4 BENCH_OUT=file.md
+#                                      BENCH_ROWS=least-busy,coordinator (only those rows)
+#                                      BENCH_TURNS=1 (every user turn of every row))
 set -euo pipefail
 
 OHA_VERSION="1.16.0"
@@ -69,6 +71,8 @@ if [[ "${1:-}" == household ]]; then
     [[ "$BENCH_OUT" == /* ]] || BENCH_OUT="$PWD/$BENCH_OUT"
     ARGS+=(--out "$BENCH_OUT")
   fi
+  if [[ -n "${BENCH_ROWS:-}" ]]; then ARGS+=(--rows "$BENCH_ROWS"); fi
+  if [[ -n "${BENCH_TURNS:-}" ]]; then ARGS+=(--turns); fi
   cd "$ROOT" && exec "$BIN/bench-household" "${ARGS[@]}"
 fi
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use coordinator::testkit::household::{self, Options, table};
+use coordinator::testkit::household::{self, Options, route::RowKind, table};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,6 +33,10 @@ struct Args {
     /// Add every user turn of every row: the machine, its wait and load, the prompt.
     #[arg(long)]
     turns: bool,
+    /// Run only these rows, in this order (comma-separated: random, round-robin,
+    /// least-busy, coordinator, coordinator-warm); all five when not given.
+    #[arg(long, value_delimiter = ',')]
+    rows: Vec<RowKind>,
 }
 
 #[tokio::main]
@@ -51,7 +55,12 @@ async fn main() -> anyhow::Result<()> {
         scale: args.scale,
         people: args.people,
     };
-    let rows = household::run(options).await?;
+    let kinds = if args.rows.is_empty() {
+        RowKind::ALL.to_vec()
+    } else {
+        args.rows.clone()
+    };
+    let rows = household::run_rows(options, &kinds).await?;
     let header = format!(
         "Household benchmark, {} UTC, binary of commit {}, seed {}, scale {}, {} people",
         chrono::Utc::now().format("%Y-%m-%d %H:%M"),

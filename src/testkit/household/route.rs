@@ -37,6 +37,31 @@ impl RowKind {
     ];
 }
 
+impl RowKind {
+    /// The row's name on the command line: its name in the table, with a hyphen for the
+    /// warm row (`coordinator-warm`).
+    pub fn arg(self) -> &'static str {
+        match self {
+            Self::Random => "random",
+            Self::RoundRobin => "round-robin",
+            Self::LeastBusy => "least-busy",
+            Self::Coordinator => "coordinator",
+            Self::CoordinatorWarm => "coordinator-warm",
+        }
+    }
+}
+
+impl std::str::FromStr for RowKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|k| k.arg() == s).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|k| k.arg()).collect();
+            format!("unknown row {s:?}; the rows are {}", known.join(", "))
+        })
+    }
+}
+
 impl fmt::Display for RowKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -164,6 +189,15 @@ fn draw(seed: u64, key: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_row_is_named_on_the_command_line_by_its_arg() {
+        for kind in RowKind::ALL {
+            assert_eq!(kind.arg().parse::<RowKind>(), Ok(kind));
+        }
+        let err = "warm".parse::<RowKind>().unwrap_err();
+        assert!(err.contains("coordinator-warm"), "{err}");
+    }
 
     fn urls() -> Vec<Url> {
         let url = |base: &str, models: &[&str]| Url {
