@@ -225,8 +225,15 @@ impl AppState {
         let facts = decision.memory_facts(remember);
         let hits = match &self.memory {
             Some(m) if policy::may_recall(&facts) => {
-                m.context_hits(&turn.prompt, &turn.person, &turn.thread_id, &turn.system)
-                    .await
+                let limit = window::recall_limit(&turn.history, self.config.memory.top_k);
+                m.context_hits(
+                    &turn.prompt,
+                    &turn.person,
+                    &turn.thread_id,
+                    &turn.system,
+                    limit,
+                )
+                .await
             }
             _ => Vec::new(),
         };
@@ -249,6 +256,7 @@ impl AppState {
         let fitted = window::fit(
             &turn,
             &hits,
+            self.config.memory.top_k,
             limit,
             lang,
             |history, memory| compose_with(&turn, history, &decision, &self.config, memory),

@@ -53,6 +53,19 @@ pub fn age_label(lang: Lang, then: DateTime<Utc>, now: DateTime<Utc>) -> String 
     format!("[{text}] ")
 }
 
+/// Whether `shown` (messages, each [`super::flatten`]ed, one per line) shows every part
+/// of a memory item's `text` word for word: both parts of an exchange (the prompt, cut
+/// with "…" when long, and the start of the answer), an answer part, or a fact as the
+/// person wrote it. Such a memory says nothing the conversation does not.
+pub fn shown_in(text: &str, shown: &str) -> bool {
+    let mut parts = text
+        .split('\n')
+        .map(|part| part.trim().trim_end_matches('…').trim_end())
+        .filter(|part| !part.is_empty())
+        .peekable();
+    parts.peek().is_some() && parts.all(|part| shown.contains(part))
+}
+
 /// Formats `hits` (best first) within `max_chars` characters; `None` when none fits.
 ///
 /// Each memory is one line: its age, then its text, where an exchange item

@@ -48,9 +48,11 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-pub use context::context_block;
+pub use context::{context_block, shown_in};
 pub use policy::thread_allows_memory;
-pub use producer::{BackfillReport, Exchange, Piece, Skip, condense, eligibility, fact_pieces};
+pub use producer::{
+    BackfillReport, Exchange, Piece, Skip, condense, eligibility, fact_pieces, flatten,
+};
 pub use service::{Memory, MemoryHit, REFRESH_OVERLAP, select};
 pub use store::{MemoryItem, MemoryStore};
 

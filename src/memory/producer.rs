@@ -171,7 +171,7 @@ pub fn fact_pieces(facts: Vec<Fact>) -> Vec<Piece> {
 }
 
 /// Whitespace runs as single spaces, and no whitespace at either end.
-pub(super) fn flatten(text: &str) -> String {
+pub fn flatten(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for word in super::context::words_of(text) {
         if !out.is_empty() {

@@ -209,6 +209,18 @@ impl Memory {
         person: &Person,
         thread_id: &ThreadId,
     ) -> Vec<MemoryHit> {
+        self.recall_up_to(prompt, person, thread_id, self.inner.config.top_k)
+            .await
+    }
+
+    /// [`recall`](Self::recall) of up to `limit` memories rather than `[memory] top_k`.
+    pub async fn recall_up_to(
+        &self,
+        prompt: &str,
+        person: &Person,
+        thread_id: &ThreadId,
+        limit: usize,
+    ) -> Vec<MemoryHit> {
         let config = &self.inner.config;
         if !config.enabled || super::facts::small_talk(prompt) {
             return Vec::new();
@@ -240,7 +252,7 @@ impl Memory {
             return Vec::new();
         };
         let query = Query::hybrid(vector, &analysis, config.lexical_weight);
-        select(index, &query, thread_id.as_str(), config)
+        select(index, &query, thread_id.as_str(), config, limit)
             .into_iter()
             .filter_map(|(s, same_thread)| hit(index, s, same_thread))
             .collect()
@@ -263,24 +275,28 @@ impl Memory {
         thread_id: &ThreadId,
         system: &[String],
     ) -> Option<String> {
-        let hits = self.context_hits(prompt, person, thread_id, system).await;
+        let hits = self
+            .context_hits(prompt, person, thread_id, system, self.inner.config.top_k)
+            .await;
         self.context_block(&hits, detect_language(prompt))
     }
 
-    /// The items [`context_for`](Self::context_for) would say, with their scores, for a
-    /// caller that may leave some out (the service, when the model's window is short).
+    /// The items [`context_for`](Self::context_for) would say (up to `limit` of them, best
+    /// first), with their scores, for a caller that may leave some out (the service: what
+    /// the history already shows, and more when the model's window is short).
     pub async fn context_hits(
         &self,
         prompt: &str,
         person: &Person,
         thread_id: &ThreadId,
         system: &[String],
+        limit: usize,
     ) -> Vec<MemoryHit> {
         let carried = super::openwebui::carried(system);
         if carried.is_some() && self.inner.config.openwebui_memory == OpenWebUiMemory::Defer {
             return Vec::new();
         }
-        let mut hits = self.recall(prompt, person, thread_id).await;
+        let mut hits = self.recall_up_to(prompt, person, thread_id, limit).await;
         if let Some(theirs) = &carried {
             hits.retain(|h| !super::openwebui::already_said(theirs, &h.item.text));
         }
@@ -542,7 +558,7 @@ pub fn standalone_query(index: &Index, prompt: &str, thread: &str) -> Option<Str
 }
 
 /// The scope rules, on one index: which slots a recall returns, best first, each with
-/// whether it is from `thread`. One item per task; at most `top_k`. From other threads
+/// whether it is from `thread`. One item per task; at most `limit`. From other threads
 /// only facts are recalled, and only those no newer fact supersedes: an exchange is
 /// context for its own thread.
 ///
@@ -555,11 +571,10 @@ pub fn select(
     query: &Query<'_>,
     thread: &str,
     config: &MemoryConfig,
+    limit: usize,
 ) -> Vec<(Scored, bool)> {
     // Room for several items of one task before de-duplication.
-    let k = config
-        .top_k
-        .saturating_mul(MAX_ITEMS_PER_TASK + super::facts::MAX_FACTS);
+    let k = limit.saturating_mul(MAX_ITEMS_PER_TASK + super::facts::MAX_FACTS);
     let candidates: Vec<(Scored, bool)> = match config.scope {
         Scope::Thread => index
             .search_thread(query, k, thread)
@@ -594,6 +609,6 @@ pub fn select(
         .into_iter()
         .filter(|(s, _)| index.superseded_by(s.slot).is_none())
         .filter(|(s, _)| index.entry(s.slot).is_some_and(|e| tasks.insert(e.task_id)))
-        .take(config.top_k)
+        .take(limit)
         .collect()
 }

@@ -34,6 +34,21 @@ pub(super) fn limit_for(
     }
 }
 
+/// How many memories to recall for a turn whose model is given `top_k`: room for one
+/// more per history turn (up to three times `top_k`), since recall gives at most one per
+/// earlier task and [`fit`] leaves out those the history shows.
+pub(super) fn recall_limit(history: &History, top_k: usize) -> usize {
+    let turns = match history {
+        History::Messages(m) => m
+            .iter()
+            .filter(|m| m.role == crate::chat::Role::User)
+            .count(),
+        History::Text(_) => 1,
+        History::None => 0,
+    };
+    top_k + turns.min(top_k.saturating_mul(3))
+}
+
 /// A request that fits, and what fitting it did.
 pub(super) struct Fitted {
     pub request: BackendRequest,
@@ -43,23 +58,40 @@ pub(super) struct Fitted {
 }
 
 /// Composes the request (`compose(history, memory block)`) and trims it to `limit`.
+///
+/// `hits` are recall's candidates, best first; at most `top_k` of them go in, and none
+/// that the history sent with them already shows word for word (a turn of this
+/// conversation that the client sent again): those say nothing new and cost the prompt
+/// its length twice. When the window drops a history turn, its memory may come back in
+/// its place, shorter.
 pub(super) fn fit(
     turn: &Turn,
     hits: &[MemoryHit],
+    top_k: usize,
     limit: Option<u32>,
     lang: Lang,
     compose: impl Fn(&History, Option<&str>) -> BackendRequest,
     block: impl Fn(&[MemoryHit]) -> Option<String>,
 ) -> Result<Fitted, PromptTooLong> {
     let units = Units::of(&turn.history);
+    // For each candidate, the first history turn that shows it, if any.
+    let shown_in = units.showing(hits);
     let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
-    let kept_hits =
-        |kept: &[usize]| -> Vec<MemoryHit> { kept.iter().map(|i| hits[*i].clone()).collect() };
-    let build = |first: usize, kept: &[usize]| {
-        compose(&units.from(first), block(&kept_hits(kept)).as_deref())
+    // The candidates that go in once the history starts at turn `first`, of those `kept`.
+    let used = |first: usize, kept: &[usize]| -> Vec<usize> {
+        kept.iter()
+            .copied()
+            .filter(|i| shown_in[*i].is_none_or(|turn| turn < first))
+            .take(top_k)
+            .collect()
     };
+    let build = |first: usize, kept: &[usize]| {
+        let used: Vec<MemoryHit> = used(first, kept).iter().map(|i| hits[*i].clone()).collect();
+        compose(&units.from(first), block(&used).as_deref())
+    };
+    let all: Vec<usize> = (0..hits.len()).collect();
     let (first, kept) = match limit {
-        None => (0, (0..hits.len()).collect()),
+        None => (0, all.clone()),
         Some(limit) => {
             let room = budget::prompt_room(limit, context::answer_reserve(turn.params.max_tokens));
             let cost = |first: usize, kept: &[usize]| build(first, kept).estimated_prompt_tokens();
@@ -71,10 +103,22 @@ pub(super) fn fit(
     };
     let request = build(first, &kept);
     let dropped = turn.history_dropped + units.messages_before(first);
-    if dropped > 0 || kept.len() < hits.len() {
+    let wanted = used(first, &all).len();
+    let memory_dropped = wanted - used(first, &kept).len();
+    let repeated = shown_in
+        .iter()
+        .filter(|turn| turn.is_some_and(|turn| turn >= first))
+        .count();
+    if repeated > 0 {
+        tracing::debug!(
+            repeated,
+            "memory the history already shows left out of the prompt"
+        );
+    }
+    if dropped > 0 || memory_dropped > 0 {
         tracing::info!(
             history_dropped = dropped,
-            memory_dropped = hits.len() - kept.len(),
+            memory_dropped,
             limit,
             "request trimmed to its model's window"
         );
@@ -82,7 +126,7 @@ pub(super) fn fit(
     let tokens = request.estimated_prompt_tokens();
     let note = ContextNote {
         history_dropped: Some(count(dropped)),
-        memory_dropped: Some(count(hits.len() - kept.len())),
+        memory_dropped: Some(count(memory_dropped)),
         estimated_prompt_tokens: Some(i64::from(tokens)),
         num_ctx: None,
     };
@@ -133,6 +177,34 @@ impl Units {
         }
     }
 
+    /// For each hit, the first unit whose messages show all of its text word for word
+    /// ([`crate::memory::shown_in`]); `None` for a hit no unit shows.
+    fn showing(&self, hits: &[MemoryHit]) -> Vec<Option<usize>> {
+        if hits.is_empty() {
+            return Vec::new();
+        }
+        let flat: Vec<String> = match self {
+            Self::Turns(turns) => turns
+                .iter()
+                .map(|messages| {
+                    let texts: Vec<String> = messages
+                        .iter()
+                        .map(|m| crate::memory::flatten(&m.content))
+                        .collect();
+                    texts.join("\n")
+                })
+                .collect(),
+            Self::Text(t) => vec![crate::memory::flatten(t)],
+            Self::None => Vec::new(),
+        };
+        hits.iter()
+            .map(|h| {
+                flat.iter()
+                    .position(|shown| crate::memory::shown_in(&h.item.text, shown))
+            })
+            .collect()
+    }
+
     /// Messages in the first `first` units.
     fn messages_before(&self, first: usize) -> usize {
         match self {
@@ -140,5 +212,170 @@ impl Units {
             Self::Text(_) => first.min(1),
             Self::None => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::backend::BackendRequest;
+    use crate::chat::ChatMessage;
+    use crate::config::HistoryConfig;
+    use crate::domain::{ModelName, Person, TaskId};
+    use crate::memory::MemoryItem;
+    use crate::memory::store::ItemKind;
+    use crate::turn::{TurnInput, build_turn};
+
+    fn hit(text: &str, score: f32) -> MemoryHit {
+        MemoryHit {
+            item: MemoryItem {
+                id: Uuid::now_v7(),
+                person: Person::default(),
+                thread_id: "t".to_owned(),
+                task_id: TaskId::new(),
+                seq: 0,
+                kind: ItemKind::Exchange,
+                text: text.to_owned(),
+                subject: None,
+                superseded_by: None,
+                embedder: "test".to_owned(),
+                vector: Vec::new(),
+                created_at: Utc::now(),
+            },
+            score,
+            same_thread: true,
+        }
+    }
+
+    /// Two earlier turns (the first a long paste), then the question.
+    fn turn() -> Turn {
+        let paste = "the meeting approved the budget. ".repeat(150);
+        let input = TurnInput {
+            messages: vec![
+                ChatMessage::user(format!("Notes:  {paste}")),
+                ChatMessage::assistant("Noted   the notes."),
+                ChatMessage::user("My cat is called Tama."),
+                ChatMessage::assistant("A lovely name."),
+                ChatMessage::user("What did the meeting decide?"),
+            ],
+            ..TurnInput::default()
+        };
+        build_turn(input, &HistoryConfig::default()).unwrap()
+    }
+
+    /// The request as the service composes it: the memory block before the prompt.
+    fn compose(turn: &Turn, history: &History, memory: Option<&str>) -> BackendRequest {
+        let mut messages = match history {
+            History::Messages(m) => m.clone(),
+            _ => Vec::new(),
+        };
+        let prompt = match memory {
+            Some(block) => format!("{block}\n\n{}", turn.prompt),
+            None => turn.prompt.clone(),
+        };
+        messages.push(ChatMessage::user(prompt));
+        BackendRequest {
+            model: ModelName::parse("m").unwrap(),
+            messages,
+            params: Default::default(),
+            tools: Vec::new(),
+        }
+    }
+
+    fn block(hits: &[MemoryHit]) -> Option<String> {
+        (!hits.is_empty()).then(|| {
+            let lines: Vec<&str> = hits.iter().map(|h| h.item.text.as_str()).collect();
+            format!("<memory>{}</memory>", lines.join(" | "))
+        })
+    }
+
+    fn memory_of(request: &BackendRequest) -> String {
+        let prompt = &request.messages.last().unwrap().content;
+        prompt
+            .split_once("<memory>")
+            .and_then(|(_, rest)| rest.split_once("</memory>"))
+            .map_or(String::new(), |(inside, _)| inside.to_owned())
+    }
+
+    fn candidates() -> Vec<MemoryHit> {
+        let paste = "the meeting approved the budget. ".repeat(150);
+        vec![
+            // The first turn, its prompt cut as memory cuts a long one.
+            hit(&format!("Notes: {}…\nNoted the notes.", &paste[..400]), 0.9),
+            hit("My cat is called Tama.\nA lovely name.", 0.8),
+            hit("We moved the meeting to Friday.\nFriday it is.", 0.5),
+            hit("The budget is due in May.\nNoted.", 0.4),
+        ]
+    }
+
+    #[test]
+    fn memory_the_history_shows_word_for_word_is_left_out_and_the_next_comes_instead() {
+        let turn = turn();
+        let hits = candidates();
+        let fitted = fit(
+            &turn,
+            &hits,
+            2,
+            None,
+            Lang::En,
+            |h, m| compose(&turn, h, m),
+            block,
+        )
+        .unwrap();
+        let memory = memory_of(&fitted.request);
+        assert!(
+            !memory.contains("Tama") && !memory.contains("Noted the notes"),
+            "{memory}"
+        );
+        assert!(
+            memory.contains("Friday") && memory.contains("May"),
+            "{memory}"
+        );
+        assert_eq!(fitted.note.memory_dropped, Some(0));
+        assert_eq!(fitted.note.history_dropped, Some(0));
+    }
+
+    #[test]
+    fn a_turn_the_window_drops_is_said_by_its_memory_instead() {
+        let turn = turn();
+        let hits = candidates();
+        // Room for the last turns and the memory, not for the paste.
+        let fitted = fit(
+            &turn,
+            &hits,
+            2,
+            Some(1024 + 300),
+            Lang::En,
+            |h, m| compose(&turn, h, m),
+            block,
+        )
+        .unwrap();
+        let sent: Vec<&str> = fitted
+            .request
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        assert!(
+            !sent[0].contains("Notes:"),
+            "the paste's turn is dropped: {sent:?}"
+        );
+        assert_eq!(fitted.note.history_dropped, Some(2));
+        let memory = memory_of(&fitted.request);
+        assert!(
+            memory.contains("Noted the notes"),
+            "its memory comes: {memory}"
+        );
+        assert!(
+            !memory.contains("Tama"),
+            "the cat's turn is still in the history: {memory}"
+        );
+        assert!(
+            memory.contains("Friday") && !memory.contains("May"),
+            "{memory}"
+        );
     }
 }

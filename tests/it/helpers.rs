@@ -92,6 +92,28 @@ impl TestApp {
         }
     }
 
+    /// Waits until memory holds an item of `thread` (it is written after the answer is
+    /// delivered, off the request path); returns the thread's items.
+    pub async fn remembered(&self, thread: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let items: Value = self
+                .get(&format!("/memory?thread_id={thread}"))
+                .await
+                .json()
+                .await
+                .unwrap();
+            if items["items"].as_array().is_some_and(|i| !i.is_empty()) {
+                return items;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "thread {thread}'s turn never reached memory: {items}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub async fn finished_task(&self, task_id: &str) -> Value {
         let events = tokio::time::timeout(Duration::from_secs(30), self.events(task_id))
             .await

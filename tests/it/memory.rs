@@ -119,24 +119,7 @@ async fn a_fact_from_one_thread_is_recalled_in_another() {
         .await;
     let a = app.finished_task(told["task_id"].as_str().unwrap()).await;
     assert_eq!(a["status"], "done");
-    // Memory is written right after the answer is delivered, off the request path.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let items: Value = app
-            .get("/memory?thread_id=thread-A")
-            .await
-            .json()
-            .await
-            .unwrap();
-        if items["items"].as_array().is_some_and(|i| !i.is_empty()) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "thread A's turn never reached memory: {items}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    app.remembered("thread-A").await;
 
     app.fake.clear_requests();
     let question = "私の猫の名前は何でしたっけ？";
@@ -155,6 +138,76 @@ async fn a_fact_from_one_thread_is_recalled_in_another() {
         "the stored prompt is exactly what the user typed"
     );
     assert_eq!(b["thread_id"], "thread-B");
+}
+
+/// An Open WebUI chat turn: `messages` to `/v1/chat/completions` in chat `chat`, not
+/// streamed, and not remembered (so that what memory holds stays as the test wrote it).
+async fn owui_turn(app: &crate::helpers::TestApp, chat: &str, messages: Value) -> String {
+    let res = app
+        .http
+        .post(app.url("/v1/chat/completions"))
+        .header("X-OpenWebUI-Chat-Id", chat)
+        .header("X-Coordinator-Remember", "false")
+        .json(&serde_json::json!({"model": "qwen2.5:7b", "messages": messages}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let answer: Value = res.json().await.unwrap();
+    answer["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Memory says what the conversation does not: a turn whose history holds an earlier
+/// turn of its chat word for word gets no memory of that turn (it would only repeat it,
+/// and make the prompt longer), while a fact from another chat still comes.
+#[tokio::test]
+async fn memory_the_history_already_shows_is_not_sent_again() {
+    let fake = spawn_fake().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = test_config(&dir, &fake.base_url());
+    let cat = "私の猫の名前はミケです";
+    let answer = "ミケはいい名前ですね。";
+    let said = item("chat-T", &format!("{cat}\n{answer}"));
+    let mut dog = item("chat-O", "私の猫は三歳でポチという犬と仲良しです");
+    dog.kind = store::ItemKind::Fact;
+    let memory_store = store::open(&config.store).await.unwrap();
+    memory_store.insert(&[said, dog]).await.unwrap();
+    let app = start(config, dir, fake).await;
+
+    let question = "私の猫の名前は何でしたっけ？";
+    let turn = |history: Value| {
+        let mut messages = history.as_array().unwrap().clone();
+        messages.push(serde_json::json!({"role": "user", "content": question}));
+        owui_turn(&app, "chat-T", Value::Array(messages))
+    };
+    // Without the earlier turn in its history (a client that sends only the last
+    // message), memory says it.
+    turn(serde_json::json!([])).await;
+    let alone = app.last_backend_body("/api/chat")["messages"].to_string();
+    assert!(alone.contains("ミケ") && alone.contains("ポチ"), "{alone}");
+    // With it, only the other chat's fact.
+    turn(serde_json::json!([
+        {"role": "user", "content": cat},
+        {"role": "assistant", "content": answer},
+    ]))
+    .await;
+    let sent = app.last_backend_body("/api/chat");
+    let text = sent["messages"].to_string();
+    assert!(
+        text.contains("ポチ"),
+        "the other chat's fact is recalled: {text}"
+    );
+    assert_eq!(
+        text.matches("ミケ").count(),
+        2,
+        "the cat is said by the history, not again by memory: {text}"
+    );
+    let rows = app.rows().await;
+    let row = rows.iter().rev().find(|r| r.prompt == question).unwrap();
+    assert_eq!(row.context.memory_dropped, Some(0), "{row:?}");
 }
 
 /// Web, internal and opted-out turns never become memories.

@@ -170,3 +170,35 @@ fn context_block_fits_every_cap() {
     let all = context_block(&hits, Lang::En, 10_000, now).unwrap();
     assert_eq!(all.matches("\n- ").count(), whole.len());
 }
+
+#[test]
+fn a_memory_is_shown_by_messages_that_hold_every_part_of_it_word_for_word() {
+    use crate::memory::{flatten, shown_in};
+    let history = [
+        flatten("私の猫の名前は  ミケです"),
+        flatten("ミケは\nいい名前ですね。ほかに何か？"),
+    ]
+    .join("\n");
+    // The answer's line break is a space in memory, as in the flattened history.
+    assert!(!shown_in(
+        "私の猫の名前は ミケです\nミケはいい名前ですね。",
+        &history
+    ));
+    assert!(shown_in(
+        "私の猫の名前は ミケです\nミケは いい名前ですね。",
+        &history
+    ));
+    // A prompt memory cut short with "…" is shown by the whole one.
+    assert!(shown_in(
+        "私の猫の名前は…\nミケは いい名前ですね。",
+        &history
+    ));
+    // A fact, as the person said it.
+    assert!(shown_in("私の猫の名前は ミケです", &history));
+    // Half shown is not shown: the answer part is new.
+    assert!(!shown_in(
+        "私の猫の名前は ミケです\n三毛猫ですね。",
+        &history
+    ));
+    assert!(!shown_in("", &history));
+}

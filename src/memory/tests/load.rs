@@ -385,6 +385,7 @@ async fn other_threads_are_counted_not_held(store: Arc<dyn MemoryStore>) {
         &Query::hybrid(&vector, &analysis, config.lexical_weight),
         "A",
         &config,
+        config.top_k,
     );
     let got: Vec<(Uuid, f32)> = hits.iter().map(|h| (h.item.id, h.score)).collect();
     let want: Vec<(Uuid, f32)> = expected
@@ -541,6 +542,7 @@ async fn the_threads_held_are_bounded() {
         &Query::hybrid(&vector, &analysis, config.lexical_weight),
         "t0",
         &config,
+        config.top_k,
     )
     .iter()
     .map(|(s, _)| (whole.entry(s.slot).unwrap().id, s.score))
