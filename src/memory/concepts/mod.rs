@@ -232,8 +232,10 @@ pub struct Fit {
     people: Mask,
     /// The topics it names (things, tastes, names).
     topics: Mask,
-    /// For each concept it names that has a broader one: its bit and its siblings' (a
-    /// memory naming a sibling and not the concept is about another kind of thing).
+    /// For each concept it names that has a broader one: the bits of the kinds of that
+    /// broader one the question names, and of those it does not (a memory naming one of
+    /// the latter and none of the former is about another kind of thing; a question
+    /// about the cat and the dog gets the memory of either).
     siblings: Vec<(Mask, Mask)>,
 }
 
@@ -245,12 +247,12 @@ impl Fit {
             .iter()
             .filter_map(|&i| {
                 let broader = CONCEPTS[i].broader?;
-                let others = CONCEPTS
+                let kinds = CONCEPTS
                     .iter()
                     .enumerate()
-                    .filter(|(j, c)| *j != i && c.broader == Some(broader))
+                    .filter(|(_, c)| c.broader == Some(broader))
                     .fold(0, |m, (j, _)| m | bit(j));
-                Some((bit(i), others))
+                Some((kinds & q, kinds & !q))
             })
             .collect();
         Self {

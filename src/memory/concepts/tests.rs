@@ -69,6 +69,17 @@ fn a_question_about_another_pet_or_person_is_not_compatible() {
 }
 
 #[test]
+fn a_question_about_two_pets_may_get_the_memory_of_either() {
+    let both = mentioned("What are my cat and my dog called?");
+    assert!(compatible(&both, &mentioned("My cat is called Tama")));
+    assert!(compatible(&both, &mentioned("My dog is called Max")));
+    assert!(!compatible(&both, &mentioned("My hamster is called Pip")));
+    let ja = mentioned("うちの猫と犬の名前は何だっけ？");
+    assert!(compatible(&ja, &mentioned("私の猫の名前はミケです")));
+    assert!(compatible(&ja, &mentioned("私の犬の名前はポチです")));
+}
+
+#[test]
 fn a_memory_on_another_topic_is_off_topic() {
     let laptop = mentioned("ノートパソコンのメモリって何GB積んでたっけ？");
     assert!(off_topic(
