@@ -92,23 +92,24 @@ impl TestApp {
         }
     }
 
-    /// Waits until memory holds an item of `thread` (it is written after the answer is
-    /// delivered, off the request path); returns the thread's items.
-    pub async fn remembered(&self, thread: &str) -> Value {
+    /// The memories of `thread` once its turn has been remembered (written right after
+    /// the answer, off the request path): waits until the thread has an exchange item.
+    pub async fn remembered(&self, thread: &str) -> Vec<Value> {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let items: Value = self
+            let body: Value = self
                 .get(&format!("/memory?thread_id={thread}"))
                 .await
                 .json()
                 .await
                 .unwrap();
-            if items["items"].as_array().is_some_and(|i| !i.is_empty()) {
+            let items = body["items"].as_array().cloned().unwrap_or_default();
+            if items.iter().any(|i| i["kind"] == "exchange") {
                 return items;
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "thread {thread}'s turn never reached memory: {items}"
+                "{thread} never reached memory"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -2,8 +2,6 @@
 //! mode (several sentences in the prompt's language, mostly not the fact), driven through
 //! `/v1/chat/completions` in separate Open WebUI chats, as a household uses it.
 
-use std::time::{Duration, Instant};
-
 use coordinator::config::Config;
 use coordinator::memory::OpenWebUiMemory;
 use coordinator::testkit::fake_llm::FakeLlm;
@@ -50,26 +48,6 @@ async fn chat(app: &TestApp, chat: &str, system: Option<&str>, prompt: &str) -> 
     (task, answer)
 }
 
-/// The memories of `thread` once its turn has been remembered (written right after the
-/// answer, off the request path): waits until the thread has an exchange item.
-async fn remembered(app: &TestApp, thread: &str) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let body: Value = app
-            .get(&format!("/memory?thread_id={thread}"))
-            .await
-            .json()
-            .await
-            .unwrap();
-        let items = body["items"].as_array().cloned().unwrap_or_default();
-        if items.iter().any(|i| i["kind"] == "exchange") {
-            return items;
-        }
-        assert!(Instant::now() < deadline, "{thread} never reached memory");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn facts(items: &[Value]) -> Vec<&str> {
     items
         .iter()
@@ -81,7 +59,7 @@ fn facts(items: &[Value]) -> Vec<&str> {
 /// Tells `prompt` in chat `thread` and waits until the turn is remembered.
 async fn tell(app: &TestApp, thread: &str, prompt: &str) {
     chat(app, thread, None, prompt).await;
-    remembered(app, thread).await;
+    app.remembered(thread).await;
 }
 
 /// Every fact item in `/memory` whose text holds `word`.
@@ -113,7 +91,7 @@ async fn the_seeds_cat_is_recalled_after_a_long_realistic_answer() {
         answer.chars().count() >= 80 && !answer.contains("ミケ"),
         "a model's answer, not an echo: {answer}"
     );
-    let a = remembered(&app, "chat-a").await;
+    let a = app.remembered("chat-a").await;
     assert_eq!(facts(&a), ["私の猫の名前はミケです"], "{a:?}");
 
     let question = "私の猫の名前は何でしたっけ？";
@@ -143,7 +121,7 @@ async fn the_seeds_cat_is_recalled_after_a_long_realistic_answer() {
         row["prompt"], question,
         "the stored prompt is what was typed"
     );
-    let b = remembered(&app, "chat-b").await;
+    let b = app.remembered("chat-b").await;
     assert!(facts(&b).is_empty(), "a question is not a fact: {b:?}");
 }
 
