@@ -85,6 +85,12 @@ pub struct Activity {
     running: Vec<(u64, Running)>,
     next_id: u64,
     recent: VecDeque<Recent>,
+    /// Conversations whose latest request here ended before its first token (moved to
+    /// another machine, stopped), within [`RECENT_FOR`], at most [`MAX_RECENT`]: the
+    /// machine may hold their prompt in its cache all the same (Ollama keeps the part it
+    /// had processed), so their next turn here teaches no prompt rate. Not counted as
+    /// served: placement does not count on that cache.
+    left_early: VecDeque<Recent>,
     /// `max_loaded` from the config, if it states it.
     configured_max_loaded: Option<usize>,
     /// How many models were resident when a load evicted one: the machine's capacity.
@@ -120,23 +126,33 @@ impl Activity {
     }
 
     /// The answer `id` ended (done, failed or dropped); its conversation, if known, counts
-    /// as recent on this machine. Returns whether it leaves its model's load unconfirmed:
-    /// it waited for a load (it was cold), had no first token, and no other answer of
-    /// the model takes the load on (see [`Self::load_taken_on`]).
-    pub fn end(&mut self, id: u64, thread: Option<ThreadId>, at: DateTime<Utc>) -> bool {
+    /// as recent on this machine when an answer came (`answered`), else as one whose
+    /// prompt the machine may hold ([`Self::may_hold`]). Returns whether it leaves its
+    /// model's load unconfirmed: it waited for a load (it was cold), had no first token,
+    /// and no other answer of the model takes the load on (see [`Self::load_taken_on`]).
+    pub fn end(
+        &mut self,
+        id: u64,
+        thread: Option<ThreadId>,
+        answered: bool,
+        at: DateTime<Utc>,
+    ) -> bool {
         let Some(pos) = self.running.iter().position(|(i, _)| *i == id) else {
             return false;
         };
         let (_, r) = self.running.remove(pos);
         let unconfirmed = r.cold && r.first_token_at.is_none() && !self.load_taken_on(&r.model);
         if let Some(thread) = thread {
-            let tokens = r.prompt_tokens.saturating_add(r.tokens);
-            self.served(Recent {
+            let recent = Recent {
                 thread,
                 model: r.model,
                 at,
-                tokens,
-            });
+                tokens: r.prompt_tokens.saturating_add(r.tokens),
+            };
+            match answered {
+                true => self.served(recent),
+                false => keep(&mut self.left_early, recent),
+            }
         }
         unconfirmed
     }
@@ -162,19 +178,8 @@ impl Activity {
     /// Notes a conversation served (its newest turn replaces the older ones), forgetting
     /// what is too old or beyond [`MAX_RECENT`].
     pub fn served(&mut self, recent: Recent) {
-        let at = recent.at;
-        self.recent.retain(|r| r.thread != recent.thread);
-        self.recent.push_back(recent);
-        while self.recent.len() > MAX_RECENT {
-            self.recent.pop_front();
-        }
-        self.forget_before(at - RECENT_FOR);
-    }
-
-    fn forget_before(&mut self, cutoff: DateTime<Utc>) {
-        while self.recent.front().is_some_and(|r| r.at < cutoff) {
-            self.recent.pop_front();
-        }
+        self.left_early.retain(|r| r.thread != recent.thread);
+        keep(&mut self.recent, recent);
     }
 
     /// Whether `thread` was served here with `model` as the last conversation it had on
@@ -184,6 +189,13 @@ impl Activity {
         self.recent
             .iter()
             .any(|r| &r.thread == thread && &r.model == model)
+    }
+
+    /// Whether the machine's prompt cache may hold the conversation for `model`: it
+    /// served it lately, or a request of it ended here before its first token.
+    pub fn may_hold(&self, thread: &ThreadId, model: &ModelName) -> bool {
+        self.served_lately(thread, model)
+            || (self.left_early.iter()).any(|r| &r.thread == thread && &r.model == model)
     }
 
     pub fn running(&self) -> Vec<Running> {
@@ -249,6 +261,20 @@ impl Activity {
     }
 }
 
+/// Notes `recent` in `list` (a conversation's newest turn replaces its older ones),
+/// forgetting what is older than [`RECENT_FOR`] or beyond [`MAX_RECENT`].
+fn keep(list: &mut VecDeque<Recent>, recent: Recent) {
+    let cutoff = recent.at - RECENT_FOR;
+    list.retain(|r| r.thread != recent.thread);
+    list.push_back(recent);
+    while list.len() > MAX_RECENT {
+        list.pop_front();
+    }
+    while list.front().is_some_and(|r| r.at < cutoff) {
+        list.pop_front();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,7 +311,7 @@ mod tests {
         // The first token's time stays the first one.
         let later = now + Duration::seconds(1);
         assert_eq!(a.progress(id, 20, later).unwrap().first_token_at, Some(now));
-        a.end(id, Some(thread("t1")), later);
+        a.end(id, Some(thread("t1")), true, later);
         assert!(a.running().is_empty());
         assert_eq!(a.recent(later).len(), 1);
         assert_eq!(a.recent(later)[0].model, model("m"));
@@ -293,7 +319,7 @@ mod tests {
         assert_eq!(a.recent(later)[0].tokens, 120);
         // Unknown ids change nothing.
         assert!(a.progress(id, 1, later).is_none());
-        a.end(id, Some(thread("t2")), later);
+        a.end(id, Some(thread("t2")), true, later);
         assert_eq!(a.recent(later).len(), 1);
     }
 

@@ -189,9 +189,11 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.handle.in_flight.fetch_sub(1, Ordering::Relaxed);
-        // Only an answer that came leaves its conversation in the machine's cache.
-        let thread = self.thread.take().filter(|_| self.tokens > 0);
-        let unconfirmed = lock(&self.handle.activity).end(self.id, thread, Utc::now());
+        // An answer that came leaves its conversation in the machine's cache; one that
+        // ended before may have left part of its prompt there.
+        let answered = self.tokens > 0;
+        let unconfirmed =
+            lock(&self.handle.activity).end(self.id, self.thread.take(), answered, Utc::now());
         // An answer that waited for a load and ended before its first token (moved,
         // stopped, failed) leaves the load under way or failed, not done: the model is
         // resident here again only once a look at the machine shows it.
@@ -429,7 +431,7 @@ impl BackendHandle {
         };
         let (id, cached) = {
             let mut activity = lock(&self.activity);
-            let cached = !cold && thread.is_some_and(|t| activity.served_lately(t, model));
+            let cached = !cold && thread.is_some_and(|t| activity.may_hold(t, model));
             let id = activity.start(Running {
                 model: model.clone(),
                 started_at: Utc::now(),
@@ -931,6 +933,36 @@ mod tests {
         // Unloaded since: loaded again, with an empty cache.
         handle.set_loaded(vec![]);
         assert_eq!(turn(&m, Some(&chat)), (true, false));
+    }
+
+    /// A turn whose request ended here before its first token (moved to another machine
+    /// once its prompt was under way, stopped) may have left its prompt in the machine's
+    /// cache: the conversation's next turn here starts `cached` and teaches no prompt
+    /// rate (in the household, such a turn taught the mini PC a prompt rate of about
+    /// 23,000 tokens a second, 80 times its own, and placement sent a 3,929-token turn
+    /// there to wait 15 s). Placement still does not count on that cache.
+    #[tokio::test]
+    async fn a_turn_after_one_that_left_before_its_first_token_starts_cached() {
+        let m = ModelName::parse("m").unwrap();
+        let handle = ollama(1, vec![m.clone()]);
+        // Another conversation's answer: the model is resident.
+        let mut warm = handle.start_request(&m, None, 10, None, Priority::Interactive);
+        warm.token();
+        drop(warm);
+        let chat = ThreadId::parse("chat").unwrap();
+        let left = handle.start_request(&m, Some(&chat), 1800, None, Priority::Interactive);
+        assert_eq!((left.cold, left.cached), (false, false));
+        drop(left);
+        let next = handle.start_request(&m, Some(&chat), 2000, None, Priority::Interactive);
+        assert_eq!((next.cold, next.cached), (false, true));
+        drop(next);
+        assert!(
+            handle.status().recent.is_empty(),
+            "served nothing: placement counts on no cache"
+        );
+        let other = ThreadId::parse("another chat").unwrap();
+        let fresh = handle.start_request(&m, Some(&other), 2000, None, Priority::Interactive);
+        assert!(!fresh.cached);
     }
 
     /// An answer that needed a load and ended before its first token (it moved to another
