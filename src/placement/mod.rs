@@ -405,7 +405,7 @@ pub fn rates_on(s: &WorkerStatus, model: &ModelName, statuses: &[WorkerStatus]) 
     let fleet = fleet_best(statuses, model);
     let base = match machine_factor(s, statuses) {
         Some(f) => Rates {
-            load_s: fleet.load_s / f.eval.sqrt(),
+            load_s: fleet.load_s / f.load.unwrap_or_else(|| f.eval.sqrt()),
             prompt_tps: fleet.prompt_tps * f.prompt,
             eval_tps: fleet.eval_tps * f.eval,
             answer_tokens: fleet.answer_tokens,
@@ -441,6 +441,10 @@ fn fleet_best(statuses: &[WorkerStatus], model: &ModelName) -> Rates {
 struct Factor {
     prompt: f64,
     eval: f64,
+    /// Its load speed against the fleet's quickest, from the models both loaded: a
+    /// machine's disk and bus load any model that much slower. `None` when it has loaded
+    /// none that another has too; its rates then stand in for it.
+    load: Option<f64>,
 }
 
 /// The geometric mean, over the models `s` has shown a rate for, of its rate over the
@@ -478,16 +482,48 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
         (None, None) => {
             let load = ratio(|p| p.load_s.filter(|l| *l > 0.0).map(f64::recip))?;
             let f = (load * load).clamp(0.01, 1.0);
-            Some(Factor { prompt: f, eval: f })
+            Some(Factor {
+                prompt: f,
+                eval: f,
+                load: Some(load),
+            })
         }
         (p, e) => {
             let known = e.or(p).unwrap_or(1.0);
             Some(Factor {
                 prompt: p.unwrap_or(known).clamp(0.01, 1.0),
                 eval: e.unwrap_or(known).clamp(0.01, 1.0),
+                load: load_factor(s, statuses),
             })
         }
     }
+}
+
+/// `s`'s load speed against the quickest other machine's, as the geometric mean over the
+/// models it loaded that another has loaded too (at most 1: a machine quicker than all
+/// counts as the quickest); `None` when there are none.
+fn load_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<f64> {
+    let load = |p: &perf::ModelPerf| p.load_s.filter(|l| *l > 0.0);
+    let logs: Vec<f64> = s
+        .perf
+        .iter()
+        .filter_map(|p| {
+            let mine = load(p)?;
+            let quickest = statuses
+                .iter()
+                .filter(|o| o.name != s.name)
+                .flat_map(|o| o.perf.iter())
+                .filter(|o| o.model == p.model)
+                .filter_map(load)
+                .reduce(f64::min)?;
+            Some((quickest.min(mine) / mine).ln())
+        })
+        .collect();
+    (!logs.is_empty()).then(|| {
+        (logs.iter().sum::<f64>() / logs.len() as f64)
+            .exp()
+            .clamp(0.01, 1.0)
+    })
 }
 
 /// Seconds until `s` has a free slot for `model`: none when one is free, else until the

@@ -177,6 +177,37 @@ fn a_machine_slower_on_the_models_both_ran_is_assumed_slower_on_the_others() {
 }
 
 #[test]
+fn a_machine_that_loads_one_model_slowly_is_assumed_to_load_the_others_as_slowly() {
+    // The household: moon loads the chat model in 3 s and the small one in 1.5 s; the
+    // laptop has run only the small one, loading it in 5 s. Its disk and bus load the
+    // chat model as slowly: 10 s (its rates alone said 3 s / sqrt(0.13) = 8.2 s at
+    // best, and the laptop looked sooner than a desktop that loads it in 6 s).
+    let mut moon = with_rates(status("moon", false, 0), 3.0, 1500.0, 80.0);
+    moon.perf.push(rates("small", 1.5, 3000.0, 150.0));
+    let mut laptop = status("laptop", false, 0);
+    laptop.perf = vec![rates("small", 5.0, 300.0, 20.0)];
+    let statuses = [moon, laptop.clone()];
+    let r = rates_on(&laptop, &model("m"), &statuses);
+    assert!((r.load_s - 10.0).abs() < 1e-6, "{r:?}");
+    assert!((r.eval_tps - 80.0 * 20.0 / 150.0).abs() < 1e-6, "{r:?}");
+    // A machine that has loaded nothing another has is taken from its rates, as before.
+    // (A model only it has does not count: there is nothing to compare its load with.)
+    let mut mini = status("mini", false, 0);
+    let mut own = rates("own", 2.0, 300.0, 20.0);
+    own.model = model("own");
+    own.prompt_tps = None;
+    own.eval_tps = None;
+    mini.perf = vec![own, rates("small", 5.0, 300.0, 20.0)];
+    mini.perf[1].load_s = None;
+    let moon = statuses[0].clone();
+    let r = rates_on(&mini, &model("m"), &[moon, mini.clone()]);
+    assert!(
+        (r.load_s - 3.0 / (20.0f64 / 150.0).sqrt()).abs() < 1e-6,
+        "{r:?}"
+    );
+}
+
+#[test]
 fn a_machine_that_has_shown_only_a_slow_load_is_assumed_that_much_slower() {
     // Moon loads `m` in 3 s and runs it at 1500/80 tokens/s; the laptop has shown only
     // that its load takes 6 s (a turn left it late): half moon's load speed, so a quarter
