@@ -459,28 +459,11 @@ struct Factor {
 /// twice as fast as they are, and turns moved to them only to move again). `None` when
 /// it has shown neither.
 fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor> {
-    let ratio = |figure: fn(&perf::ModelPerf) -> Option<f64>| {
-        let logs: Vec<f64> = s
-            .perf
-            .iter()
-            .filter_map(|p| {
-                let mine = figure(p)?;
-                let best = statuses
-                    .iter()
-                    .flat_map(|o| o.perf.iter())
-                    .filter(|o| o.model == p.model)
-                    .filter_map(figure)
-                    .reduce(f64::max)?;
-                (mine > 0.0 && best > 0.0).then(|| (mine / best).min(1.0).ln())
-            })
-            .collect();
-        (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
-    };
-    let eval = ratio(|p| p.eval_tps);
-    let prompt = ratio(|p| p.prompt_tps);
+    let eval = relative(s, statuses, Among::All, |p| p.eval_tps);
+    let prompt = relative(s, statuses, Among::All, |p| p.prompt_tps);
     match (prompt, eval) {
         (None, None) => {
-            let load = ratio(|p| p.load_s.filter(|l| *l > 0.0).map(f64::recip))?;
+            let load = relative(s, statuses, Among::All, load_speed)?;
             let f = (load * load).clamp(0.01, 1.0);
             Some(Factor {
                 prompt: f,
@@ -493,37 +476,53 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
             Some(Factor {
                 prompt: p.unwrap_or(known).clamp(0.01, 1.0),
                 eval: e.unwrap_or(known).clamp(0.01, 1.0),
-                load: load_factor(s, statuses),
+                // Against the other machines only: a model no other has loaded says
+                // nothing of how this one's disk and bus compare.
+                load: relative(s, statuses, Among::Others, load_speed).map(|l| l.clamp(0.01, 1.0)),
             })
         }
     }
 }
 
-/// `s`'s load speed against the quickest other machine's, as the geometric mean over the
-/// models it loaded that another has loaded too (at most 1: a machine quicker than all
-/// counts as the quickest); `None` when there are none.
-fn load_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<f64> {
-    let load = |p: &perf::ModelPerf| p.load_s.filter(|l| *l > 0.0);
+/// Which machines [`relative`] compares `s` with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Among {
+    /// Every machine, `s` included.
+    All,
+    /// The others.
+    Others,
+}
+
+/// One over a model's load time: its load speed.
+fn load_speed(p: &perf::ModelPerf) -> Option<f64> {
+    p.load_s.filter(|l| *l > 0.0).map(f64::recip)
+}
+
+/// The geometric mean, over the models `s` has a `figure` for (higher is better), of its
+/// figure over the best the machines `among` have shown for that model, at most 1; `None`
+/// when no model has both.
+fn relative(
+    s: &WorkerStatus,
+    statuses: &[WorkerStatus],
+    among: Among,
+    figure: fn(&perf::ModelPerf) -> Option<f64>,
+) -> Option<f64> {
     let logs: Vec<f64> = s
         .perf
         .iter()
         .filter_map(|p| {
-            let mine = load(p)?;
-            let quickest = statuses
+            let mine = figure(p)?;
+            let best = statuses
                 .iter()
-                .filter(|o| o.name != s.name)
+                .filter(|o| among == Among::All || o.name != s.name)
                 .flat_map(|o| o.perf.iter())
                 .filter(|o| o.model == p.model)
-                .filter_map(load)
-                .reduce(f64::min)?;
-            Some((quickest.min(mine) / mine).ln())
+                .filter_map(figure)
+                .reduce(f64::max)?;
+            (mine > 0.0 && best > 0.0).then(|| (mine / best).min(1.0).ln())
         })
         .collect();
-    (!logs.is_empty()).then(|| {
-        (logs.iter().sum::<f64>() / logs.len() as f64)
-            .exp()
-            .clamp(0.01, 1.0)
-    })
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
 }
 
 /// Seconds until `s` has a free slot for `model`: none when one is free, else until the
