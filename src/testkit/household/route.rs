@@ -14,8 +14,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// A row of the benchmark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A row of the benchmark. On the command line (`bench-household --rows`), its name in
+/// kebab case: `least-busy`, `coordinator-warm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RowKind {
     Random,
     RoundRobin,
@@ -35,31 +36,6 @@ impl RowKind {
         Self::Coordinator,
         Self::CoordinatorWarm,
     ];
-}
-
-impl RowKind {
-    /// The row's name on the command line: its name in the table, with a hyphen for the
-    /// warm row (`coordinator-warm`).
-    pub fn arg(self) -> &'static str {
-        match self {
-            Self::Random => "random",
-            Self::RoundRobin => "round-robin",
-            Self::LeastBusy => "least-busy",
-            Self::Coordinator => "coordinator",
-            Self::CoordinatorWarm => "coordinator-warm",
-        }
-    }
-}
-
-impl std::str::FromStr for RowKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|k| k.arg() == s).ok_or_else(|| {
-            let known: Vec<&str> = Self::ALL.iter().map(|k| k.arg()).collect();
-            format!("unknown row {s:?}; the rows are {}", known.join(", "))
-        })
-    }
 }
 
 impl fmt::Display for RowKind {
@@ -192,10 +168,17 @@ mod tests {
 
     #[test]
     fn every_row_is_named_on_the_command_line_by_its_arg() {
-        for kind in RowKind::ALL {
-            assert_eq!(kind.arg().parse::<RowKind>(), Ok(kind));
+        #[derive(Debug, clap::Parser)]
+        struct Args {
+            #[arg(long, value_delimiter = ',')]
+            rows: Vec<RowKind>,
         }
-        let err = "warm".parse::<RowKind>().unwrap_err();
+        let names = "random,round-robin,least-busy,coordinator,coordinator-warm";
+        let args = <Args as clap::Parser>::try_parse_from(["bench", "--rows", names]).unwrap();
+        assert_eq!(args.rows, RowKind::ALL);
+        let err = <Args as clap::Parser>::try_parse_from(["bench", "--rows", "warm"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("coordinator-warm"), "{err}");
     }
 
