@@ -28,6 +28,13 @@ pub const ASSUMED: Rates = Rates {
 pub struct ModelPerf {
     pub model: ModelName,
     pub load_s: Option<f64>,
+    /// Whether `load_s` is only a lower bound (a turn that left this machine before its
+    /// first token, [`ModelPerf::left_late`]) rather than a load that was seen: a figure
+    /// extrapolated from the machine's other loads is taken where it is longer, and the
+    /// first load seen replaces it. Stored with the figures: a bound read back is still
+    /// only a bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub load_bound: bool,
     pub prompt_tps: Option<f64>,
     pub eval_tps: Option<f64>,
     pub answer_tokens: Option<f64>,
@@ -114,6 +121,7 @@ impl ModelPerf {
         Self {
             model,
             load_s: None,
+            load_bound: false,
             prompt_tps: None,
             eval_tps: None,
             answer_tokens: None,
@@ -146,11 +154,7 @@ impl ModelPerf {
             let prompt_s = self
                 .prompt_tps
                 .map_or(0.0, |tps| f64::from(s.prompt_tokens) / tps);
-            self.load_s = settle(
-                &mut self.provisional.load,
-                self.load_s,
-                (s.ttft_s - prompt_s).max(0.001),
-            );
+            self.seen_load((s.ttft_s - prompt_s).max(0.001));
         }
         if s.completion_tokens >= MIN_ANSWER_SAMPLE && s.generation_s > 0.0 {
             self.eval_tps = settle(
@@ -164,7 +168,16 @@ impl ModelPerf {
     /// Whether a cold task's load counts: when it started on an idle machine, or while
     /// nothing better is known.
     fn takes_load(&self, s: &Sample) -> bool {
-        s.alone || self.load_s.is_none()
+        s.alone || self.load_s.is_none() || self.load_bound
+    }
+
+    /// A load that was seen, folded into `load_s`: it replaces a bound or a first
+    /// impression, and moves a learned figure.
+    fn seen_load(&mut self, seconds: f64) {
+        if std::mem::take(&mut self.load_bound) {
+            self.provisional.load = true;
+        }
+        self.load_s = settle(&mut self.provisional.load, self.load_s, seconds);
     }
 
     /// Learns from Ollama's durations. Ollama's `prompt_eval_count` (the sample's
@@ -176,7 +189,7 @@ impl ModelPerf {
     /// does: the load leaves the cache empty.
     fn learn_reported(&mut self, s: &Sample, b: crate::chat::BackendTimings) {
         if !s.was_loaded && self.takes_load(s) {
-            self.load_s = settle(&mut self.provisional.load, self.load_s, b.load_s.max(0.001));
+            self.seen_load(b.load_s.max(0.001));
         }
         if s.prompt_tokens >= MIN_PROMPT_SAMPLE && !s.cached && b.prompt_eval_s > 0.0 {
             self.prompt_tps = settle(
@@ -211,11 +224,12 @@ impl ModelPerf {
             (b - a).as_seconds_f64().max(0.0)
         };
         let ttft = seconds(r.started_at, first);
-        if r.cold && self.load_s.is_none() {
+        if r.cold && (self.load_s.is_none() || self.load_bound) {
             let prompt_s = self
                 .prompt_tps
                 .map_or(0.0, |tps| f64::from(r.prompt_tokens) / tps);
             self.load_s = Some((ttft - prompt_s).max(0.001));
+            self.load_bound = false;
             self.provisional.load = true;
         } else if !r.cold
             && !r.cached
@@ -242,7 +256,7 @@ impl ModelPerf {
     /// rate where none is known here; a warm one's prompt, when the machine's cache could
     /// not hold it, went no faster than its tokens over the wait. A figure is only ever
     /// made slower, and stays a first impression: the next finished task's own figure
-    /// replaces it.
+    /// replaces it. The load so set is a bound (`load_bound`), not a load.
     pub fn left_late(&mut self, began: Began, prompt_tokens: u32, waited_s: f64, assumed: Rates) {
         if !began.alone || !waited_s.is_finite() || waited_s <= 0.0 {
             return;
@@ -253,6 +267,7 @@ impl ModelPerf {
             let at_least = waited_s - prompt_s;
             if at_least > self.load_s.unwrap_or(0.0) {
                 self.load_s = Some(at_least);
+                self.load_bound = true;
                 self.provisional.load = true;
             }
         } else if !began.cached && prompt_tokens >= MIN_PROMPT_SAMPLE {
@@ -273,10 +288,15 @@ impl ModelPerf {
             || self.eval_tps.is_some()
     }
 
-    /// The known figures, the rest taken from `fallback`.
+    /// The known figures, the rest taken from `fallback`; a load known only as a bound,
+    /// the longer of it and `fallback`'s.
     pub fn rates(&self, fallback: Rates) -> Rates {
         Rates {
-            load_s: self.load_s.unwrap_or(fallback.load_s),
+            load_s: match self.load_s {
+                Some(bound) if self.load_bound => bound.max(fallback.load_s),
+                Some(seen) => seen,
+                None => fallback.load_s,
+            },
             prompt_tps: self.prompt_tps.unwrap_or(fallback.prompt_tps),
             eval_tps: self.eval_tps.unwrap_or(fallback.eval_tps),
             answer_tokens: self.answer_tokens.unwrap_or(fallback.answer_tokens),
@@ -351,8 +371,9 @@ struct Figure {
     worst: fn(f64, f64) -> f64,
 }
 
+/// A load seen; a bound says nothing of how fast a model loads where it has not run.
 const LOAD: Figure = Figure {
-    of: |p| p.load_s,
+    of: |p| p.load_s.filter(|_| !p.load_bound),
     best: f64::min,
     worst: f64::max,
 };
@@ -411,6 +432,54 @@ mod tests {
             backend: None,
         });
         assert_eq!(p.load_s, Some(25.0));
+    }
+
+    #[test]
+    fn a_load_known_only_as_a_bound_stays_a_bound_across_a_restart_until_a_load_is_seen() {
+        // A turn left the laptop after 5 s with no first token: its load takes at least
+        // 4 s (1,000 tokens at the assumed 1,000/s). Stored and read back (a restart),
+        // it is still a bound: where the machine's other loads say 10 s, 10 s is taken.
+        let assumed = Rates {
+            prompt_tps: 1000.0,
+            ..ASSUMED
+        };
+        let mut p = ModelPerf::new(model());
+        p.left_late(ALONE_COLD, 1000, 5.0, assumed);
+        let p: ModelPerf = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!((p.load_s, p.load_bound), (Some(4.0), true));
+        let extrapolated = Rates {
+            load_s: 10.0,
+            ..ASSUMED
+        };
+        assert_eq!(p.rates(extrapolated).load_s, 10.0);
+        // Where they say less, the bound holds.
+        let quick = Rates {
+            load_s: 2.0,
+            ..ASSUMED
+        };
+        assert_eq!(p.rates(quick).load_s, 4.0);
+        // A figure seen is a figure: the first load seen replaces the bound (it is not
+        // averaged with it, though the bound was read back from the store), and then
+        // stands whatever the extrapolation says.
+        let mut p = p;
+        p.learn(Sample {
+            was_loaded: false,
+            alone: true,
+            cached: false,
+            ttft_s: 12.0,
+            generation_s: 10.0,
+            prompt_tokens: 1000,
+            completion_tokens: 101,
+            backend: Some(crate::chat::BackendTimings {
+                load_s: 9.0,
+                prompt_eval_s: 3.0,
+                eval_s: 10.0,
+            }),
+        });
+        assert_eq!((p.load_s, p.load_bound), (Some(9.0), false));
+        assert_eq!(p.rates(extrapolated).load_s, 9.0);
+        // A figure seen that is not a bound is not written as one.
+        assert!(!serde_json::to_string(&p).unwrap().contains("load_bound"));
     }
 
     #[test]

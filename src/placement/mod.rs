@@ -463,7 +463,10 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
     let prompt = relative(s, statuses, Among::All, |p| p.prompt_tps);
     match (prompt, eval) {
         (None, None) => {
-            let load = relative(s, statuses, Among::All, load_speed)?;
+            // A bound (a turn that left before its first token) only where no load was
+            // seen: it says the machine is at most that quick.
+            let load = relative(s, statuses, Among::All, seen_load_speed)
+                .or_else(|| relative(s, statuses, Among::All, load_speed))?;
             let f = (load * load).clamp(0.01, 1.0);
             Some(Factor {
                 prompt: f,
@@ -478,7 +481,8 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
                 eval: e.unwrap_or(known).clamp(0.01, 1.0),
                 // Against the other machines only: a model no other has loaded says
                 // nothing of how this one's disk and bus compare.
-                load: relative(s, statuses, Among::Others, load_speed).map(|l| l.clamp(0.01, 1.0)),
+                load: relative(s, statuses, Among::Others, seen_load_speed)
+                    .map(|l| l.clamp(0.01, 1.0)),
             })
         }
     }
@@ -493,9 +497,14 @@ enum Among {
     Others,
 }
 
-/// One over a model's load time: its load speed.
+/// One over a model's load time: its load speed (at most, where the time is a bound).
 fn load_speed(p: &perf::ModelPerf) -> Option<f64> {
     p.load_s.filter(|l| *l > 0.0).map(f64::recip)
+}
+
+/// [`load_speed`] of a load that was seen, not only bounded.
+fn seen_load_speed(p: &perf::ModelPerf) -> Option<f64> {
+    load_speed(p).filter(|_| !p.load_bound)
 }
 
 /// The geometric mean, over the models `s` has a `figure` for (higher is better), of its

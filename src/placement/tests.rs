@@ -208,6 +208,50 @@ fn a_machine_that_loads_one_model_slowly_is_assumed_to_load_the_others_as_slowly
 }
 
 #[test]
+fn a_load_known_only_as_a_bound_is_taken_as_long_as_the_machines_other_loads_say() {
+    // Seed 2's day before: a chat turn left the laptop after about 5 s with no first
+    // token, which says its chat-model load takes at least that; it has loaded the small
+    // model in 5 s, moon in 1.5 s. The next morning the chat model was assumed to load
+    // there in the bound's 5 s and a turn went to it: the load took 10 s, which is what
+    // its small-model load says (3.3 times moon's, and moon loads the chat model in 3 s).
+    let mut moon = with_rates(status("moon", false, 0), 3.0, 1500.0, 80.0);
+    moon.perf.push(rates("small", 1.5, 3000.0, 150.0));
+    let mut laptop = status("laptop", false, 0);
+    let mut bound = ModelPerf::new(model("m"));
+    bound.left_late(
+        perf::Began {
+            was_loaded: false,
+            alone: true,
+            cached: false,
+        },
+        0,
+        5.0,
+        perf::ASSUMED,
+    );
+    assert!(bound.load_bound);
+    laptop.perf = vec![rates("small", 5.0, 300.0, 20.0), bound];
+    let statuses = [moon, laptop.clone()];
+    let r = rates_on(&laptop, &model("m"), &statuses);
+    assert!((r.load_s - 10.0).abs() < 1e-6, "{r:?}");
+    // A bound longer than the extrapolation stands.
+    laptop.perf[1].load_s = Some(14.0);
+    let statuses = [statuses[0].clone(), laptop.clone()];
+    let r = rates_on(&laptop, &model("m"), &statuses);
+    assert!((r.load_s - 14.0).abs() < 1e-6, "{r:?}");
+    // A bound is not a load the fleet has seen: a machine that has loaded nothing is
+    // not assumed to load `m` as quickly as a bound somewhere says.
+    let mut only_bound = status("mini", false, 0);
+    only_bound.perf = vec![ModelPerf::new(model("m"))];
+    only_bound.perf[0].load_s = Some(0.5);
+    only_bound.perf[0].load_bound = true;
+    let statuses = [statuses[0].clone(), only_bound.clone()];
+    let fresh = status("fresh", false, 0);
+    let all = [statuses[0].clone(), statuses[1].clone(), fresh.clone()];
+    let r = rates_on(&fresh, &model("m"), &all);
+    assert!(r.load_s >= 3.0, "{r:?}");
+}
+
+#[test]
 fn a_machine_that_has_shown_only_a_slow_load_is_assumed_that_much_slower() {
     // Moon loads `m` in 3 s and runs it at 1500/80 tokens/s; the laptop has shown only
     // that its load takes 6 s (a turn left it late): half moon's load speed, so a quarter
