@@ -601,9 +601,14 @@ impl Worker {
             return false;
         }
         let all = self.directory.statuses();
+        // Never back to a machine the job has left (late, or for a sooner one), even once
+        // the time it left the job to the others has passed: with figures that favour it
+        // again, a turn would go back and forth between two machines for as long as each
+        // looked sooner to the other (56 s, seen). That machine may still take the job
+        // from the queue when it is free; it is only not handed there.
         let statuses: Vec<WorkerStatus> = all
             .iter()
-            .filter(|s| !job.avoids(&s.name, now) || &s.name == me)
+            .filter(|s| !job.avoid.contains(&s.name) || &s.name == me)
             .filter(|s| {
                 job.priority == Priority::Interactive
                     || &s.name == me

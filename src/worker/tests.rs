@@ -339,6 +339,47 @@ async fn a_job_left_for_another_worker_is_looked_at_again_when_its_time_has_pass
     assert!(!seeing(true).hand_to_sooner_worker(&still).await);
 }
 
+/// A turn that moved off the fast machine (late, or left for a sooner one) is not handed
+/// back to it by the machine it moved to, even once the time it was left for the others
+/// has passed and placement's figures favour the machine it left: it would go back and
+/// forth for as long as each looked sooner to the other.
+#[tokio::test]
+async fn a_job_is_never_handed_back_to_a_machine_it_left() {
+    let fake = FakeLlm::builder().spawn().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = worker(fake.base_url(), &dir).await;
+    let w1 = Worker {
+        directory: Arc::new(Seen(vec![
+            machine("fast", 1500.0, true),
+            machine("w1", 150.0, true),
+        ])),
+        ..base.clone()
+    };
+    let lane = Lane::llm(&ModelName::parse("m").unwrap());
+    let fresh = Job {
+        request: BackendRequest {
+            messages: vec![crate::chat::ChatMessage::user("word ".repeat(2400))],
+            ..sample_job(&lane).request
+        },
+        ..sample_job(&lane)
+    };
+    // A fresh job is left for the sooner machine: the figures favour it.
+    assert!(w1.hand_to_sooner_worker(&fresh).await);
+    let fast = WorkerName::parse("fast").unwrap();
+    let _ = base
+        .queue
+        .dequeue(std::slice::from_ref(&lane), &fast)
+        .await
+        .unwrap();
+    let moved_off_fast = Job {
+        attempt: 1,
+        avoid: vec![fast.clone()],
+        avoid_until: Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
+        ..fresh
+    };
+    assert!(!w1.hand_to_sooner_worker(&moved_off_fast).await);
+}
+
 /// A turn that moved off the laptop because its first token was late was queued for the
 /// sooner moon; when the slow `w1` takes it from the lane first, `w1` leaves it for moon
 /// as it would a fresh job, and the laptop still leaves it for as long as it did. A
