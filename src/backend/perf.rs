@@ -103,9 +103,17 @@ fn blend(old: Option<f64>, new: f64) -> Option<f64> {
     Some(old.map_or(new, |o| o + ALPHA * (new - o)))
 }
 
+/// How far from a learned figure one task's figure is taken to be, at most, either way.
+/// A machine's speed does not change tenfold from one task to the next; a sample that
+/// says so was something else (a prompt its cache held that nothing marked as such: a
+/// long system prompt another conversation had just sent, counted whole by Ollama and
+/// evaluated in a fraction of the time). A real change still shows within a few tasks.
+const MAX_STEP: f64 = 4.0;
+
 /// A finished task's figure folded into `old`: it replaces a first impression (a stall of
 /// the machine, or of this process, while the answer ran would otherwise stay in the
-/// average for many tasks), and moves a learned figure by [`ALPHA`].
+/// average for many tasks), and moves a learned figure by [`ALPHA`] towards it, taken
+/// as at most [`MAX_STEP`] times the figure (or a [`MAX_STEP`]th of it).
 fn settle(provisional: &mut bool, old: Option<f64>, new: f64) -> Option<f64> {
     if !new.is_finite() || new <= 0.0 {
         return old;
@@ -113,7 +121,10 @@ fn settle(provisional: &mut bool, old: Option<f64>, new: f64) -> Option<f64> {
     if std::mem::take(provisional) {
         return Some(new);
     }
-    blend(old, new)
+    blend(
+        old,
+        old.map_or(new, |o| new.clamp(o / MAX_STEP, o * MAX_STEP)),
+    )
 }
 
 impl ModelPerf {
@@ -432,6 +443,41 @@ mod tests {
             backend: None,
         });
         assert_eq!(p.load_s, Some(25.0));
+    }
+
+    #[test]
+    fn one_task_moves_a_learned_figure_by_at_most_a_step() {
+        // Ai-core processes prompts at 300 tokens/s. One turn's 2,000 tokens came back
+        // "evaluated" in 0.09 s (its cache held them, and nothing said so): 23,000/s.
+        let mut p = ModelPerf::new(model());
+        p.prompt_tps = Some(300.0);
+        let sample = |prompt_eval_s: f64| Sample {
+            was_loaded: true,
+            alone: true,
+            cached: false,
+            ttft_s: prompt_eval_s,
+            generation_s: 10.0,
+            prompt_tokens: 2000,
+            completion_tokens: 0,
+            backend: Some(crate::chat::BackendTimings {
+                load_s: 0.0,
+                prompt_eval_s,
+                eval_s: 0.0,
+            }),
+        };
+        p.learn(sample(2000.0 / 23_000.0));
+        // Taken as 1,200/s (four times the figure): 570, not 7,110.
+        assert!((p.prompt_tps.unwrap() - 570.0).abs() < 1e-6, "{p:?}");
+        // A machine that really is faster shows it within a few tasks.
+        for _ in 0..6 {
+            p.learn(sample(2000.0 / 3000.0));
+        }
+        assert!(p.prompt_tps.unwrap() > 2400.0, "{p:?}");
+        // And one that really is slower (a tenth).
+        for _ in 0..10 {
+            p.learn(sample(2000.0 / 300.0));
+        }
+        assert!(p.prompt_tps.unwrap() < 400.0, "{p:?}");
     }
 
     #[test]
