@@ -497,9 +497,10 @@ enum Among {
     Others,
 }
 
-/// One over a model's load time: its load speed (at most, where the time is a bound).
+/// One over a model's load time (as expected where the time is only a bound): its load
+/// speed.
 fn load_speed(p: &perf::ModelPerf) -> Option<f64> {
-    p.load_s.filter(|l| *l > 0.0).map(f64::recip)
+    p.load_estimate().filter(|l| *l > 0.0).map(f64::recip)
 }
 
 /// [`load_speed`] of a load that was seen, not only bounded.
