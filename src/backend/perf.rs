@@ -14,13 +14,6 @@ const MIN_PROMPT_SAMPLE: u32 = 64;
 /// Answers shorter than this say little about the generation rate.
 const MIN_ANSWER_SAMPLE: u32 = 16;
 
-/// A load known only as a bound is expected to take this much longer than the bound: a
-/// turn leaves a machine as soon as another gives its first token sooner, long before the
-/// load would have ended (the laptop's chat model: left after 5 s, loads in 10), and a
-/// machine known only so looked the soonest of three and took the next day's first turn.
-/// As cautious as placement is with a machine nothing is known of.
-pub const BOUND_CAUTION: f64 = 1.5;
-
 /// What is assumed of a machine nothing is known about yet, when no other machine is
 /// known either: a 7-8B model on a modest GPU.
 pub const ASSUMED: Rates = Rates {
@@ -306,22 +299,11 @@ impl ModelPerf {
             || self.eval_tps.is_some()
     }
 
-    /// The load time to expect: the one seen, or half again a bound ([`BOUND_CAUTION`]).
-    pub fn load_estimate(&self) -> Option<f64> {
-        self.load_s.map(|l| {
-            if self.load_bound {
-                l * BOUND_CAUTION
-            } else {
-                l
-            }
-        })
-    }
-
     /// The known figures, the rest taken from `fallback`; a load known only as a bound,
-    /// the longer of its estimate and `fallback`'s.
+    /// the longer of it and `fallback`'s.
     pub fn rates(&self, fallback: Rates) -> Rates {
         Rates {
-            load_s: match self.load_estimate() {
+            load_s: match self.load_s {
                 Some(bound) if self.load_bound => bound.max(fallback.load_s),
                 Some(seen) => seen,
                 None => fallback.load_s,
@@ -502,8 +484,7 @@ mod tests {
     fn a_load_known_only_as_a_bound_stays_a_bound_across_a_restart_until_a_load_is_seen() {
         // A turn left the laptop after 5 s with no first token: its load takes at least
         // 4 s (1,000 tokens at the assumed 1,000/s). Stored and read back (a restart),
-        // it is still a bound: where the machine's other loads say 10 s, 10 s is taken,
-        // and where they say less, half again the bound.
+        // it is still a bound: where the machine's other loads say 10 s, 10 s is taken.
         let assumed = Rates {
             prompt_tps: 1000.0,
             ..ASSUMED
@@ -517,11 +498,12 @@ mod tests {
             ..ASSUMED
         };
         assert_eq!(p.rates(extrapolated).load_s, 10.0);
+        // Where they say less, the bound holds.
         let quick = Rates {
             load_s: 2.0,
             ..ASSUMED
         };
-        assert_eq!(p.rates(quick).load_s, 4.0 * BOUND_CAUTION);
+        assert_eq!(p.rates(quick).load_s, 4.0);
         // A figure seen is a figure: the first load seen replaces the bound (it is not
         // averaged with it, though the bound was read back from the store), and then
         // stands whatever the extrapolation says.

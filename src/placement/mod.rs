@@ -497,11 +497,7 @@ enum Among {
     Others,
 }
 
-/// One over a model's load time: its load speed (at most, where the time is a bound: a
-/// machine known only by a bound is compared as that quick, and only its own load of
-/// that model is expected to take longer, see [`perf::BOUND_CAUTION`]; ai-core, known
-/// only by a 5.5 s bound on a 6 s load, looked slower than the laptop at the small model
-/// when its rates were figured from half again the bound).
+/// One over a model's load time: its load speed (at most, where the time is a bound).
 fn load_speed(p: &perf::ModelPerf) -> Option<f64> {
     p.load_s.filter(|l| *l > 0.0).map(f64::recip)
 }
