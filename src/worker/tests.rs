@@ -295,6 +295,19 @@ fn machine(name: &str, prompt_tps: f64, healthy: bool) -> WorkerStatus {
     }
 }
 
+/// A job of `lane` with a prompt long enough (2,400 words) that a machine ten times
+/// faster at prompts is clearly sooner.
+fn long_job(lane: &Lane) -> Job {
+    let job = sample_job(lane);
+    Job {
+        request: BackendRequest {
+            messages: vec![crate::chat::ChatMessage::user("word ".repeat(2400))],
+            ..job.request.clone()
+        },
+        ..job
+    }
+}
+
 /// A job `w1` left for the faster `moon`, whose time has passed, comes back to `w1`
 /// (from either queue): `w1` looks again. Moon still sooner, it is left to moon once more
 /// (`w1` named once, a new time); moon out of service, it runs on `w1`. A job that
@@ -314,13 +327,9 @@ async fn a_job_left_for_another_worker_is_looked_at_again_when_its_time_has_pass
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
     let w1 = WorkerName::parse("w1").unwrap();
     let left = |until: chrono::Duration| Job {
-        request: BackendRequest {
-            messages: vec![crate::chat::ChatMessage::user("word ".repeat(2400))],
-            ..sample_job(&lane).request
-        },
         avoid: vec![w1.clone()],
         avoid_until: Some(chrono::Utc::now() + until),
-        ..sample_job(&lane)
+        ..long_job(&lane)
     };
     let due = left(-chrono::Duration::seconds(1));
     assert!(seeing(true).hand_to_sooner_worker(&due).await);
@@ -356,13 +365,7 @@ async fn a_job_is_never_handed_back_to_a_machine_it_left() {
         ..base.clone()
     };
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
-    let fresh = Job {
-        request: BackendRequest {
-            messages: vec![crate::chat::ChatMessage::user("word ".repeat(2400))],
-            ..sample_job(&lane).request
-        },
-        ..sample_job(&lane)
-    };
+    let fresh = long_job(&lane);
     // A fresh job is left for the sooner machine: the figures favour it.
     assert!(w1.hand_to_sooner_worker(&fresh).await);
     let fast = WorkerName::parse("fast").unwrap();
@@ -401,14 +404,10 @@ async fn a_moved_job_taken_by_a_slower_worker_is_left_for_the_sooner_one() {
     let laptop = WorkerName::parse("laptop").unwrap();
     let laptop_until = chrono::Utc::now() + chrono::Duration::hours(1);
     let moved = Job {
-        request: BackendRequest {
-            messages: vec![crate::chat::ChatMessage::user("word ".repeat(2400))],
-            ..sample_job(&lane).request
-        },
         attempt: 1,
         avoid: vec![laptop.clone()],
         avoid_until: Some(laptop_until),
-        ..sample_job(&lane)
+        ..long_job(&lane)
     };
     assert!(w1.hand_to_sooner_worker(&moved).await);
     let moon = WorkerName::parse("moon").unwrap();
