@@ -256,6 +256,61 @@ pub fn sooner_by(
     Some(score(from)? - score(to)?)
 }
 
+/// Whether `me`, which holds a job that placement would leave for the sooner `best`,
+/// should keep it for the jobs waiting `behind` it in its lane: on `best` it would hold
+/// the slot they wait for. Weighed for the next of them (a prompt of their mean size):
+/// the job left for `best` and that one placed after it (anywhere, `me` included),
+/// against the job here and that one placed without it (anywhere but `me`). Kept when
+/// the longer of the two first tokens is clearly shorter so (beyond [`SAME_WITHIN`]) and
+/// their sum is no longer, within [`SAME_WITHIN`]: the worst wait gets shorter without
+/// the two waiting longer in all. Seed 1's warm row: a 23-token turn waited for
+/// moon's chat slot, a 2,291-token turn behind it; left for moon, the short one had its
+/// first token in 6 s and the long one in 12; on ai-core's load, about 6 and 7.
+pub fn kept_for_those_behind(
+    statuses: &[WorkerStatus],
+    ask: &Ask<'_>,
+    me: &WorkerName,
+    best: &WorkerName,
+    behind: Ahead,
+) -> bool {
+    if behind.jobs == 0 || me == best {
+        return false;
+    }
+    let now = Utc::now();
+    let soonest = |statuses: &[WorkerStatus], ask: &Ask<'_>| {
+        estimates(statuses, ask, now)
+            .iter()
+            .map(Estimate::score)
+            .reduce(f64::min)
+    };
+    let mine = estimates(statuses, ask, now);
+    let on = |w: &WorkerName| mine.iter().find(|e| &e.worker == w).map(Estimate::score);
+    let (Some(here), Some(there)) = (on(me), on(best)) else {
+        return false;
+    };
+    let prompt = behind.prompt_each(ask.prompt_tokens).round() as u32;
+    let next = Ask {
+        prompt_tokens: prompt,
+        fresh_tokens: prompt,
+        thread: None,
+        request: None,
+        ..*ask
+    };
+    let with_it = next.behind(ask.ahead.plus(Ahead {
+        jobs: 1,
+        prompt_tokens: Some(u64::from(ask.prompt_tokens)),
+    }));
+    let others: Vec<WorkerStatus> = statuses.iter().filter(|s| &s.name != me).cloned().collect();
+    let (Some(after_it), Some(without_it)) = (soonest(statuses, &with_it), soonest(&others, &next))
+    else {
+        return false;
+    };
+    let left = there.max(after_it);
+    let kept = here.max(without_it);
+    let (factor, seconds) = SAME_WITHIN;
+    kept * factor + seconds < left && here + without_it <= (there + after_it) * factor + seconds
+}
+
 /// The estimate for every worker that may take the ask: the healthy ones serving its
 /// model, or all serving it when none is healthy, in the order given.
 pub fn estimates(statuses: &[WorkerStatus], ask: &Ask<'_>, now: DateTime<Utc>) -> Vec<Estimate> {

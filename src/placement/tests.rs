@@ -760,3 +760,36 @@ fn a_free_machine_goes_before_a_busy_one_expected_as_soon() {
     let idle_moon = with_rates(status("moon", true, 0), 3.0, 1500.0, 80.0);
     assert_eq!(best(&[ai_core, idle_moon], 30), "moon");
 }
+
+#[test]
+fn a_short_turn_keeps_the_idle_machine_when_a_long_one_waits_behind_it_for_the_fast_one() {
+    // Seed 1's warm row: moon's chat slot is busy for about 2 s more; a 23-token turn is
+    // sooner there (2 s) than on ai-core (its 6 s load), and a 2,291-token turn waits
+    // behind it. Left for moon, the short one would hold moon's slot for a whole answer
+    // and the long one would have its first token after 7 s; kept on ai-core, the short
+    // one has it after 6 s and the long one after 3.5.
+    let m = model("m");
+    let mut moon = with_rates(status("moon", true, 1), 3.0, 1500.0, 80.0);
+    moon.running = vec![running("m", 2, 150, true)];
+    let ai_core = with_rates(status("ai-core", false, 0), 6.0, 300.0, 27.0);
+    let statuses = [moon, ai_core];
+    let (me, fast) = (statuses[1].name.clone(), statuses[0].name.clone());
+    let short = Ask::fresh(&m, 23);
+    assert_eq!(best_of(&statuses, &short), Some(fast.clone()));
+    let long_behind = Ahead {
+        jobs: 1,
+        prompt_tokens: Some(2291),
+    };
+    assert!(kept_for_those_behind(&statuses, &short, &me, &fast, long_behind));
+    // Nothing behind it, or only another short turn: it goes to moon.
+    assert!(!kept_for_those_behind(&statuses, &short, &me, &fast, Ahead::NONE));
+    let short_behind = Ahead {
+        jobs: 1,
+        prompt_tokens: Some(23),
+    };
+    assert!(!kept_for_those_behind(&statuses, &short, &me, &fast, short_behind));
+    // A long turn is not kept on the slow machine for a short one behind it: its own
+    // wait there would be the longest.
+    let long = Ask::fresh(&m, 2291);
+    assert!(!kept_for_those_behind(&statuses, &long, &me, &fast, short_behind));
+}

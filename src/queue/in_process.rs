@@ -248,6 +248,23 @@ impl InProcessQueue {
         }))
     }
 
+    /// The jobs waiting in `lane` that `job` goes before, of its effective class (see
+    /// [`Queue::behind_of`]), without an await.
+    pub fn behind_of_now(&self, lane: &Lane, job: &Job) -> Ahead {
+        let now = Instant::now();
+        let since = waiting_since(job, now);
+        let mine = (
+            self.aging.rank(job.priority, now.duration_since(since)),
+            since,
+        );
+        let inner = self.lock();
+        let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
+        counted(q.iter().filter(|w| {
+            let (rank, since, _) = w.order(self.aging, now);
+            rank == mine.0 && since > mine.1
+        }))
+    }
+
     /// What waits before a fresh job of `priority` in `lane`, for placement and the
     /// expected wait ([`crate::dispatch::Dispatcher::ahead`]): per lane, the jobs a fresh
     /// one would be taken after, counted by [`PlacementWaiting::count`] among `statuses`;
@@ -392,6 +409,10 @@ impl Queue for InProcessQueue {
 
     async fn ahead_of(&self, lane: &Lane, job: &Job) -> Result<Ahead, QueueError> {
         Ok(self.ahead_of_now(lane, job))
+    }
+
+    async fn behind_of(&self, lane: &Lane, job: &Job) -> Result<Ahead, QueueError> {
+        Ok(self.behind_of_now(lane, job))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -783,6 +804,28 @@ mod tests {
         };
         assert_eq!(q.ahead_of(&lane, &mine).await.unwrap().jobs, 1);
         assert_eq!(q.ahead_now(&lane, Priority::Interactive).jobs, 2);
+    }
+
+    /// The jobs behind a taken job are those of its class queued after it: not those
+    /// queued before it, nor background work (its wait weighs less than a person's).
+    #[tokio::test(start_paused = true)]
+    async fn the_jobs_behind_a_taken_job_are_those_of_its_class_queued_after_it() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:a").unwrap();
+        q.push(of(&lane, Priority::Interactive));
+        tokio::time::advance(std::time::Duration::from_secs(2)).await;
+        q.push(of(&lane, Priority::Interactive));
+        q.push(of(&lane, Priority::Background));
+        let mine = Job {
+            waiting_since: Some(Utc::now() - chrono::Duration::seconds(1)),
+            ..of(&lane, Priority::Interactive)
+        };
+        let behind = q.behind_of(&lane, &mine).await.unwrap();
+        assert_eq!(behind, counted(q.lock().lanes[&lane][1..2].iter()));
+        assert_eq!(behind.jobs, 1);
+        // Nothing of another lane.
+        let other = Lane::parse("tasks:llm:b").unwrap();
+        assert_eq!(q.behind_of(&other, &mine).await.unwrap().jobs, 0);
     }
 
     /// A one-slot machine serving `models`, healthy, idle.

@@ -249,6 +249,22 @@ pub trait Queue: Send + Sync + 'static {
         self.ahead(lane, job.priority).await
     }
 
+    /// The jobs waiting in `lane` that `job`, taken from the queue, goes before among
+    /// those of its own effective class (the wait of a worse class weighs less, and a
+    /// better class goes first anyway): what a worker weighs before it leaves the job
+    /// for a sooner machine, where it would hold the slot they wait for
+    /// ([`crate::placement::kept_for_those_behind`]). A queue that does not know the
+    /// waiting jobs' ages (Redis) counts those a fresh job of its priority goes after
+    /// ([`Self::ahead`]): the job was delivered first, so those of its class came after
+    /// it.
+    async fn behind_of(
+        &self,
+        lane: &Lane,
+        job: &Job,
+    ) -> Result<crate::placement::Ahead, QueueError> {
+        self.ahead(lane, job.priority).await
+    }
+
     /// Jobs waiting in each lane per priority class, by the class each was queued with
     /// (waiting promotes none here), sorted; lanes and classes with none are left out.
     async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError>;

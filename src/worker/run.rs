@@ -624,6 +624,18 @@ impl Worker {
         if &best == me {
             return false;
         }
+        match self.queue.behind_of(&job.lane, job).await {
+            Ok(behind)
+                if crate::placement::kept_for_those_behind(&statuses, &ask, me, &best, behind) =>
+            {
+                tracing::info!(worker = %me, sooner = %best, model = %model, waiting_behind = behind.jobs, "kept here: on the sooner worker it would hold the slot the turns behind it wait for");
+                return false;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(lane = %job.lane, error = %e, "could not read the jobs waiting behind a task; placing without them");
+            }
+        }
         // It waits for the others as long as placement expects to gain by it; after
         // that this worker looks again.
         let gain = crate::placement::sooner_by(&statuses, &ask, me, &best).unwrap_or(0.0);

@@ -383,6 +383,52 @@ async fn a_job_is_never_handed_back_to_a_machine_it_left() {
     assert!(!w1.hand_to_sooner_worker(&moved_off_fast).await);
 }
 
+/// A short turn that the busy fast machine would answer soonest stays on the idle slower
+/// one (its load) when a long turn waits behind it for the fast machine: there it would
+/// hold the slot the long one waits for. Without the long one it is left for the fast
+/// machine.
+#[tokio::test]
+async fn a_short_turn_stays_for_a_long_one_waiting_behind_it() {
+    let fake = FakeLlm::builder().spawn().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = worker(fake.base_url(), &dir).await;
+    let mut fast = machine("fast", 1500.0, true);
+    fast.in_flight = 1;
+    fast.running = vec![crate::backend::activity::Running {
+        model: ModelName::parse("m").unwrap(),
+        started_at: chrono::Utc::now() - chrono::Duration::seconds(4),
+        first_token_at: Some(chrono::Utc::now() - chrono::Duration::seconds(2)),
+        tokens: 150,
+        prompt_tokens: 100,
+        cold: false,
+        cached: false,
+        priority: Default::default(),
+    }];
+    let mut slow = machine("w1", 150.0, true);
+    slow.loaded.clear();
+    slow.perf[0].load_s = Some(6.0);
+    let w1 = Worker {
+        directory: Arc::new(Seen(vec![fast, slow])),
+        ..base.clone()
+    };
+    let lane = Lane::llm(&ModelName::parse("m").unwrap());
+    let short = Job {
+        waiting_since: Some(chrono::Utc::now() - chrono::Duration::seconds(10)),
+        ..sample_job(&lane)
+    };
+    let long = long_job(&lane);
+    base.queue.enqueue(long.clone()).await.unwrap();
+    assert!(!w1.hand_to_sooner_worker(&short).await, "kept for the long one");
+    let fast = WorkerName::parse("fast").unwrap();
+    let taken = base
+        .queue
+        .dequeue(std::slice::from_ref(&lane), &fast)
+        .await
+        .unwrap();
+    assert_eq!(taken.job.task_id, long.task_id, "nothing else was queued");
+    assert!(w1.hand_to_sooner_worker(&short).await, "nothing behind it");
+}
+
 /// A turn that moved off the laptop because its first token was late was queued for the
 /// sooner moon; when the slow `w1` takes it from the lane first, `w1` leaves it for moon
 /// as it would a fresh job, and the laptop still leaves it for as long as it did. A
