@@ -418,7 +418,10 @@ async fn a_short_turn_stays_for_a_long_one_waiting_behind_it() {
     };
     let long = long_job(&lane);
     base.queue.enqueue(long.clone()).await.unwrap();
-    assert!(!w1.hand_to_sooner_worker(&short).await, "kept for the long one");
+    assert!(
+        !w1.hand_to_sooner_worker(&short).await,
+        "kept for the long one"
+    );
     let fast = WorkerName::parse("fast").unwrap();
     let taken = base
         .queue

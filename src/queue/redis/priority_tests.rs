@@ -352,3 +352,24 @@ async fn a_job_queued_again_keeps_its_age_and_its_place() {
     );
     delete_keys(&url, &prefix).await.unwrap();
 }
+
+/// A job a worker took counts as behind it the jobs of its class queued after it (those
+/// a fresh job of its class goes after: it was delivered first), as in process, and not
+/// the background work queued after it.
+#[tokio::test]
+async fn the_jobs_behind_a_taken_job_are_those_of_its_class_still_waiting() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    let first = of(&l, Priority::Interactive);
+    q.enqueue(first.clone()).await.unwrap();
+    q.enqueue(of(&l, Priority::Interactive)).await.unwrap();
+    q.enqueue(of(&l, Priority::Background)).await.unwrap();
+    let d = take(&q, std::slice::from_ref(&l)).await;
+    assert_eq!(d.job.task_id, first.task_id);
+    assert_eq!(q.behind_of(&l, &d.job).await.unwrap().jobs, 1);
+    delete_keys(&url, &prefix).await.unwrap();
+}
