@@ -265,7 +265,8 @@ pub fn sooner_by(
 /// their sum is no longer, within [`SAME_WITHIN`]: the worst wait gets shorter without
 /// the two waiting longer in all. Seed 1's warm row: a 23-token turn waited for
 /// moon's chat slot, a 2,291-token turn behind it; left for moon, the short one had its
-/// first token in 6 s and the long one in 12; on ai-core's load, about 6 and 7.
+/// first token after 6.2 s and the long one after 12.1; kept on ai-core (its load) when
+/// ai-core looked at it again, after 8.7 and 7.3 s.
 pub fn kept_for_those_behind(
     statuses: &[WorkerStatus],
     ask: &Ask<'_>,
@@ -277,8 +278,8 @@ pub fn kept_for_those_behind(
         return false;
     }
     let now = Utc::now();
-    let soonest = |statuses: &[WorkerStatus], ask: &Ask<'_>| {
-        estimates(statuses, ask, now)
+    let soonest = |among: &[WorkerStatus], ask: &Ask<'_>| {
+        estimates(among, ask, now)
             .iter()
             .map(Estimate::score)
             .reduce(f64::min)
