@@ -234,23 +234,25 @@ impl InProcessQueue {
     /// The jobs waiting in `lane` that `job` would have been taken after (see
     /// [`Queue::ahead_of`]), without an await.
     pub fn ahead_of_now(&self, lane: &Lane, job: &Job) -> Ahead {
-        let now = Instant::now();
-        let since = waiting_since(job, now);
-        let mine = (
-            self.aging.rank(job.priority, now.duration_since(since)),
-            since,
-        );
-        let inner = self.lock();
-        let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
-        counted(q.iter().filter(|w| {
-            let (rank, since, _) = w.order(self.aging, now);
-            (rank, since) < mine
-        }))
+        self.counted_beside(lane, job, |theirs, mine| theirs < mine)
     }
 
     /// The jobs waiting in `lane` that `job` goes before, of its effective class (see
     /// [`Queue::behind_of`]), without an await.
     pub fn behind_of_now(&self, lane: &Lane, job: &Job) -> Ahead {
+        self.counted_beside(lane, job, |theirs, mine| {
+            theirs.0 == mine.0 && theirs.1 > mine.1
+        })
+    }
+
+    /// The jobs waiting in `lane` whose order (effective class, when they began to wait)
+    /// `pick` takes, given the order of `job`, which a worker took.
+    fn counted_beside(
+        &self,
+        lane: &Lane,
+        job: &Job,
+        pick: impl Fn((u8, Instant), (u8, Instant)) -> bool,
+    ) -> Ahead {
         let now = Instant::now();
         let since = waiting_since(job, now);
         let mine = (
@@ -261,7 +263,7 @@ impl InProcessQueue {
         let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
         counted(q.iter().filter(|w| {
             let (rank, since, _) = w.order(self.aging, now);
-            rank == mine.0 && since > mine.1
+            pick((rank, since), mine)
         }))
     }
 
