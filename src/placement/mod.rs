@@ -219,8 +219,19 @@ impl Estimate {
 /// a desktop with one slot for their model: the second goes to the idle mini PC, whose
 /// load takes as long as the first answer, and the third waits for one answer, not two.)
 pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
+    best_among(&weighed(statuses, ask))
+}
+
+/// The estimates for `ask` now ([`estimates`]), logged: what one decision weighs, figured
+/// once for [`best_among`], [`sooner_by`] and [`kept_for_those_behind`].
+pub fn weighed(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Vec<Estimate> {
     let estimates = estimates(statuses, ask, Utc::now());
     tracing::debug!(model = %ask.model, prompt_tokens = ask.prompt_tokens, ahead = ask.ahead.jobs, backlog = ?ask.backlog, estimates = ?estimates, "placement");
+    estimates
+}
+
+/// [`best_of`] among estimates already figured ([`weighed`]).
+pub fn best_among(estimates: &[Estimate]) -> Option<WorkerName> {
     let best = estimates.iter().map(Estimate::score).reduce(f64::min)?;
     let (factor, seconds) = SAME_WITHIN;
     let close: Vec<&Estimate> = estimates
@@ -238,26 +249,24 @@ pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
 }
 
 /// How many seconds sooner placement expects the ask's first token on `to` than on
-/// `from`, what an eviction costs included (the figure [`best_of`] weighs); `None` when
-/// either may not take it.
-pub fn sooner_by(
-    statuses: &[WorkerStatus],
-    ask: &Ask<'_>,
-    from: &WorkerName,
-    to: &WorkerName,
-) -> Option<f64> {
-    let estimates = estimates(statuses, ask, Utc::now());
-    let score = |w: &WorkerName| {
-        estimates
-            .iter()
-            .find(|e| &e.worker == w)
-            .map(Estimate::score)
-    };
-    Some(score(from)? - score(to)?)
+/// `from`, among its `estimates` ([`weighed`]), what an eviction costs included (the
+/// figure [`best_of`] weighs); `None` when either may not take it.
+pub fn sooner_by(estimates: &[Estimate], from: &WorkerName, to: &WorkerName) -> Option<f64> {
+    Some(score_on(estimates, from)? - score_on(estimates, to)?)
 }
 
-/// Whether `me`, which holds a job that placement would leave for the sooner `best`,
-/// should keep it for the jobs waiting `behind` it in its lane: on `best` it would hold
+/// The score ([`Estimate::score`]) of `worker` among `estimates`; `None` when it may not
+/// take the ask.
+fn score_on(estimates: &[Estimate], worker: &WorkerName) -> Option<f64> {
+    estimates
+        .iter()
+        .find(|e| &e.worker == worker)
+        .map(Estimate::score)
+}
+
+/// Whether `me`, which holds a job that placement would leave for the sooner `best`
+/// (among `weighed`, the job's estimates), should keep it for the jobs waiting `behind`
+/// it in its lane: on `best` it would hold
 /// the slot they wait for. Weighed for the next of them (a prompt of their mean size):
 /// the job left for `best` and that one placed after it (anywhere, `me` included),
 /// against the job here and that one placed without it (anywhere but `me`). Kept when
@@ -270,6 +279,7 @@ pub fn sooner_by(
 pub fn kept_for_those_behind(
     statuses: &[WorkerStatus],
     ask: &Ask<'_>,
+    weighed: &[Estimate],
     me: &WorkerName,
     best: &WorkerName,
     behind: Ahead,
@@ -284,9 +294,7 @@ pub fn kept_for_those_behind(
             .map(Estimate::score)
             .reduce(f64::min)
     };
-    let mine = estimates(statuses, ask, now);
-    let on = |w: &WorkerName| mine.iter().find(|e| &e.worker == w).map(Estimate::score);
-    let (Some(here), Some(there)) = (on(me), on(best)) else {
+    let (Some(here), Some(there)) = (score_on(weighed, me), score_on(weighed, best)) else {
         return false;
     };
     let prompt = behind.prompt_each(ask.prompt_tokens).round() as u32;

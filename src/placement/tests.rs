@@ -551,12 +551,13 @@ fn how_much_sooner_one_machine_is_than_another_is_what_placement_weighs() {
     let ask = Ask::fresh(&m, 3000);
     let (moon, ai_core) = (&statuses[0].name, &statuses[1].name);
     // Moon at 5.75 s, ai-core at 10 s (above).
-    let gain = sooner_by(&statuses, &ask, ai_core, moon).unwrap();
+    let weighed = weighed(&statuses, &ask);
+    let gain = sooner_by(&weighed, ai_core, moon).unwrap();
     assert!((gain - 4.25).abs() < 1e-6, "{gain}");
-    let loss = sooner_by(&statuses, &ask, moon, ai_core).unwrap();
+    let loss = sooner_by(&weighed, moon, ai_core).unwrap();
     assert!((loss + 4.25).abs() < 1e-6, "{loss}");
     let laptop = WorkerName::parse("laptop").unwrap();
-    assert_eq!(sooner_by(&statuses, &ask, &laptop, moon), None);
+    assert_eq!(sooner_by(&weighed, &laptop, moon), None);
 }
 
 #[test]
@@ -783,6 +784,7 @@ fn a_short_turn_keeps_the_idle_machine_when_a_long_one_waits_behind_it_for_the_f
     assert!(kept_for_those_behind(
         &statuses,
         &short,
+        &weighed(&statuses, &short),
         &me,
         &fast,
         long_behind
@@ -791,6 +793,7 @@ fn a_short_turn_keeps_the_idle_machine_when_a_long_one_waits_behind_it_for_the_f
     assert!(!kept_for_those_behind(
         &statuses,
         &short,
+        &weighed(&statuses, &short),
         &me,
         &fast,
         Ahead::NONE
@@ -802,6 +805,7 @@ fn a_short_turn_keeps_the_idle_machine_when_a_long_one_waits_behind_it_for_the_f
     assert!(!kept_for_those_behind(
         &statuses,
         &short,
+        &weighed(&statuses, &short),
         &me,
         &fast,
         short_behind
@@ -812,6 +816,7 @@ fn a_short_turn_keeps_the_idle_machine_when_a_long_one_waits_behind_it_for_the_f
     assert!(!kept_for_those_behind(
         &statuses,
         &long,
+        &weighed(&statuses, &long),
         &me,
         &fast,
         short_behind

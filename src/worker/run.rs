@@ -618,7 +618,8 @@ impl Worker {
             .collect();
         let waiting = self.waiting_before(job, &statuses, &all).await;
         let ask = crate::placement::Ask::of(&job.request, job.thread_id.as_ref()).after(&waiting);
-        let Some(best) = crate::placement::best_of(&statuses, &ask) else {
+        let weighed = crate::placement::weighed(&statuses, &ask);
+        let Some(best) = crate::placement::best_among(&weighed) else {
             return false;
         };
         if &best == me {
@@ -626,7 +627,9 @@ impl Worker {
         }
         match self.queue.behind_of(&job.lane, job).await {
             Ok(behind)
-                if crate::placement::kept_for_those_behind(&statuses, &ask, me, &best, behind) =>
+                if crate::placement::kept_for_those_behind(
+                    &statuses, &ask, &weighed, me, &best, behind,
+                ) =>
             {
                 tracing::info!(worker = %me, sooner = %best, model = %model, waiting_behind = behind.jobs, "kept here: on the sooner worker it would hold the slot the turns behind it wait for");
                 return false;
@@ -638,7 +641,7 @@ impl Worker {
         }
         // It waits for the others as long as placement expects to gain by it; after
         // that this worker looks again.
-        let gain = crate::placement::sooner_by(&statuses, &ask, me, &best).unwrap_or(0.0);
+        let gain = crate::placement::sooner_by(&weighed, me, &best).unwrap_or(0.0);
         let (avoid, until) = left_by(job, me, gain);
         let next = Job {
             avoid,
