@@ -149,9 +149,10 @@ impl Activity {
                 at,
                 tokens: r.prompt_tokens.saturating_add(r.tokens),
             };
-            match answered {
-                true => self.served(recent),
-                false => keep(&mut self.left_early, recent),
+            if answered {
+                self.served(recent);
+            } else {
+                keep(&mut self.left_early, recent);
             }
         }
         unconfirmed
