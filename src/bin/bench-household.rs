@@ -70,6 +70,12 @@ async fn main() -> anyhow::Result<()> {
         args.people
     );
     let mut table = table::markdown(&header, &rows);
+    let plan = household::workload::Plan::new(args.seed, args.people);
+    let baseline = rows.iter().find(|r| r.kind == RowKind::LeastBusy);
+    if let Some(bounds) = household::bound::of(&plan, &household::machines::household(), &rows) {
+        table.push('\n');
+        table.push_str(&household::bound::markdown(&bounds, baseline));
+    }
     if args.turns {
         table.push_str("\nUser turns:\n\n");
         table.push_str(&table::turn_markdown(&rows));

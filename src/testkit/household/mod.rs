@@ -10,10 +10,12 @@
 //! - [`route`]: the rows' choice of machine;
 //! - [`session`]: one person's session over HTTP;
 //! - [`coordinator`]: Coordinator in this process;
-//! - [`report`]: the numbers; [`table`]: the markdown.
+//! - [`report`]: the numbers; [`table`]: the markdown;
+//! - [`bound`]: what no placement can beat.
 //!
 //! docs/BENCHMARKS.md ("Household benchmark") says how to read the table.
 
+pub mod bound;
 pub mod coordinator;
 pub mod machines;
 pub mod report;
