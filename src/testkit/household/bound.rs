@@ -50,6 +50,9 @@ pub struct Bounds {
     /// can wait for its first token, for each `loads` from [`Self::min_loads`] up to
     /// where more loads no longer help.
     pub worst_by_loads: Vec<(usize, Duration)>,
+    /// The same, had the models been loaded from the row's start, before anyone asked
+    /// (what a scheduler that knew the day's models could do).
+    pub preloaded_by_loads: Vec<(usize, Duration)>,
 }
 
 impl Bounds {
@@ -91,7 +94,8 @@ pub fn of(plan: &Plan, machines: &[Machine], rows: &[RowReport]) -> Option<Bound
         .count();
     Some(Bounds {
         min_loads: used.len(),
-        worst_by_loads: worst_by_loads(&weighed, machines, later_models),
+        worst_by_loads: worst_by_loads(&weighed, machines, later_models, Start::Asked),
+        preloaded_by_loads: worst_by_loads(&weighed, machines, later_models, Start::Row),
         first_turns: weighed,
     })
 }
@@ -119,6 +123,15 @@ fn first_turns(plan: &Plan, row: &RowReport) -> Option<Vec<FirstTurn>> {
     Some(turns)
 }
 
+/// When a model's load may begin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// When anyone first asks for the model.
+    Asked,
+    /// At the row's start.
+    Row,
+}
+
 /// One model's slot on one machine.
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -132,11 +145,12 @@ struct Slot {
 /// For every placement of `turns` on the slots serving their models, and every order,
 /// the worst first token and the loads it needs (a slot used is a load; `later_models`,
 /// those only later turns use, one more each); the least worst per number of loads, kept
-/// only where it improves on fewer loads.
+/// only where it improves on fewer loads. Loads begin as `start` says.
 fn worst_by_loads(
     turns: &[FirstTurn],
     machines: &[Machine],
     later_models: usize,
+    start: Start,
 ) -> Vec<(usize, Duration)> {
     let mut slots = Vec::new();
     let choices: Vec<Vec<usize>> = turns
@@ -168,13 +182,13 @@ fn worst_by_loads(
                 .collect()
         })
         .collect();
-    // A load may start when anyone first asks for the model.
-    let asked = |model: &str| {
-        turns
+    let asked = |model: &str| match start {
+        Start::Row => 0.0,
+        Start::Asked => turns
             .iter()
             .filter(|t| t.model == model)
             .map(|t| t.sent.as_secs_f64())
-            .fold(f64::INFINITY, f64::min)
+            .fold(f64::INFINITY, f64::min),
     };
     let mut best: Vec<Option<f64>> = Vec::new();
     let mut order: Vec<usize> = (0..turns.len()).collect();
@@ -295,13 +309,19 @@ pub fn markdown(bounds: &Bounds, baseline: Option<&RowReport>) -> String {
         "- worst TTFT (the p95 up to 20 user turns) of the first turns ({}): ",
         weighed.join("; ")
     ));
-    let frontier: Vec<String> = bounds
-        .worst_by_loads
-        .iter()
-        .map(|(loads, w)| format!("at least {} s with {loads} loads", secs(*w)))
-        .collect();
-    out.push_str(&frontier.join(", "));
+    let frontier = |by_loads: &[(usize, Duration)]| {
+        by_loads
+            .iter()
+            .map(|(loads, w)| format!("at least {} s with {loads} loads", secs(*w)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    out.push_str(&frontier(&bounds.worst_by_loads));
     out.push('\n');
+    out.push_str(&format!(
+        "- the same had the models been loaded from the row's start, before anyone asked: {}\n",
+        frontier(&bounds.preloaded_by_loads)
+    ));
     // The bound is on the worst turn, which is the p95 only up to 20 turns.
     if let Some(base) = baseline.filter(|b| b.user_turns <= 20) {
         let half_loads = base.loads / 2;
@@ -350,7 +370,7 @@ mod tests {
     #[test]
     fn one_turn_waits_for_the_fastest_load_and_its_prompt() {
         let turns = [turn("[p0.1]", 2.0, 1_500, 100)];
-        let frontier = worst_by_loads(&turns, &household(), 0);
+        let frontier = worst_by_loads(&turns, &household(), 0, Start::Asked);
         // moon: its 3 s load, then 1,500 tokens at 1,500 a second.
         assert_eq!(frontier.len(), 1);
         assert_eq!(frontier[0].0, 1);
@@ -365,7 +385,7 @@ mod tests {
             turn("[p3.1]", 1.7, 1_791, 314),
             turn("[p0.1]", 1.9, 27, 327),
         ];
-        let frontier = worst_by_loads(&turns, &household(), 0);
+        let frontier = worst_by_loads(&turns, &household(), 0, Start::Asked);
         // Both on moon: [p3.1] first (load to 4.7 s, prompt 1.19 s, answer 3.93 s),
         // [p0.1] after it at 9.82 s and its prompt: 7.94 s. [p0.1] on ai-core: its load begun when
         // [p3.1] asked for the model, 6 s, then 27 tokens at 300 a second.
@@ -387,9 +407,17 @@ mod tests {
     }
 
     #[test]
+    fn a_load_begun_at_the_rows_start_is_over_sooner() {
+        let turns = [turn("[p0.1]", 2.0, 1_500, 100)];
+        let frontier = worst_by_loads(&turns, &household(), 0, Start::Row);
+        // moon's load is over 1 s after the turn is sent.
+        assert!(close(frontier[0].1, 2.0), "{frontier:?}");
+    }
+
+    #[test]
     fn models_only_later_turns_use_count_as_loads() {
         let turns = [turn("[p0.1]", 0.0, 10, 10)];
-        let frontier = worst_by_loads(&turns, &household(), 2);
+        let frontier = worst_by_loads(&turns, &household(), 2, Start::Asked);
         assert_eq!(frontier[0].0, 3);
     }
 
@@ -398,7 +426,7 @@ mod tests {
         let mut machines = household();
         machines[0].max_loaded = 0;
         let turns = [turn("[p0.1]", 0.0, 300, 10)];
-        let frontier = worst_by_loads(&turns, &machines, 0);
+        let frontier = worst_by_loads(&turns, &machines, 0, Start::Asked);
         // Not moon: ai-core, 6 s and 300 tokens at 300 a second.
         assert!(close(frontier[0].1, 7.0), "{frontier:?}");
     }
@@ -412,6 +440,7 @@ mod tests {
                 (3, Duration::from_secs_f64(11.8)),
                 (4, Duration::from_secs_f64(7.0)),
             ],
+            preloaded_by_loads: vec![(3, Duration::from_secs_f64(9.1))],
         };
         assert_eq!(bounds.worst(), Some(Duration::from_secs_f64(7.0)));
         assert_eq!(bounds.worst_within(2), None);
@@ -420,6 +449,10 @@ mod tests {
         base.ttft_p95 = Some(Duration::from_secs(22));
         base.loads = 6;
         let text = markdown(&bounds, Some(&base));
+        assert!(
+            text.contains("before anyone asked: at least 9.1 s with 3 loads"),
+            "{text}"
+        );
         assert!(
             text.contains("(11.0 s, 3 loads) together: no: with at most 3 loads the first turns alone need 11.8 s"),
             "{text}"
