@@ -284,8 +284,43 @@ pub fn kept_for_those_behind(
     best: &WorkerName,
     behind: Ahead,
 ) -> bool {
+    kept_worst(statuses, ask, weighed, me, best, behind).is_some()
+}
+
+/// Which machine among `keepers` should hold a job that placement would leave for the
+/// sooner `best`, for the jobs waiting `behind` it: of those for which
+/// [`kept_for_those_behind`] holds, the one whose plan has the shorter worst first
+/// token (the first of `keepers` on a tie); `None` when it holds for none. Whichever idle
+/// worker looks at the job, the same machine keeps it: in seed 1's warm row the laptop
+/// took the short turn from the lane before ai-core did, and, weighing only itself as
+/// the keeper, left it for moon again.
+pub fn keeper_for_those_behind(
+    statuses: &[WorkerStatus],
+    ask: &Ask<'_>,
+    weighed: &[Estimate],
+    keepers: &[WorkerName],
+    best: &WorkerName,
+    behind: Ahead,
+) -> Option<WorkerName> {
+    keepers
+        .iter()
+        .filter_map(|k| Some((k, kept_worst(statuses, ask, weighed, k, best, behind)?)))
+        .reduce(|a, b| if b.1 < a.1 { b } else { a })
+        .map(|(k, _)| k.clone())
+}
+
+/// [`kept_for_those_behind`]'s plan: when keeping the job on `me` passes, the worst first
+/// token of the two jobs so.
+fn kept_worst(
+    statuses: &[WorkerStatus],
+    ask: &Ask<'_>,
+    weighed: &[Estimate],
+    me: &WorkerName,
+    best: &WorkerName,
+    behind: Ahead,
+) -> Option<f64> {
     if behind.jobs == 0 || me == best {
-        return false;
+        return None;
     }
     let now = Utc::now();
     let soonest = |among: &[WorkerStatus], ask: &Ask<'_>| {
@@ -294,9 +329,8 @@ pub fn kept_for_those_behind(
             .map(Estimate::score)
             .reduce(f64::min)
     };
-    let (Some(here), Some(there)) = (score_on(weighed, me), score_on(weighed, best)) else {
-        return false;
-    };
+    let here = score_on(weighed, me)?;
+    let there = score_on(weighed, best)?;
     let prompt = behind.prompt_each(ask.prompt_tokens).round() as u32;
     let next = Ask {
         prompt_tokens: prompt,
@@ -310,14 +344,13 @@ pub fn kept_for_those_behind(
         prompt_tokens: Some(u64::from(ask.prompt_tokens)),
     }));
     let others: Vec<WorkerStatus> = statuses.iter().filter(|s| &s.name != me).cloned().collect();
-    let (Some(after_it), Some(without_it)) = (soonest(statuses, &with_it), soonest(&others, &next))
-    else {
-        return false;
-    };
+    let after_it = soonest(statuses, &with_it)?;
+    let without_it = soonest(&others, &next)?;
     let left = there.max(after_it);
     let kept = here.max(without_it);
     let (factor, seconds) = SAME_WITHIN;
-    kept * factor + seconds < left && here + without_it <= (there + after_it) * factor + seconds
+    (kept * factor + seconds < left && here + without_it <= (there + after_it) * factor + seconds)
+        .then_some(kept)
 }
 
 /// The estimate for every worker that may take the ask: the healthy ones serving its

@@ -626,13 +626,13 @@ impl Worker {
             return false;
         }
         match self.queue.behind_of(&job.lane, job).await {
-            Ok(behind)
-                if crate::placement::kept_for_those_behind(
-                    &statuses, &ask, &weighed, me, &best, behind,
-                ) =>
-            {
-                tracing::info!(worker = %me, sooner = %best, model = %model, waiting_behind = behind.jobs, "kept here: on the sooner worker it would hold the slot the turns behind it wait for");
-                return false;
+            Ok(behind) if behind.jobs > 0 => {
+                if let Some(handed) = self
+                    .keep_for_those_behind(job, &all, &ask, &best, behind)
+                    .await
+                {
+                    return handed;
+                }
             }
             Ok(_) => {}
             Err(e) => {
@@ -654,6 +654,71 @@ impl Worker {
         }
         tracing::info!(worker = %me, to = %best, model = %model, "placement prefers another worker; left for it");
         true
+    }
+
+    /// The turns-behind rule ([`crate::placement::keeper_for_those_behind`]) for `job`,
+    /// which placement would leave for the busy `best` while `behind` waits after it: every
+    /// machine that would take it without waiting is weighed as its keeper (this one
+    /// first), those the job has left for a sooner one included, so that the outcome does
+    /// not hang on which idle worker took it from the lane. `Some(false)` when this worker
+    /// keeps it, `Some(true)` when it was handed to another keeper (every other machine
+    /// serving the model leaves it to that one for a moment, as for a late move), `None`
+    /// when no machine should keep it.
+    async fn keep_for_those_behind(
+        &self,
+        job: &Job,
+        all: &[WorkerStatus],
+        ask: &crate::placement::Ask<'_>,
+        best: &WorkerName,
+        behind: crate::placement::Ahead,
+    ) -> Option<bool> {
+        let me = self.handle.name();
+        let model = &job.request.model;
+        let now = Utc::now();
+        // Background work is never kept where it would push a model out (as above).
+        let statuses: Vec<WorkerStatus> = all
+            .iter()
+            .filter(|s| {
+                job.priority == Priority::Interactive
+                    || &s.name == me
+                    || !crate::placement::guard::may_push_out(s, model)
+            })
+            .cloned()
+            .collect();
+        let weighed = crate::placement::estimates(&statuses, ask, now);
+        let mut keepers = vec![me.clone()];
+        keepers.extend(
+            weighed
+                .iter()
+                .filter(|e| &e.worker != me && &e.worker != best && !e.waits())
+                .filter(|e| statuses.iter().any(|s| s.name == e.worker && s.healthy))
+                .map(|e| e.worker.clone()),
+        );
+        let keeper = crate::placement::keeper_for_those_behind(
+            &statuses, ask, &weighed, &keepers, best, behind,
+        )?;
+        if &keeper == me {
+            tracing::info!(worker = %me, sooner = %best, model = %model, waiting_behind = behind.jobs, "kept here: on the sooner worker it would hold the slot the turns behind it wait for");
+            return Some(false);
+        }
+        let (mut avoid, until) = left_by(job, me, 0.0);
+        avoid.retain(|w| w != &keeper);
+        for s in all {
+            if s.name != keeper && s.models.contains(model) && !avoid.contains(&s.name) {
+                avoid.push(s.name.clone());
+            }
+        }
+        let next = Job {
+            avoid,
+            avoid_until: Some(until),
+            ..job.clone()
+        };
+        if let Err(e) = self.queue.enqueue(next).await {
+            tracing::warn!(error = %e, "could not hand the task on; running it here");
+            return Some(false);
+        }
+        tracing::info!(worker = %me, to = %keeper, sooner = %best, model = %model, waiting_behind = behind.jobs, "handed to the machine that should keep it: on the sooner worker it would hold the slot the turns behind it wait for");
+        Some(true)
     }
 
     /// What waits in the queue before `job`, which this worker took: the jobs of its lane

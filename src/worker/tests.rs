@@ -479,3 +479,108 @@ async fn a_moved_job_taken_by_a_slower_worker_is_left_for_the_sooner_one() {
     };
     assert!(!w1.hand_to_sooner_worker(&failed_over).await);
 }
+
+/// The turns-behind rule does not hang on which idle worker takes the short turn from
+/// the lane: the slow `w1`, for which keeping it is no better, hands it to the idle `mid`
+/// that should keep it, even though the turn had left `mid` for the fast machine before,
+/// and every other machine leaves it to `mid`, which then runs it. Without `mid`, `w1`
+/// leaves it for the fast machine.
+#[tokio::test]
+async fn a_short_turn_goes_to_the_machine_that_should_keep_it_whichever_worker_looks() {
+    let fake = FakeLlm::builder().spawn().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = worker(fake.base_url(), &dir).await;
+    let mut fast = machine("fast", 1500.0, true);
+    fast.in_flight = 1;
+    fast.running = vec![crate::backend::activity::Running {
+        model: ModelName::parse("m").unwrap(),
+        started_at: chrono::Utc::now() - chrono::Duration::seconds(4),
+        first_token_at: Some(chrono::Utc::now() - chrono::Duration::seconds(2)),
+        tokens: 150,
+        prompt_tokens: 100,
+        cold: false,
+        cached: false,
+        priority: Default::default(),
+    }];
+    let mut mid = machine("mid", 150.0, true);
+    mid.loaded.clear();
+    mid.perf[0].load_s = Some(6.0);
+    let mut slow = machine("w1", 50.0, true);
+    slow.loaded.clear();
+    slow.perf[0].load_s = Some(30.0);
+    let seeing = |machines: Vec<WorkerStatus>| Worker {
+        directory: Arc::new(Seen(machines)),
+        ..base.clone()
+    };
+    let w1 = seeing(vec![fast.clone(), mid.clone(), slow.clone()]);
+    let lane = Lane::llm(&ModelName::parse("m").unwrap());
+    let names = |n: &[&str]| -> Vec<WorkerName> {
+        n.iter().map(|n| WorkerName::parse(n).unwrap()).collect()
+    };
+    let short = Job {
+        waiting_since: Some(chrono::Utc::now() - chrono::Duration::seconds(10)),
+        avoid: names(&["mid"]),
+        avoid_until: Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
+        ..sample_job(&lane)
+    };
+    let long = long_job(&lane);
+    base.queue.enqueue(long.clone()).await.unwrap();
+    assert!(w1.hand_to_sooner_worker(&short).await, "handed on");
+    let taken = |name: &str| {
+        let queue = base.queue.clone();
+        let lane = lane.clone();
+        let name = WorkerName::parse(name).unwrap();
+        async move {
+            queue
+                .dequeue(std::slice::from_ref(&lane), &name)
+                .await
+                .unwrap()
+                .job
+        }
+    };
+    let at_fast = taken("fast").await;
+    assert_eq!(
+        at_fast.task_id, long.task_id,
+        "the short turn is not left for fast"
+    );
+    let at_mid = taken("mid").await;
+    assert_eq!(at_mid.task_id, short.task_id);
+    assert_eq!(at_mid.avoid, names(&["w1", "fast"]), "left to mid alone");
+    let mid_config = BackendConfig {
+        name: "mid".into(),
+        kind: BackendKind::Ollama,
+        url: fake.base_url(),
+        models: Some(vec!["m".into()]),
+        ..BackendConfig::default_ollama()
+    };
+    let mid_backend = Backend::from_config(&mid_config, &TimeoutsConfig::default()).unwrap();
+    let mid_registry = Registry::new(vec![BackendHandle::new(
+        mid_backend,
+        1,
+        Some(vec![ModelName::parse("m").unwrap()]),
+    )]);
+    let mid_worker = Worker {
+        handle: mid_registry.handles()[0].clone(),
+        ..seeing(vec![fast.clone(), mid.clone(), slow.clone()])
+    };
+    assert!(
+        !mid_worker.hand_to_sooner_worker(&at_mid).await,
+        "mid runs it"
+    );
+
+    // Nobody better placed to keep it: left for the fast machine.
+    let alone = seeing(vec![fast, slow]);
+    let short = Job {
+        avoid: Vec::new(),
+        avoid_until: None,
+        ..short
+    };
+    base.queue.enqueue(long.clone()).await.unwrap();
+    assert!(alone.hand_to_sooner_worker(&short).await);
+    let (one, two) = (taken("fast").await, taken("fast").await);
+    let again = [one, two]
+        .into_iter()
+        .find(|j| j.task_id == short.task_id)
+        .expect("left for fast");
+    assert_eq!(again.avoid, names(&["w1"]));
+}
