@@ -325,9 +325,30 @@ pub fn markdown(bounds: &Bounds, baseline: Option<&RowReport>) -> String {
     // The bound is on the worst turn, which is the p95 only up to 20 turns.
     if let Some(base) = baseline.filter(|b| b.user_turns <= 20) {
         let half_loads = base.loads / 2;
+        let loads = if bounds.min_loads as u64 > half_loads {
+            format!("no: the plan uses {} models", bounds.min_loads)
+        } else {
+            "not ruled out".to_owned()
+        };
+        out.push_str(&format!(
+            "- half of {}'s loads ({half_loads} or fewer): {loads}\n",
+            base.kind
+        ));
         if let Some(p95) = base.ttft_p95 {
             let half = p95 / 2;
-            let verdict = match bounds.worst_within(half_loads as usize) {
+            let alone = match bounds.worst() {
+                Some(w) if w > half => format!(
+                    "no: the first turns need at least {} s however many loads",
+                    secs(w)
+                ),
+                _ => "not ruled out".to_owned(),
+            };
+            out.push_str(&format!(
+                "- half of {}'s p95 ({} s): {alone}\n",
+                base.kind,
+                secs(half)
+            ));
+            let together = match bounds.worst_within(half_loads as usize) {
                 None => format!("no: no placement loads {half_loads} times or fewer"),
                 Some(w) if w > half => format!(
                     "no: with at most {half_loads} loads the first turns alone need {} s",
@@ -338,11 +359,7 @@ pub fn markdown(bounds: &Bounds, baseline: Option<&RowReport>) -> String {
                     secs(w)
                 ),
             };
-            out.push_str(&format!(
-                "- half of {}'s p95 and loads ({} s, {half_loads} loads) together: {verdict}\n",
-                base.kind,
-                secs(half)
-            ));
+            out.push_str(&format!("- both together: {together}\n"));
         }
     }
     out
@@ -454,9 +471,28 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("(11.0 s, 3 loads) together: no: with at most 3 loads the first turns alone need 11.8 s"),
+            text.contains(
+                "both together: no: with at most 3 loads the first turns alone need 11.8 s"
+            ),
             "{text}"
         );
+        assert!(
+            text.contains("least-busy's loads (3 or fewer): not ruled out"),
+            "{text}"
+        );
+        assert!(
+            text.contains("least-busy's p95 (11.0 s): not ruled out"),
+            "{text}"
+        );
+        base.ttft_p95 = Some(Duration::from_secs(12));
+        let text = markdown(&bounds, Some(&base));
+        assert!(
+            text.contains(
+                "p95 (6.0 s): no: the first turns need at least 7.0 s however many loads"
+            ),
+            "{text}"
+        );
+        base.ttft_p95 = Some(Duration::from_secs(22));
         base.loads = 8;
         let text = markdown(&bounds, Some(&base));
         assert!(text.contains("together: not ruled out"), "{text}");
