@@ -223,7 +223,7 @@ pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
 }
 
 /// The estimates for `ask` now ([`estimates`]), logged: what one decision weighs, figured
-/// once for [`best_among`], [`sooner_by`] and [`kept_for_those_behind`].
+/// once for [`best_among`], [`sooner_by`] and [`keeper_for_those_behind`].
 pub fn weighed(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Vec<Estimate> {
     let estimates = estimates(statuses, ask, Utc::now());
     tracing::debug!(model = %ask.model, prompt_tokens = ask.prompt_tokens, ahead = ask.ahead.jobs, backlog = ?ask.backlog, estimates = ?estimates, "placement");
@@ -264,33 +264,10 @@ fn score_on(estimates: &[Estimate], worker: &WorkerName) -> Option<f64> {
         .map(Estimate::score)
 }
 
-/// Whether `me`, which holds a job that placement would leave for the sooner `best`
-/// (among `weighed`, the job's estimates), should keep it for the jobs waiting `behind`
-/// it in its lane: on `best` it would hold
-/// the slot they wait for. Weighed for the next of them (a prompt of their mean size):
-/// the job left for `best` and that one placed after it (anywhere, `me` included),
-/// against the job here and that one placed without it (anywhere but `me`). Kept when
-/// the longer of the two first tokens is clearly shorter so (beyond [`SAME_WITHIN`]) and
-/// their sum is no longer, within [`SAME_WITHIN`]: the worst wait gets shorter without
-/// the two waiting longer in all. Seed 1's warm row: a 23-token turn waited for
-/// moon's chat slot, a 2,291-token turn behind it; left for moon, the short one had its
-/// first token after 6.2 s and the long one after 12.1; kept on ai-core (its load) when
-/// ai-core looked at it again, after 8.7 and 7.3 s.
-pub fn kept_for_those_behind(
-    statuses: &[WorkerStatus],
-    ask: &Ask<'_>,
-    weighed: &[Estimate],
-    me: &WorkerName,
-    best: &WorkerName,
-    behind: Ahead,
-) -> bool {
-    kept_worst(statuses, ask, weighed, me, best, behind).is_some()
-}
-
 /// Which machine among `keepers` should hold a job that placement would leave for the
-/// sooner `best`, for the jobs waiting `behind` it: of those for which
-/// [`kept_for_those_behind`] holds, the one whose plan has the shorter worst first
-/// token (the first of `keepers` on a tie); `None` when it holds for none. Whichever idle
+/// sooner `best`, for the jobs waiting `behind` it: of those that should keep it
+/// ([`kept_worst`]), the one whose plan has the shorter worst first token (the first of
+/// `keepers` on a tie); `None` when none should. Whichever idle
 /// worker looks at the job, the same machine keeps it: in seed 1's warm row the laptop
 /// took the short turn from the lane before ai-core did, and, weighing only itself as
 /// the keeper, left it for moon again.
@@ -309,8 +286,18 @@ pub fn keeper_for_those_behind(
         .map(|(k, _)| k.clone())
 }
 
-/// [`kept_for_those_behind`]'s plan: when keeping the job on `me` passes, the worst first
-/// token of the two jobs so.
+/// Whether `me` should keep a job that placement would leave for the sooner `best`
+/// (among `weighed`, the job's estimates), for the jobs waiting `behind` it in its lane:
+/// on `best` it would hold the slot they wait for. Weighed for the next of them (a
+/// prompt of their mean size): the job left for `best` and that one placed after it
+/// (anywhere, `me` included), against the job on `me` and that one placed without it
+/// (anywhere but `me`). Kept when the longer of the two first tokens is clearly shorter
+/// so (beyond [`SAME_WITHIN`]) and their sum is no longer, within [`SAME_WITHIN`]: the
+/// worst wait gets shorter without the two waiting longer in all. Seed 1's warm row: a
+/// 23-token turn waited for moon's chat slot, a 2,291-token turn behind it; left for
+/// moon, the short one had its first token after 6.2 s and the long one after 12.1; kept
+/// on ai-core (its load), after 8.7 and 7.3 s. Returns, when it should keep it, the worst
+/// first token of the two jobs so.
 fn kept_worst(
     statuses: &[WorkerStatus],
     ask: &Ask<'_>,

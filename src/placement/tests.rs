@@ -781,44 +781,37 @@ fn a_short_turn_keeps_the_idle_machine_when_a_long_one_waits_behind_it_for_the_f
         jobs: 1,
         prompt_tokens: Some(2291),
     };
-    assert!(kept_for_those_behind(
-        &statuses,
-        &short,
-        &weighed(&statuses, &short),
-        &me,
-        &fast,
-        long_behind
-    ));
+    assert!(kept(&statuses, &short, &me, &fast, long_behind));
     // Nothing behind it, or only another short turn: it goes to moon.
-    assert!(!kept_for_those_behind(
-        &statuses,
-        &short,
-        &weighed(&statuses, &short),
-        &me,
-        &fast,
-        Ahead::NONE
-    ));
+    assert!(!kept(&statuses, &short, &me, &fast, Ahead::NONE));
     let short_behind = Ahead {
         jobs: 1,
         prompt_tokens: Some(23),
     };
-    assert!(!kept_for_those_behind(
-        &statuses,
-        &short,
-        &weighed(&statuses, &short),
-        &me,
-        &fast,
-        short_behind
-    ));
+    assert!(!kept(&statuses, &short, &me, &fast, short_behind));
     // A long turn is not kept on the slow machine for a short one behind it: its own
     // wait there would be the longest.
     let long = Ask::fresh(&m, 2291);
-    assert!(!kept_for_those_behind(
-        &statuses,
-        &long,
-        &weighed(&statuses, &long),
-        &me,
-        &fast,
-        short_behind
-    ));
+    assert!(!kept(&statuses, &long, &me, &fast, short_behind));
+}
+
+/// Whether `me` should keep the ask's job for those `behind` it, rather than leave it for
+/// `best` ([`keeper_for_those_behind`] with `me` as the only keeper).
+fn kept(
+    statuses: &[WorkerStatus],
+    ask: &Ask<'_>,
+    me: &WorkerName,
+    best: &WorkerName,
+    behind: Ahead,
+) -> bool {
+    let weighed = weighed(statuses, ask);
+    keeper_for_those_behind(
+        statuses,
+        ask,
+        &weighed,
+        std::slice::from_ref(me),
+        best,
+        behind,
+    )
+    .is_some()
 }

@@ -253,7 +253,7 @@ pub trait Queue: Send + Sync + 'static {
     /// those of its own effective class (the wait of a worse class weighs less, and a
     /// better class goes first anyway): what a worker weighs before it leaves the job
     /// for a sooner machine, where it would hold the slot they wait for
-    /// ([`crate::placement::kept_for_those_behind`]). A queue that does not know the
+    /// ([`crate::placement::keeper_for_those_behind`]). A queue that does not know the
     /// waiting jobs' ages (Redis) counts those a fresh job of its priority goes after
     /// ([`Self::ahead`]): the job was delivered first, so those of its class came after
     /// it.

@@ -41,6 +41,21 @@ pub(super) fn left_by(
     (avoid, job.avoid_until.map_or(until, |then| then.max(until)))
 }
 
+/// The machines among `all` that `me` may leave `job` to: any for a person's turn;
+/// background work never goes where it would push out a model
+/// ([`crate::placement::guard::may_push_out`]), unless it is already here.
+fn may_hold<'a>(
+    job: &'a Job,
+    me: &'a WorkerName,
+    all: &'a [WorkerStatus],
+) -> impl Iterator<Item = &'a WorkerStatus> {
+    all.iter().filter(move |s| {
+        job.priority == Priority::Interactive
+            || &s.name == me
+            || !crate::placement::guard::may_push_out(s, &job.request.model)
+    })
+}
+
 /// An answer that has started: its chunks, and why the web lane fell back to the local
 /// model alone, if it did.
 struct Opened {
@@ -606,14 +621,8 @@ impl Worker {
         // again, a turn would go back and forth between two machines for as long as each
         // looked sooner to the other (56 s, seen). That machine may still take the job
         // from the queue when it is free; it is only not handed there.
-        let statuses: Vec<WorkerStatus> = all
-            .iter()
+        let statuses: Vec<WorkerStatus> = may_hold(job, me, &all)
             .filter(|s| !job.avoid.contains(&s.name) || &s.name == me)
-            .filter(|s| {
-                job.priority == Priority::Interactive
-                    || &s.name == me
-                    || !crate::placement::guard::may_push_out(s, model)
-            })
             .cloned()
             .collect();
         let waiting = self.waiting_before(job, &statuses, &all).await;
@@ -643,13 +652,7 @@ impl Worker {
         // that this worker looks again.
         let gain = crate::placement::sooner_by(&weighed, me, &best).unwrap_or(0.0);
         let (avoid, until) = left_by(job, me, gain);
-        let next = Job {
-            avoid,
-            avoid_until: Some(until),
-            ..job.clone()
-        };
-        if let Err(e) = self.queue.enqueue(next).await {
-            tracing::warn!(error = %e, "could not hand the task on; running it here");
+        if !self.leave(job, avoid, until).await {
             return false;
         }
         tracing::info!(worker = %me, to = %best, model = %model, "placement prefers another worker; left for it");
@@ -675,16 +678,7 @@ impl Worker {
         let me = self.handle.name();
         let model = &job.request.model;
         let now = Utc::now();
-        // Background work is never kept where it would push a model out (as above).
-        let statuses: Vec<WorkerStatus> = all
-            .iter()
-            .filter(|s| {
-                job.priority == Priority::Interactive
-                    || &s.name == me
-                    || !crate::placement::guard::may_push_out(s, model)
-            })
-            .cloned()
-            .collect();
+        let statuses: Vec<WorkerStatus> = may_hold(job, me, all).cloned().collect();
         let weighed = crate::placement::estimates(&statuses, ask, now);
         let mut keepers = vec![me.clone()];
         keepers.extend(
@@ -708,6 +702,16 @@ impl Worker {
                 avoid.push(s.name.clone());
             }
         }
+        if !self.leave(job, avoid, until).await {
+            return Some(false);
+        }
+        tracing::info!(worker = %me, to = %keeper, sooner = %best, model = %model, waiting_behind = behind.jobs, "handed to the machine that should keep it: on the sooner worker it would hold the slot the turns behind it wait for");
+        Some(true)
+    }
+
+    /// Queues `job` again, for the others: those of `avoid` leave it until `until`. Not
+    /// an attempt. Returns whether it was queued (when not, it runs here).
+    async fn leave(&self, job: &Job, avoid: Vec<WorkerName>, until: DateTime<Utc>) -> bool {
         let next = Job {
             avoid,
             avoid_until: Some(until),
@@ -715,10 +719,9 @@ impl Worker {
         };
         if let Err(e) = self.queue.enqueue(next).await {
             tracing::warn!(error = %e, "could not hand the task on; running it here");
-            return Some(false);
+            return false;
         }
-        tracing::info!(worker = %me, to = %keeper, sooner = %best, model = %model, waiting_behind = behind.jobs, "handed to the machine that should keep it: on the sooner worker it would hold the slot the turns behind it wait for");
-        Some(true)
+        true
     }
 
     /// What waits in the queue before `job`, which this worker took: the jobs of its lane

@@ -295,6 +295,23 @@ fn machine(name: &str, prompt_tps: f64, healthy: bool) -> WorkerStatus {
     }
 }
 
+/// The fast machine `fast`, answering a turn: 150 tokens into it, its slot busy.
+fn busy_fast() -> WorkerStatus {
+    let mut fast = machine("fast", 1500.0, true);
+    fast.in_flight = 1;
+    fast.running = vec![crate::backend::activity::Running {
+        model: ModelName::parse("m").unwrap(),
+        started_at: chrono::Utc::now() - chrono::Duration::seconds(4),
+        first_token_at: Some(chrono::Utc::now() - chrono::Duration::seconds(2)),
+        tokens: 150,
+        prompt_tokens: 100,
+        cold: false,
+        cached: false,
+        priority: Default::default(),
+    }];
+    fast
+}
+
 /// A job of `lane` with a prompt long enough (2,400 words) that a machine ten times
 /// faster at prompts is clearly sooner.
 fn long_job(lane: &Lane) -> Job {
@@ -392,18 +409,7 @@ async fn a_short_turn_stays_for_a_long_one_waiting_behind_it() {
     let fake = FakeLlm::builder().spawn().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let base = worker(fake.base_url(), &dir).await;
-    let mut fast = machine("fast", 1500.0, true);
-    fast.in_flight = 1;
-    fast.running = vec![crate::backend::activity::Running {
-        model: ModelName::parse("m").unwrap(),
-        started_at: chrono::Utc::now() - chrono::Duration::seconds(4),
-        first_token_at: Some(chrono::Utc::now() - chrono::Duration::seconds(2)),
-        tokens: 150,
-        prompt_tokens: 100,
-        cold: false,
-        cached: false,
-        priority: Default::default(),
-    }];
+    let fast = busy_fast();
     let mut slow = machine("w1", 150.0, true);
     slow.loaded.clear();
     slow.perf[0].load_s = Some(6.0);
@@ -490,18 +496,7 @@ async fn a_short_turn_goes_to_the_machine_that_should_keep_it_whichever_worker_l
     let fake = FakeLlm::builder().spawn().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let base = worker(fake.base_url(), &dir).await;
-    let mut fast = machine("fast", 1500.0, true);
-    fast.in_flight = 1;
-    fast.running = vec![crate::backend::activity::Running {
-        model: ModelName::parse("m").unwrap(),
-        started_at: chrono::Utc::now() - chrono::Duration::seconds(4),
-        first_token_at: Some(chrono::Utc::now() - chrono::Duration::seconds(2)),
-        tokens: 150,
-        prompt_tokens: 100,
-        cold: false,
-        cached: false,
-        priority: Default::default(),
-    }];
+    let fast = busy_fast();
     let mut mid = machine("mid", 150.0, true);
     mid.loaded.clear();
     mid.perf[0].load_s = Some(6.0);
