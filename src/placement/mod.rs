@@ -784,31 +784,56 @@ pub fn pushes_out<'a>(s: &'a WorkerStatus, model: &ModelName) -> Pushes<'a> {
 /// first model to fall idle, and pushes out a model someone is using).
 ///
 /// On an Ollama machine whose room is not known yet (no `max_loaded` configured or
-/// learned), a load while every model resident there is busy is counted as one that waits
-/// for them: the worker tries it beside them (see [`crate::backend::slots::models_at_once`]),
-/// and where the machine keeps fewer models than Ollama's default, Ollama holds it until
-/// one of them is done (the household's mini PC keeps one: a person's turn of the small
-/// model, sent there as if it had room, waited 12 s for another person's answer). The
-/// person waits either way, so the estimate takes the longer: a machine with room shows
-/// it once idle, and the first load that evicts teaches how many it keeps.
+/// learned), a load beside busy models is counted as fitting: the worker tries it beside
+/// them (see [`crate::backend::slots::models_at_once`]). Where the machine keeps fewer
+/// models than that, Ollama holds the load until one of them is done, which the late rule
+/// expects ([`wait_if_full`]) rather than counting it as lateness; the first load that
+/// evicts teaches how many the machine keeps. (Counted as waiting for them, as from
+/// f8d89a1 to the twenty-ninth session, a desktop whose coder model answered looked 30 s
+/// away for the chat model in a household's first seconds, nothing being known of its
+/// room; a 1,800-token paste went to the laptop nothing was known of either, and had its
+/// first token after 22 s.)
 fn eviction(
     s: &WorkerStatus,
     model: &ModelName,
     statuses: &[WorkerStatus],
     now: DateTime<Utc>,
 ) -> (Option<ModelName>, f64) {
-    let pushes = match pushes_out(s, model) {
-        Pushes::Nothing if room_unknown_and_taken(s, model) => Pushes::Busy,
-        pushes => pushes,
-    };
-    match pushes {
+    match pushes_out(s, model) {
         Pushes::Nothing => (None, 0.0),
         Pushes::Idle(victim) => (Some(victim.clone()), 0.0),
-        Pushes::Busy => busy_models(s, None)
-            .into_iter()
-            .map(|m| (m, idle_in(s, m, statuses, now)))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or((None, 0.0), |(victim, at)| (Some(victim.clone()), at)),
+        Pushes::Busy => first_idle(s, statuses, now),
+    }
+}
+
+/// The busy model on `s` that falls idle first, and in how many seconds.
+fn first_idle(
+    s: &WorkerStatus,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> (Option<ModelName>, f64) {
+    busy_models(s, None)
+        .into_iter()
+        .map(|m| (m, idle_in(s, m, statuses, now)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or((None, 0.0), |(victim, at)| (Some(victim.clone()), at))
+}
+
+/// Seconds a load of `model` on `s` would wait for a busy model to make room, were the
+/// machine full: on an Ollama machine of unknown room whose resident models are all busy,
+/// until the first of them falls idle; else none (placement counts a known wait itself).
+/// Placement counts such a load as fitting ([`eviction`]); a turn that waits so is not
+/// late for it.
+pub fn wait_if_full(
+    s: &WorkerStatus,
+    model: &ModelName,
+    statuses: &[WorkerStatus],
+    now: DateTime<Utc>,
+) -> f64 {
+    if room_unknown_and_taken(s, model) {
+        first_idle(s, statuses, now).1
+    } else {
+        0.0
     }
 }
 

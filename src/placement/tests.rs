@@ -677,7 +677,7 @@ fn a_machine_of_unknown_room_is_tried_with_a_second_model_beside_a_running_one()
 }
 
 #[test]
-fn a_load_beside_busy_models_on_a_machine_of_unknown_room_is_counted_as_waiting_for_them() {
+fn a_load_beside_busy_models_on_a_machine_of_unknown_room_is_counted_as_fitting() {
     // ai-core answers with the chat model `m`; how many models it keeps is not known.
     let mut s = with_rates(status("ai-core", true, 1), 3.0, 600.0, 50.0);
     s.models.push(model("small"));
@@ -688,22 +688,34 @@ fn a_load_beside_busy_models_on_a_machine_of_unknown_room_is_counted_as_waiting_
     let ask = Ask::fresh(&small, 60);
     let now = Utc::now();
     let on = |s: &WorkerStatus| estimate_on(s, &ask, std::slice::from_ref(s), now);
-    // The rest of the chat answer (260 of 300 tokens at 50/s), then the load and the prompt.
+    let full = |s: &WorkerStatus| wait_if_full(s, &small, std::slice::from_ref(s), now);
+    // Tried beside the answer: the load and the prompt...
     let e = on(&s);
-    assert!((e.wait_s - 5.2).abs() < 0.01, "{e:?}");
-    assert!((e.ttft_s - (5.2 + 1.0 + 0.1)).abs() < 0.01, "{e:?}");
-    assert_eq!(e.evicts, Some(model("m")), "{e:?}");
-    // Known to keep two: the load goes beside the answer at once.
+    assert!(e.wait_s == 0.0 && e.evicts.is_none(), "{e:?}");
+    assert!((e.ttft_s - (1.0 + 0.1)).abs() < 0.01, "{e:?}");
+    // ...and were it full, the rest of the chat answer first (260 of 300 tokens at
+    // 50/s): no lateness.
+    assert!((full(&s) - 5.2).abs() < 0.01, "{}", full(&s));
+    // Known to keep two: nothing to wait for, either way.
     let mut roomy = s.clone();
     roomy.max_loaded = Some(2);
     let e = on(&roomy);
     assert!(e.wait_s == 0.0 && e.evicts.is_none(), "{e:?}");
+    assert_eq!(full(&roomy), 0.0);
+    // Known to keep one: the load waits for the answer, and evicts its model.
+    let mut one = s.clone();
+    one.max_loaded = Some(1);
+    let e = on(&one);
+    assert!((e.wait_s - 5.2).abs() < 0.01, "{e:?}");
+    assert_eq!(e.evicts, Some(model("m")), "{e:?}");
+    assert_eq!(full(&one), 0.0, "placement counts it already");
     // The chat model idle: nothing to wait for (the load fits, or evicts it at once).
     let mut idle = s.clone();
     idle.running.clear();
     idle.in_flight = 0;
     let e = on(&idle);
     assert_eq!(e.wait_s, 0.0, "{e:?}");
+    assert_eq!(full(&idle), 0.0);
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //!   already ran here when the task started ([`Worker::wait_ahead`]): a load that waits
 //!   for a busy model to finish is on time while that model is.
 //! - **It still waits for what runs ahead of it here**, its load not begun (a machine of
-//!   unknown room tries a model beside a busy one, see `placement::eviction`), and
+//!   unknown room tries a model beside a busy one, see `placement::wait_if_full`), and
 //!   another machine now clearly gives its first token sooner than what is left here (a
 //!   person stopped an answer there): leaving costs this machine nothing.
 //!
@@ -68,11 +68,11 @@ enum Look {
 }
 
 impl Worker {
-    /// Seconds placement expects `job` to wait here, were it to start now, for what
-    /// already runs on the machine before its own load or prompt begins: a slot, or a
-    /// busy model that must finish to make room for its load (Ollama keeps the load
-    /// waiting meanwhile). That wait is what placement chose this machine with, so it is
-    /// no lateness. Read before the job starts (once it runs, it counts among what runs
+    /// Seconds `job` may wait here, were it to start now, for what already runs on the
+    /// machine before its own load or prompt begins: a slot, or a busy model that must
+    /// finish to make room for its load (Ollama keeps the load waiting meanwhile), on a
+    /// machine known to be full or of unknown room ([`placement::wait_if_full`]). That
+    /// wait is no lateness. Read before the job starts (once it runs, it counts among what runs
     /// here); `None` when the job may not move.
     pub(super) fn wait_ahead(&self, job: &Job) -> Option<f64> {
         if !self.may_move(job) {
@@ -83,7 +83,9 @@ impl Worker {
             return Some(0.0);
         };
         let ask = Ask::of(&job.request, job.thread_id.as_ref());
-        Some(placement::estimate_on(here, &ask, &all, Utc::now()).wait_s)
+        let now = Utc::now();
+        let wait_s = placement::estimate_on(here, &ask, &all, now).wait_s;
+        Some(wait_s.max(placement::wait_if_full(here, ask.model, &all, now)))
     }
 
     /// Resolves when `job`, started here at `at` as `began` says, expected to wait
