@@ -265,12 +265,22 @@ fn score_on(estimates: &[Estimate], worker: &WorkerName) -> Option<f64> {
 }
 
 /// Which machine among `keepers` should hold a job that placement would leave for the
-/// sooner `best`, for the jobs waiting `behind` it: of those that should keep it
-/// ([`kept_worst`]), the one whose plan has the shorter worst first token (the first of
-/// `keepers` on a tie); `None` when none should. Whichever idle
-/// worker looks at the job, the same machine keeps it: in seed 1's warm row the laptop
-/// took the short turn from the lane before ai-core did, and, weighing only itself as
-/// the keeper, left it for moon again.
+/// sooner `best` (among `weighed`, the job's estimates), for the jobs waiting `behind` it
+/// in its lane: on `best` it would hold the slot they wait for. Weighed for the next of
+/// them (a prompt of their mean size): the job left for `best` and that one placed after
+/// it (anywhere, the keepers included), against the job on a keeper and that one placed
+/// without it (anywhere but that keeper). A keeper should keep it when the longer of the
+/// two first tokens is clearly shorter so (beyond [`SAME_WITHIN`]) and their sum is no
+/// longer, within [`SAME_WITHIN`]: the worst wait gets shorter without the two waiting
+/// longer in all. Of those that should, the one whose plan has the shorter worst first
+/// token (the first of `keepers` on a tie); `None` when none should. Whichever idle
+/// worker looks at the job, the same machine keeps it.
+///
+/// Seed 1's warm row: a 23-token turn waited for moon's chat slot, a 2,291-token turn
+/// behind it; left for moon, the short one had its first token after 6.2 s and the long
+/// one after 12.1; kept on ai-core (its load), after 8.7 and 7.3 s. The laptop took the
+/// short turn from the lane before ai-core did in one run and, weighing only itself as the
+/// keeper, left it for moon again.
 pub fn keeper_for_those_behind(
     statuses: &[WorkerStatus],
     ask: &Ask<'_>,
@@ -279,34 +289,7 @@ pub fn keeper_for_those_behind(
     best: &WorkerName,
     behind: Ahead,
 ) -> Option<WorkerName> {
-    keepers
-        .iter()
-        .filter_map(|k| Some((k, kept_worst(statuses, ask, weighed, k, best, behind)?)))
-        .reduce(|a, b| if b.1 < a.1 { b } else { a })
-        .map(|(k, _)| k.clone())
-}
-
-/// Whether `me` should keep a job that placement would leave for the sooner `best`
-/// (among `weighed`, the job's estimates), for the jobs waiting `behind` it in its lane:
-/// on `best` it would hold the slot they wait for. Weighed for the next of them (a
-/// prompt of their mean size): the job left for `best` and that one placed after it
-/// (anywhere, `me` included), against the job on `me` and that one placed without it
-/// (anywhere but `me`). Kept when the longer of the two first tokens is clearly shorter
-/// so (beyond [`SAME_WITHIN`]) and their sum is no longer, within [`SAME_WITHIN`]: the
-/// worst wait gets shorter without the two waiting longer in all. Seed 1's warm row: a
-/// 23-token turn waited for moon's chat slot, a 2,291-token turn behind it; left for
-/// moon, the short one had its first token after 6.2 s and the long one after 12.1; kept
-/// on ai-core (its load), after 8.7 and 7.3 s. Returns, when it should keep it, the worst
-/// first token of the two jobs so.
-fn kept_worst(
-    statuses: &[WorkerStatus],
-    ask: &Ask<'_>,
-    weighed: &[Estimate],
-    me: &WorkerName,
-    best: &WorkerName,
-    behind: Ahead,
-) -> Option<f64> {
-    if behind.jobs == 0 || me == best {
+    if behind.jobs == 0 {
         return None;
     }
     let now = Utc::now();
@@ -316,8 +299,6 @@ fn kept_worst(
             .map(Estimate::score)
             .reduce(f64::min)
     };
-    let here = score_on(weighed, me)?;
-    let there = score_on(weighed, best)?;
     let prompt = behind.prompt_each(ask.prompt_tokens).round() as u32;
     let next = Ask {
         prompt_tokens: prompt,
@@ -326,18 +307,30 @@ fn kept_worst(
         request: None,
         ..*ask
     };
+    // The job left for `best`, the next one after it: the same whoever would keep it.
+    let there = score_on(weighed, best)?;
     let with_it = next.behind(ask.ahead.plus(Ahead {
         jobs: 1,
         prompt_tokens: Some(u64::from(ask.prompt_tokens)),
     }));
-    let others: Vec<WorkerStatus> = statuses.iter().filter(|s| &s.name != me).cloned().collect();
     let after_it = soonest(statuses, &with_it)?;
-    let without_it = soonest(&others, &next)?;
     let left = there.max(after_it);
-    let kept = here.max(without_it);
     let (factor, seconds) = SAME_WITHIN;
-    (kept * factor + seconds < left && here + without_it <= (there + after_it) * factor + seconds)
-        .then_some(kept)
+    keepers
+        .iter()
+        .filter(|k| *k != best)
+        .filter_map(|k| {
+            let here = score_on(weighed, k)?;
+            let others: Vec<WorkerStatus> =
+                statuses.iter().filter(|s| &s.name != k).cloned().collect();
+            let without_it = soonest(&others, &next)?;
+            let kept = here.max(without_it);
+            let keeps = kept * factor + seconds < left
+                && here + without_it <= (there + after_it) * factor + seconds;
+            keeps.then_some((k, kept))
+        })
+        .reduce(|a, b| if b.1 < a.1 { b } else { a })
+        .map(|(k, _)| k.clone())
 }
 
 /// The estimate for every worker that may take the ask: the healthy ones serving its

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::run::left_by;
+use super::run::left_for;
 use super::{MAX_ATTEMPTS, Worker};
 use crate::backend::perf::{Began, Rates};
 use crate::backend::registry::WorkerStatus;
@@ -195,15 +195,13 @@ impl Worker {
     /// [`ModelPerf::left_late`]: crate::backend::perf::ModelPerf::left_late
     pub(super) async fn move_late(&self, job: &Job, began: Began, late: &Move) -> bool {
         let me = self.handle.name().clone();
-        let (mut avoid, until) = left_by(job, &me, late.waited_s);
-        for s in self.directory.statuses() {
-            if s.name != late.to
-                && s.models.contains(&job.request.model)
-                && !avoid.contains(&s.name)
-            {
-                avoid.push(s.name);
-            }
-        }
+        let (avoid, until) = left_for(
+            job,
+            &me,
+            late.waited_s,
+            &late.to,
+            &self.directory.statuses(),
+        );
         let reason = moved(job.lang, &late.to);
         if !self.hand_on(job, avoid, Some(until), reason).await {
             return false;

@@ -41,6 +41,25 @@ pub(super) fn left_by(
     (avoid, job.avoid_until.map_or(until, |then| then.max(until)))
 }
 
+/// [`left_by`], and every other machine among `all` serving the job's model but `to` on
+/// the avoid list too: the job is left for `to` alone for that while (a late move, a
+/// keeper for the turns behind).
+pub(super) fn left_for(
+    job: &Job,
+    me: &WorkerName,
+    seconds: f64,
+    to: &WorkerName,
+    all: &[WorkerStatus],
+) -> (Vec<WorkerName>, DateTime<Utc>) {
+    let (mut avoid, until) = left_by(job, me, seconds);
+    for s in all {
+        if &s.name != to && s.models.contains(&job.request.model) && !avoid.contains(&s.name) {
+            avoid.push(s.name.clone());
+        }
+    }
+    (avoid, until)
+}
+
 /// The machines among `all` that `me` may leave `job` to: any for a person's turn;
 /// background work never goes where it would push out a model
 /// ([`crate::placement::guard::may_push_out`]), unless it is already here.
@@ -695,13 +714,9 @@ impl Worker {
             tracing::info!(worker = %me, sooner = %best, model = %model, waiting_behind = behind.jobs, "kept here: on the sooner worker it would hold the slot the turns behind it wait for");
             return Some(false);
         }
-        let (mut avoid, until) = left_by(job, me, 0.0);
+        let (mut avoid, until) = left_for(job, me, 0.0, &keeper, all);
+        // The keeper may have been left before; it is the one the job is left for now.
         avoid.retain(|w| w != &keeper);
-        for s in all {
-            if s.name != keeper && s.models.contains(model) && !avoid.contains(&s.name) {
-                avoid.push(s.name.clone());
-            }
-        }
         if !self.leave(job, avoid, until).await {
             return Some(false);
         }
