@@ -43,7 +43,9 @@ pub(super) fn left_by(
 
 /// [`left_by`], and every other machine among `all` serving the job's model but `to` on
 /// the avoid list too: the job is left for `to` alone for that while (a late move, a
-/// keeper for the turns behind).
+/// keeper for the turns behind). `to` comes off the list if the job had left it before:
+/// the new time holds for the whole list, and a `to` still on it would leave the job to
+/// nobody until then.
 pub(super) fn left_for(
     job: &Job,
     me: &WorkerName,
@@ -52,6 +54,7 @@ pub(super) fn left_for(
     all: &[WorkerStatus],
 ) -> (Vec<WorkerName>, DateTime<Utc>) {
     let (mut avoid, until) = left_by(job, me, seconds);
+    avoid.retain(|w| w != to);
     for s in all {
         if &s.name != to && s.models.contains(&job.request.model) && !avoid.contains(&s.name) {
             avoid.push(s.name.clone());
@@ -714,9 +717,7 @@ impl Worker {
             tracing::info!(worker = %me, sooner = %best, model = %model, waiting_behind = behind.jobs, "kept here: on the sooner worker it would hold the slot the turns behind it wait for");
             return Some(false);
         }
-        let (mut avoid, until) = left_for(job, me, 0.0, &keeper, all);
-        // The keeper may have been left before; it is the one the job is left for now.
-        avoid.retain(|w| w != &keeper);
+        let (avoid, until) = left_for(job, me, 0.0, &keeper, all);
         if !self.leave(job, avoid, until).await {
             return Some(false);
         }

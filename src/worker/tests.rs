@@ -579,3 +579,55 @@ async fn a_short_turn_goes_to_the_machine_that_should_keep_it_whichever_worker_l
         .expect("left for fast");
     assert_eq!(again.avoid, names(&["w1"]));
 }
+
+/// A turn late on `w1` moves to `moon`, a machine it had left before (its time to leave
+/// it has passed): it is left to moon alone, and moon takes it at once, not once the
+/// hour the move leaves it to moon for has passed.
+#[tokio::test]
+async fn a_late_turn_moved_to_a_machine_it_had_left_is_taken_there_at_once() {
+    let fake = FakeLlm::builder().spawn().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let base = worker(fake.base_url(), &dir).await;
+    let w1 = Worker {
+        directory: Arc::new(Seen(vec![
+            machine("moon", 1500.0, true),
+            machine("w1", 150.0, true),
+            machine("laptop", 150.0, true),
+        ])),
+        ..base.clone()
+    };
+    let lane = Lane::llm(&ModelName::parse("m").unwrap());
+    let names = |n: &[&str]| -> Vec<WorkerName> {
+        n.iter().map(|n| WorkerName::parse(n).unwrap()).collect()
+    };
+    let left_moon = Job {
+        avoid: names(&["moon"]),
+        avoid_until: Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
+        ..long_job(&lane)
+    };
+    let late = super::late::Move {
+        to: WorkerName::parse("moon").unwrap(),
+        waited_s: 3600.0,
+        late_s: 0.0,
+        there_s: 1.0,
+        here: crate::backend::perf::ASSUMED,
+    };
+    let began = crate::backend::perf::Began {
+        was_loaded: true,
+        alone: true,
+        cached: false,
+    };
+    assert!(w1.move_late(&left_moon, began, &late).await);
+    let moon = WorkerName::parse("moon").unwrap();
+    let taken = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        base.queue.dequeue(std::slice::from_ref(&lane), &moon),
+    )
+    .await
+    .expect("moon takes the moved turn at once")
+    .unwrap()
+    .job;
+    assert_eq!(taken.task_id, left_moon.task_id);
+    assert_eq!(taken.avoid, names(&["w1", "laptop"]), "left to moon alone");
+    assert!(taken.avoid_until.unwrap() > chrono::Utc::now() + chrono::Duration::minutes(59));
+}
