@@ -383,8 +383,8 @@ COMMIT="$(binary_commit)"
 {
   echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
   echo
-  echo "| mode | c | direct req/s | coord req/s | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms (floor) | coord CPU µs/req | errors | load (1 min) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| mode | c | direct req/s | floor req/s | coord req/s (of the floor's) | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms (floor) | coord CPU µs/req | errors | load (1 min) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   awk -F'\t' '
     $3 == "direct" { d[$1,$2] = $0; next }
     $3 == "floor" { f[$1,$2] = $0; next }
@@ -396,9 +396,34 @@ COMMIT="$(binary_commit)"
         ttft = sprintf("%.3f / %.3f", x[7], $7)
         tadd = sprintf("%+.3f / %+.3f (%+.3f / %+.3f)", $7 - x[7], $8 - x[8], y[7] - x[7], y[8] - x[8])
       }
-      printf "| %s | %s | %.0f | %.0f | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %+.3f / %+.3f | %s | %s | %s | %d / %d | %s / %s |\n",
-        ($1 == "stream" ? "stream" : "non-stream"), $2, x[4], $4, x[5], x[6], $5, $6,
+      printf "| %s | %s | %.0f | %.0f | %.0f (%.2fx) | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %+.3f / %+.3f | %s | %s | %s | %d / %d | %s / %s |\n",
+        ($1 == "stream" ? "stream" : "non-stream"), $2, x[4], y[4], $4, (y[4] > 0 ? $4 / y[4] : 0), x[5], x[6], $5, $6,
         $5 - x[5], $6 - x[6], y[5] - x[5], y[6] - x[6], ttft, tadd, $12, x[9], $9, x[10], $10
+    }' "$RESULTS"
+  echo
+  # Issue 22's targets, each against the floor measured in the same run.
+  awk -F'\t' '
+    $3 == "direct" { d[$1,$2] = $0; next }
+    $3 == "floor" { f[$1,$2] = $0; next }
+    { c[$1,$2] = $0 }
+    function verdict(ok) { return ok ? "met" : "missed" }
+    END {
+      if (("nonstream", 64) in c) {
+        split(c["nonstream", 64], k, "\t"); split(f["nonstream", 64], y, "\t")
+        r = k[4] / y[4]
+        printf "Target, non-stream c=64 throughput at least 0.8x the floor'"'"'s: %.2fx (%.0f / %.0f req/s), %s\n", r, k[4], y[4], verdict(r >= 0.8)
+      }
+      if (("nonstream", 1) in c) {
+        split(c["nonstream", 1], k, "\t"); split(f["nonstream", 1], y, "\t"); split(d["nonstream", 1], x, "\t")
+        o50 = (k[5] - x[5]) - (y[5] - x[5]); o99 = (k[6] - x[6]) - (y[6] - x[6])
+        printf "Target, non-stream c=1 added p50 at most the floor'"'"'s + 0.1 ms: %+.3f ms over it, %s; added p99 at most the floor'"'"'s + 0.3 ms: %+.3f ms over it, %s\n", o50, verdict(o50 <= 0.1), o99, verdict(o99 <= 0.3)
+      }
+      for (n = 16; n <= 64; n *= 4) {
+        if (!(("stream", n) in c)) continue
+        split(c["stream", n], k, "\t"); split(f["stream", n], y, "\t"); split(d["stream", n], x, "\t")
+        fa = y[7] - x[7]; ca = k[7] - x[7]
+        if (fa > 0) printf "Target, stream c=%d TTFT added at most twice the floor'"'"'s: p50 %.2fx (%+.3f against %+.3f ms), %s\n", n, ca / fa, ca, fa, verdict(ca <= 2 * fa)
+      }
     }' "$RESULTS"
   echo
   echo "Coordinator peak RSS (VmHWM): $((HWM_KB / 1024)) MiB ($HWM_KB kB); after each cell: $(awk -F'\t' '$3 == "coordinator" {printf "%s%d", (n++ ? ", " : ""), $11 / 1024}' "$RESULTS") MiB"
