@@ -227,6 +227,14 @@ body true >"$WORK/body-stream.json"
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 # CPU time (user + system) a process has used, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# The same, for the threads of process $1 named $2 (`comm`).
+thread_ticks() {
+  local t sum=0
+  for t in /proc/"$1"/task/*; do
+    [[ "$(cat "$t/comm" 2>/dev/null)" == "$2" ]] && sum=$((sum + $(awk '{print $14 + $15}' "$t/stat")))
+  done
+  echo "$sum"
+}
 CLK_TCK="$(getconf CLK_TCK)"
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
@@ -324,14 +332,22 @@ for mode in $MODES; do
         -D "$WORK/body-$mode.json" "http://$addr/v1/chat/completions" >/dev/null
       load="$(load1)"
       out="$WORK/oha-$mode-$c-$target.json"
-      cpu_before="$(cpu_ticks "$COORD_PID")"
+      # The CPU time of the server under test (the floor's or Coordinator's) and of
+      # Coordinator's SQLite writer thread.
+      server_pid="$COORD_PID"
+      [[ "$target" == floor ]] && server_pid="$PROXY_PID"
+      cpu_before="$(cpu_ticks "$server_pid")" writer_before="$(thread_ticks "$COORD_PID" sqlite-writer)"
       run_oha "$addr" "$WORK/body-$mode.json" "$c" "$out"
-      cpu_after="$(cpu_ticks "$COORD_PID")"
+      cpu_after="$(cpu_ticks "$server_pid")" writer_after="$(thread_ticks "$COORD_PID" sqlite-writer)"
       IFS=$'\t' read -r rps p50 p99 ok errors < <(oha_fields "$out")
-      # Coordinator's CPU time per answered request (its share of the two cores).
+      # CPU time per answered request (the server's share of the two cores); for
+      # Coordinator, "total/writer".
       cpu_us="-"
-      if [[ "$target" == coordinator && "$ok" -gt 0 ]]; then
+      if [[ "$target" != direct && "$ok" -gt 0 ]]; then
         cpu_us="$(( (cpu_after - cpu_before) * 1000000 / CLK_TCK / ok ))"
+        if [[ "$target" == coordinator ]]; then
+          cpu_us="$cpu_us/$(( (writer_after - writer_before) * 1000000 / CLK_TCK / ok ))"
+        fi
       fi
       ttft50="-" ttft99="-"
       if [[ "$mode" == stream ]]; then
@@ -344,7 +360,7 @@ for mode in $MODES; do
       [[ "$target" == coordinator ]] && COORD_OK=$((COORD_OK + ok))
       printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$c" "$target" "$rps" "$p50" "$p99" \
         "$ttft50" "$ttft99" "$errors" "$load" "$(hwm_kb "$COORD_PID")" "$cpu_us" >>"$RESULTS"
-      log "$mode c=$c $target: $(printf '%.0f' "$rps") req/s, p50 $(printf '%.3f' "$p50") ms, p99 $(printf '%.3f' "$p99") ms, ttft p50 $ttft50 ms, errors $errors, coordinator CPU/request $cpu_us µs, load $load"
+      log "$mode c=$c $target: $(printf '%.0f' "$rps") req/s, p50 $(printf '%.3f' "$p50") ms, p99 $(printf '%.3f' "$p99") ms, ttft p50 $ttft50 ms, errors $errors, server CPU/request $cpu_us µs, load $load"
     done
   done
 done
@@ -383,9 +399,13 @@ COMMIT="$(binary_commit)"
 {
   echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
   echo
-  echo "| mode | c | direct req/s | floor req/s | coord req/s (of the floor's) | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms (floor) | coord CPU µs/req | errors | load (1 min) |"
+  echo "| mode | c | direct req/s | floor req/s | coord req/s (of the floor's) | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms (floor) | CPU µs/req: floor, coord (its SQLite writer) | errors | load (1 min) |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   awk -F'\t' '
+    function cpu(floor, coord,   w) {
+      split(coord, w, "/")
+      return sprintf("%s, %s (%s)", floor, w[1], w[2])
+    }
     $3 == "direct" { d[$1,$2] = $0; next }
     $3 == "floor" { f[$1,$2] = $0; next }
     {
@@ -398,7 +418,7 @@ COMMIT="$(binary_commit)"
       }
       printf "| %s | %s | %.0f | %.0f | %.0f (%.2fx) | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %+.3f / %+.3f | %s | %s | %s | %d / %d | %s / %s |\n",
         ($1 == "stream" ? "stream" : "non-stream"), $2, x[4], y[4], $4, (y[4] > 0 ? $4 / y[4] : 0), x[5], x[6], $5, $6,
-        $5 - x[5], $6 - x[6], y[5] - x[5], y[6] - x[6], ttft, tadd, $12, x[9], $9, x[10], $10
+        $5 - x[5], $6 - x[6], y[5] - x[5], y[6] - x[6], ttft, tadd, cpu(y[12], $12), x[9], $9, x[10], $10
     }' "$RESULTS"
   echo
   # Issue 22's targets, each against the floor measured in the same run.
