@@ -219,7 +219,15 @@ impl Estimate {
 /// a desktop with one slot for their model: the second goes to the idle mini PC, whose
 /// load takes as long as the first answer, and the third waits for one answer, not two.)
 pub fn best_of(statuses: &[WorkerStatus], ask: &Ask<'_>) -> Option<WorkerName> {
-    best_among(&weighed(statuses, ask))
+    sole_server(statuses, ask.model).or_else(|| best_among(&weighed(statuses, ask)))
+}
+
+/// The one worker serving `model`, when no other does: placement has nothing to weigh (a
+/// household with one machine), and whatever its figures say, the work goes there.
+pub fn sole_server(statuses: &[WorkerStatus], model: &ModelName) -> Option<WorkerName> {
+    let mut serving = statuses.iter().filter(|s| s.models.contains(model));
+    let only = serving.next()?;
+    serving.next().is_none().then(|| only.name.clone())
 }
 
 /// The estimates for `ask` now ([`estimates`]), logged: what one decision weighs, figured

@@ -827,3 +827,32 @@ fn kept(
     )
     .is_some()
 }
+
+/// With one machine serving the model, placement names it without weighing anything, and
+/// it is the machine the estimates would have named, healthy or not, busy or not; with
+/// two, or none, there is no sole server.
+#[test]
+fn one_machine_serving_the_model_is_chosen_as_the_estimates_would() {
+    let m = model("m");
+    let ask = Ask::fresh(&m, 500);
+    let other = crate::testkit::samples::idle_worker("other", &["x"]);
+    let mut sick = status("sick", false, 0);
+    sick.healthy = false;
+    for only in [
+        status("idle", true, 0),
+        with_rates(status("busy", false, 1), 30.0, 10.0, 1.0),
+        sick,
+    ] {
+        let statuses = vec![other.clone(), only.clone()];
+        assert_eq!(sole_server(&statuses, &m), Some(only.name.clone()));
+        assert_eq!(best_of(&statuses, &ask), Some(only.name.clone()));
+        assert_eq!(
+            best_among(&weighed(&statuses, &ask)),
+            Some(only.name.clone()),
+            "the estimates name the same machine"
+        );
+    }
+    let two = vec![status("a", true, 0), status("b", true, 0)];
+    assert_eq!(sole_server(&two, &m), None);
+    assert_eq!(sole_server(&[other], &m), None);
+}

@@ -44,7 +44,7 @@ pub(crate) async fn service(dir: &tempfile::TempDir) -> AppState {
             .unwrap(),
     );
     let events: Arc<dyn EventBus> = Arc::new(InProcessEvents::new());
-    AppState {
+    AppState::from(Services {
         decider: Decider::new(config.routing.clone(), config.internal_tasks.clone()),
         config: Arc::new(config),
         dispatch: Dispatcher::embedded(
@@ -62,7 +62,7 @@ pub(crate) async fn service(dir: &tempfile::TempDir) -> AppState {
         shutdown: Default::default(),
         memory: None,
         rag: None,
-    }
+    })
 }
 
 #[tokio::test]

@@ -27,7 +27,7 @@ use crate::memory::Memory;
 use crate::metrics::shared::Sharing;
 use crate::routing::Decider;
 use crate::server;
-use crate::service::AppState;
+use crate::service::{AppState, Services};
 
 /// How often cluster mode compares the store with the queue.
 const RECONCILE_EVERY: Duration = Duration::from_secs(2);
@@ -106,7 +106,7 @@ impl Application {
                 registry: registry.clone(),
             }),
         );
-        let coordinator = AppState {
+        let coordinator = AppState::from(Services {
             config: config.clone(),
             store,
             events: transport.dispatch.events().clone(),
@@ -123,7 +123,7 @@ impl Application {
             shutdown: CancellationToken::new(),
             memory: open_memory(&config, &registry).await,
             rag: open_rag(&config, &registry).await?,
-        };
+        });
         let listener = TcpListener::bind(&config.server.listen)
             .await
             .with_context(|| format!("binding {}", config.server.listen))?;

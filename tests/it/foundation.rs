@@ -10,7 +10,7 @@ use coordinator::domain::{Lane, TaskId, WorkerName};
 use coordinator::events::InProcessEvents;
 use coordinator::queue::{Delivery, Job, Queue, QueueError, Takes};
 use coordinator::routing::Decider;
-use coordinator::service::AppState;
+use coordinator::service::{AppState, Services};
 use coordinator::startup::{build_registry, open_store};
 use coordinator::turn::{TurnInput, build_turn};
 use serde_json::{Value, json};
@@ -449,7 +449,7 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         enqueued: tokio::sync::Notify::new(),
     });
     let events: Arc<dyn coordinator::events::EventBus> = Arc::new(InProcessEvents::new());
-    let service = AppState {
+    let service = AppState::from(Services {
         decider: Decider::new(config.routing.clone(), config.internal_tasks.clone()),
         config: Arc::new(config),
         dispatch: Dispatcher::cluster(store.clone(), queue.clone(), events.clone(), None),
@@ -463,7 +463,7 @@ async fn a_job_for_another_process_is_queued_only_once_its_row_is_durable() {
         shutdown: Default::default(),
         memory: None,
         rag: None,
-    };
+    });
     // Another process holds the database's write lock, so the task's row cannot be
     // committed yet.
     let mut blocker = sqlx::SqliteConnection::connect(&format!("sqlite://{}", db.display()))
