@@ -312,6 +312,23 @@ fn busy_fast() -> WorkerStatus {
     fast
 }
 
+/// `base` (the slow `w1`) seeing the fast `moon` and a laptop as slow as itself, all free.
+fn beside_moon_and_laptop(base: &Worker) -> Worker {
+    Worker {
+        directory: Arc::new(Seen(vec![
+            machine("moon", 1500.0, true),
+            machine("w1", 150.0, true),
+            machine("laptop", 150.0, true),
+        ])),
+        ..base.clone()
+    }
+}
+
+/// Worker names.
+fn names(n: &[&str]) -> Vec<WorkerName> {
+    n.iter().map(|n| WorkerName::parse(n).unwrap()).collect()
+}
+
 /// A job of `lane` with a prompt long enough (2,400 words) that a machine ten times
 /// faster at prompts is clearly sooner.
 fn long_job(lane: &Lane) -> Job {
@@ -447,14 +464,7 @@ async fn a_moved_job_taken_by_a_slower_worker_is_left_for_the_sooner_one() {
     let fake = FakeLlm::builder().spawn().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let base = worker(fake.base_url(), &dir).await;
-    let w1 = Worker {
-        directory: Arc::new(Seen(vec![
-            machine("moon", 1500.0, true),
-            machine("w1", 150.0, true),
-            machine("laptop", 150.0, true),
-        ])),
-        ..base.clone()
-    };
+    let w1 = beside_moon_and_laptop(&base);
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
     let laptop = WorkerName::parse("laptop").unwrap();
     let laptop_until = chrono::Utc::now() + chrono::Duration::hours(1);
@@ -509,9 +519,6 @@ async fn a_short_turn_goes_to_the_machine_that_should_keep_it_whichever_worker_l
     };
     let w1 = seeing(vec![fast.clone(), mid.clone(), slow.clone()]);
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
-    let names = |n: &[&str]| -> Vec<WorkerName> {
-        n.iter().map(|n| WorkerName::parse(n).unwrap()).collect()
-    };
     let short = Job {
         waiting_since: Some(chrono::Utc::now() - chrono::Duration::seconds(10)),
         avoid: names(&["mid"]),
@@ -588,18 +595,8 @@ async fn a_late_turn_moved_to_a_machine_it_had_left_is_taken_there_at_once() {
     let fake = FakeLlm::builder().spawn().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let base = worker(fake.base_url(), &dir).await;
-    let w1 = Worker {
-        directory: Arc::new(Seen(vec![
-            machine("moon", 1500.0, true),
-            machine("w1", 150.0, true),
-            machine("laptop", 150.0, true),
-        ])),
-        ..base.clone()
-    };
+    let w1 = beside_moon_and_laptop(&base);
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
-    let names = |n: &[&str]| -> Vec<WorkerName> {
-        n.iter().map(|n| WorkerName::parse(n).unwrap()).collect()
-    };
     let left_moon = Job {
         avoid: names(&["moon"]),
         avoid_until: Some(chrono::Utc::now() - chrono::Duration::seconds(1)),
