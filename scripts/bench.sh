@@ -114,7 +114,7 @@ wait_for_line() {
 }
 
 cleanup() {
-  for pid in ${COORD_PID:-} ${PROXY_PID:-} ${FAKE_PID:-}; do
+  for pid in ${COORD_PID:-} ${RECORD_PID:-} ${PROXY_PID:-} ${FAKE_PID:-}; do
     kill "$pid" 2>/dev/null || true
   done
   wait 2>/dev/null || true
@@ -141,6 +141,12 @@ FAKE_ADDR="$(wait_for_line "$WORK/fake.log" '^fake-llm listening on http:\/\/([0
 "$BIN/bench-proxy" --listen 127.0.0.1:0 --upstream "http://$FAKE_ADDR" >"$WORK/proxy.log" 2>&1 &
 PROXY_PID=$!
 PROXY_ADDR="$(wait_for_line "$WORK/proxy.log" '^bench-proxy listening on http:\/\/([0-9.:]+).*' "$PROXY_PID")"
+
+# The recording floor: the same pass-through that also keeps a durable task row per
+# request through Coordinator's own SQLite store (`--record`).
+"$BIN/bench-proxy" --listen 127.0.0.1:0 --upstream "http://$FAKE_ADDR" --record "$WORK/floor.db" >"$WORK/record.log" 2>&1 &
+RECORD_PID=$!
+RECORD_ADDR="$(wait_for_line "$WORK/record.log" '^bench-proxy listening on http:\/\/([0-9.:]+).*' "$RECORD_PID")"
 
 cat >"$WORK/coordinator.toml" <<EOF
 [server]
@@ -321,10 +327,11 @@ RESULTS="$WORK/results.tsv"
 COORD_OK=0
 for mode in $MODES; do
   for c in $CONCURRENCY; do
-    for target in direct floor coordinator; do
+    for target in direct floor record coordinator; do
       case "$target" in
         direct) addr="$FAKE_ADDR" ;;
         floor) addr="$PROXY_ADDR" ;;
+        record) addr="$RECORD_ADDR" ;;
         coordinator) addr="$COORD_ADDR" ;;
       esac
       # Warm-up: connections, caches, the first SQLite pages.
@@ -336,6 +343,7 @@ for mode in $MODES; do
       # Coordinator's SQLite writer thread.
       server_pid="$COORD_PID"
       [[ "$target" == floor ]] && server_pid="$PROXY_PID"
+      [[ "$target" == record ]] && server_pid="$RECORD_PID"
       cpu_before="$(cpu_ticks "$server_pid")" writer_before="$(thread_ticks "$COORD_PID" sqlite-writer)"
       run_oha "$addr" "$WORK/body-$mode.json" "$c" "$out"
       cpu_after="$(cpu_ticks "$server_pid")" writer_after="$(thread_ticks "$COORD_PID" sqlite-writer)"
@@ -394,13 +402,14 @@ kill -TERM "$COORD_PID"
 wait "$COORD_PID" 2>/dev/null || true
 COORD_PID=""
 TASKS="$(sqlite3 "$WORK/coordinator.db" "SELECT status || '=' || count(*) FROM tasks GROUP BY status" 2>/dev/null | paste -sd' ' || true)"
+FLOOR_TASKS="$(sqlite3 "$WORK/floor.db" "SELECT status || '=' || count(*) FROM tasks GROUP BY status" 2>/dev/null | paste -sd' ' || true)"
 
 COMMIT="$(binary_commit)"
 {
   echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), $COMMIT, $(nproc) cores, oha $(oha --version | awk '{print $2}'), -z $DURATION per cell, TTFT over ${TTFT_S}s (bench-client)"
   echo
-  echo "| mode | c | direct req/s | floor req/s | coord req/s (of the floor's) | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms (floor) | CPU µs/req: floor, coord (its SQLite writer) | errors | load (1 min) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| mode | c | direct req/s | floor req/s | coord req/s (of the floor's) | direct p50 / p99 ms | coord p50 / p99 ms | added p50 / p99 ms | bare proxy added p50 / p99 ms | TTFT direct / coord p50 ms | TTFT added p50 / p99 ms (floor) | CPU µs/req: floor, coord (its SQLite writer) | recording floor req/s, CPU µs/req (coord's share of its req/s) | errors | load (1 min) |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   awk -F'\t' '
     function cpu(floor, coord,   w) {
       split(coord, w, "/")
@@ -408,23 +417,27 @@ COMMIT="$(binary_commit)"
     }
     $3 == "direct" { d[$1,$2] = $0; next }
     $3 == "floor" { f[$1,$2] = $0; next }
+    $3 == "record" { r[$1,$2] = $0; next }
     {
       split(d[$1,$2], x, "\t")
       split(f[$1,$2], y, "\t")
+      split(r[$1,$2], z, "\t")
+      rec = sprintf("%.0f, %s (%.2fx)", z[4], z[12], (z[4] > 0 ? $4 / z[4] : 0))
       ttft = "–"; tadd = "–"
       if ($1 == "stream") {
         ttft = sprintf("%.3f / %.3f", x[7], $7)
         tadd = sprintf("%+.3f / %+.3f (%+.3f / %+.3f)", $7 - x[7], $8 - x[8], y[7] - x[7], y[8] - x[8])
       }
-      printf "| %s | %s | %.0f | %.0f | %.0f (%.2fx) | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %+.3f / %+.3f | %s | %s | %s | %d / %d | %s / %s |\n",
+      printf "| %s | %s | %.0f | %.0f | %.0f (%.2fx) | %.3f / %.3f | %.3f / %.3f | %+.3f / %+.3f | %+.3f / %+.3f | %s | %s | %s | %s | %d / %d | %s / %s |\n",
         ($1 == "stream" ? "stream" : "non-stream"), $2, x[4], y[4], $4, (y[4] > 0 ? $4 / y[4] : 0), x[5], x[6], $5, $6,
-        $5 - x[5], $6 - x[6], y[5] - x[5], y[6] - x[6], ttft, tadd, cpu(y[12], $12), x[9], $9, x[10], $10
+        $5 - x[5], $6 - x[6], y[5] - x[5], y[6] - x[6], ttft, tadd, cpu(y[12], $12), rec, x[9], $9, x[10], $10
     }' "$RESULTS"
   echo
   # Issue 22's targets, each against the floor measured in the same run.
   awk -F'\t' '
     $3 == "direct" { d[$1,$2] = $0; next }
     $3 == "floor" { f[$1,$2] = $0; next }
+    $3 == "record" { next }
     { c[$1,$2] = $0 }
     function verdict(ok) { return ok ? "met" : "missed" }
     END {
@@ -448,6 +461,7 @@ COMMIT="$(binary_commit)"
   echo
   echo "Coordinator peak RSS (VmHWM): $((HWM_KB / 1024)) MiB ($HWM_KB kB); after each cell: $(awk -F'\t' '$3 == "coordinator" {printf "%s%d", (n++ ? ", " : ""), $11 / 1024}' "$RESULTS") MiB"
   echo "Tasks in the store: ${TASKS:-unknown (sqlite3 not installed)}; requests answered 200 through Coordinator (oha + bench-client, warm-ups not counted): $COORD_OK"
+  echo "Rows in the recording floor's store: ${FLOOR_TASKS:-unknown}"
   echo "Store: $([[ "$BIGSTORE" == 1 ]] && echo "big ($(basename "$SEEDED"))" || echo empty), synchronous = ${BENCH_SYNCHRONOUS:-normal}; start-up until GET /healthz answers: $STARTUP_MS ms (first start, with migrations and a cold page cache: $FIRST_START_MS ms)"
   echo "coordinator tasks list (median of 5, whole process): --limit 20 $LIST_ALL_MS ms, --status queued $LIST_QUEUED_MS ms, --person default $LIST_PERSON_MS ms"
   echo "GET /tasks/{id} of the middle task, c=1 for 5 s: p50 $(printf '%.3f' "$GET_P50") ms, p99 $(printf '%.3f' "$GET_P99") ms, $(printf '%.0f' "$GET_RPS") req/s"

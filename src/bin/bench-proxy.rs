@@ -7,9 +7,18 @@
 //! and the answer is streamed back as it arrives. What it adds over the backend alone
 //! is what any proxy on this stack adds; what Coordinator adds on top of it is its own.
 //!
-//! `bench-proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:11434`
+//! With `--record PATH` it is the *recording floor*: every request is also recorded as a
+//! task row in a SQLite store at PATH, through Coordinator's own store (the same writer
+//! thread, group commit, schema and indexes): the row inserted as the request arrives,
+//! the answer held until that row is durable (as Coordinator holds it), and the answer's
+//! bytes written onto the row when they have all passed. What Coordinator adds beyond
+//! it is its work other than keeping a durable row per task.
+//!
+//! `bench-proxy --listen 127.0.0.1:0 --upstream http://127.0.0.1:11434 [--record floor.db]`
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use axum::body::{Body, Bytes};
@@ -18,6 +27,12 @@ use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use clap::Parser;
+use coordinator::domain::{
+    Domain, Lane, ModelName, Person, Priority, TaskId, TaskStatus, ThreadId, WorkerName,
+};
+use coordinator::store::sqlite::SqliteStore;
+use coordinator::store::{NewTask, TaskOutcome, TaskStore};
+use futures::StreamExt;
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -34,12 +49,87 @@ struct Args {
     /// The backend's base URL; request paths are appended to it.
     #[arg(long)]
     upstream: String,
+    /// Record every request as a task row in a SQLite store at this path (created when
+    /// missing): the recording floor.
+    #[arg(long)]
+    record: Option<PathBuf>,
 }
 
 #[derive(Clone)]
 struct Upstream {
     base: String,
     http: reqwest::Client,
+    store: Option<Arc<SqliteStore>>,
+}
+
+/// What a recorded request's row needs besides the request.
+struct RowNames {
+    thread: ThreadId,
+    model: ModelName,
+    lane: Lane,
+    worker: WorkerName,
+}
+
+fn row_names() -> anyhow::Result<RowNames> {
+    Ok(RowNames {
+        thread: ThreadId::parse("bench-floor")?,
+        model: ModelName::parse("bench-floor")?,
+        lane: Lane::parse("tasks:llm:bench-floor")?,
+        worker: WorkerName::parse("floor")?,
+    })
+}
+
+/// Inserts `body`'s task row, handed to the worker with it (`running`, as Coordinator
+/// records a task it hands straight to its worker); resolves once the row is durable.
+async fn insert_row(store: &SqliteStore, body: &Bytes) -> anyhow::Result<TaskId> {
+    let names = row_names()?;
+    let text = String::from_utf8_lossy(body).into_owned();
+    let task = NewTask {
+        task_id: TaskId::new(),
+        created_at: chrono::Utc::now(),
+        person: Person::default(),
+        thread_id: names.thread,
+        prompt: text.clone(),
+        domain: Domain::general(),
+        model: names.model,
+        queue: names.lane,
+        status: TaskStatus::Running,
+        response: None,
+        worker_id: Some(names.worker),
+        attempts: 1,
+        internal_task: None,
+        web_search: false,
+        reasons: Vec::new(),
+        job: Some(text),
+        remember: false,
+        priority: Priority::Interactive,
+        context: Default::default(),
+        conversation: None,
+    };
+    let id = task.task_id;
+    store.insert(task).await?.await?;
+    Ok(id)
+}
+
+/// Writes the answer's bytes onto row `id` as its response; the write is ordered before
+/// this returns and committed in the background (as Coordinator answers its client once
+/// the outcome is ordered).
+async fn finish_row(store: &SqliteStore, id: TaskId, answer: &[u8], worker: WorkerName) {
+    let mut outcome = TaskOutcome::failed(chrono::Utc::now(), "");
+    outcome.status = TaskStatus::Done;
+    outcome.error = None;
+    outcome.worker_id = Some(worker);
+    outcome.response = Some(String::from_utf8_lossy(answer).into_owned());
+    match store.finish(id, &outcome).await {
+        Ok(durable) => {
+            tokio::spawn(async move {
+                if let Err(e) = durable.await {
+                    eprintln!("bench-proxy: recording an answer failed: {e}");
+                }
+            });
+        }
+        Err(e) => eprintln!("bench-proxy: recording an answer failed: {e}"),
+    }
 }
 
 async fn forward(
@@ -52,20 +142,71 @@ async fn forward(
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         req = req.header(header::CONTENT_TYPE, ct);
     }
-    match req.body(body).send().await {
-        Ok(resp) => {
-            let status =
-                StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-            let content_type = resp.headers().get(header::CONTENT_TYPE).cloned();
-            let mut out = Response::new(Body::from_stream(resp.bytes_stream()));
-            *out.status_mut() = status;
-            if let Some(ct) = content_type {
-                out.headers_mut().insert(header::CONTENT_TYPE, ct);
+    let Some(store) = up.store.clone() else {
+        return match req.body(body).send().await {
+            Ok(resp) => {
+                let head = resp_head(&resp);
+                pass_on_head(&head, Body::from_stream(resp.bytes_stream()))
             }
-            out
+            Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+        };
+    };
+    // The row is written while the request goes on; the answer waits for it.
+    let (row, sent) = tokio::join!(insert_row(&store, &body), req.body(body.clone()).send());
+    let id = match row {
+        Ok(id) => id,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    match sent {
+        Ok(resp) => {
+            let worker = match row_names() {
+                Ok(names) => names.worker,
+                Err(e) => {
+                    return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
+                }
+            };
+            let head = resp_head(&resp);
+            let passing = (resp.bytes_stream(), Vec::new(), Some((store, worker)));
+            let body = futures::stream::unfold(
+                passing,
+                move |(mut inner, mut seen, mut rec)| async move {
+                    match inner.next().await {
+                        Some(Ok(chunk)) => {
+                            seen.extend_from_slice(&chunk);
+                            Some((Ok(chunk), (inner, seen, rec)))
+                        }
+                        Some(Err(e)) => Some((Err(e), (inner, seen, rec))),
+                        None => {
+                            if let Some((store, worker)) = rec.take() {
+                                finish_row(&store, id, &seen, worker).await;
+                            }
+                            None
+                        }
+                    }
+                },
+            );
+            pass_on_head(&head, Body::from_stream(body))
         }
         Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     }
+}
+
+/// The status and content type of an upstream answer.
+fn resp_head(resp: &reqwest::Response) -> (StatusCode, Option<header::HeaderValue>) {
+    (
+        StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY),
+        resp.headers().get(header::CONTENT_TYPE).cloned(),
+    )
+}
+
+/// `body` under an upstream answer's status and content type.
+fn pass_on_head(head: &(StatusCode, Option<header::HeaderValue>), body: Body) -> Response {
+    let mut out = Response::new(body);
+    *out.status_mut() = head.0;
+    if let Some(ct) = head.1.clone() {
+        out.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    out
 }
 
 #[tokio::main]
@@ -75,9 +216,16 @@ async fn main() -> anyhow::Result<()> {
         .tcp_nodelay(true)
         .build()
         .context("building the HTTP client")?;
+    let store = match &args.record {
+        Some(path) => Some(Arc::new(SqliteStore::open(path).await.with_context(
+            || format!("opening the recording store {}", path.display()),
+        )?)),
+        None => None,
+    };
     let upstream = Upstream {
         base: args.upstream.trim_end_matches('/').to_owned(),
         http,
+        store,
     };
     let app = axum::Router::new()
         .fallback(axum::routing::post(forward))
