@@ -59,7 +59,13 @@ struct Args {
 struct Upstream {
     base: String,
     http: reqwest::Client,
-    store: Option<Arc<SqliteStore>>,
+    record: Option<Arc<Recorder>>,
+}
+
+/// The recording floor's store, and the names its rows carry.
+struct Recorder {
+    store: SqliteStore,
+    names: RowNames,
 }
 
 /// What a recorded request's row needs besides the request.
@@ -81,21 +87,21 @@ fn row_names() -> anyhow::Result<RowNames> {
 
 /// Inserts `body`'s task row, handed to the worker with it (`running`, as Coordinator
 /// records a task it hands straight to its worker); resolves once the row is durable.
-async fn insert_row(store: &SqliteStore, body: &Bytes) -> anyhow::Result<TaskId> {
-    let names = row_names()?;
+async fn insert_row(rec: &Recorder, body: &Bytes) -> anyhow::Result<TaskId> {
+    let names = &rec.names;
     let text = String::from_utf8_lossy(body).into_owned();
     let task = NewTask {
         task_id: TaskId::new(),
         created_at: chrono::Utc::now(),
         person: Person::default(),
-        thread_id: names.thread,
+        thread_id: names.thread.clone(),
         prompt: text.clone(),
         domain: Domain::general(),
-        model: names.model,
-        queue: names.lane,
+        model: names.model.clone(),
+        queue: names.lane.clone(),
         status: TaskStatus::Running,
         response: None,
-        worker_id: Some(names.worker),
+        worker_id: Some(names.worker.clone()),
         attempts: 1,
         internal_task: None,
         web_search: false,
@@ -107,20 +113,20 @@ async fn insert_row(store: &SqliteStore, body: &Bytes) -> anyhow::Result<TaskId>
         conversation: None,
     };
     let id = task.task_id;
-    store.insert(task).await?.await?;
+    rec.store.insert(task).await?.await?;
     Ok(id)
 }
 
 /// Writes the answer's bytes onto row `id` as its response; the write is ordered before
 /// this returns and committed in the background (as Coordinator answers its client once
 /// the outcome is ordered).
-async fn finish_row(store: &SqliteStore, id: TaskId, answer: &[u8], worker: WorkerName) {
+async fn finish_row(rec: &Recorder, id: TaskId, answer: &[u8]) {
     let mut outcome = TaskOutcome::failed(chrono::Utc::now(), "");
     outcome.status = TaskStatus::Done;
     outcome.error = None;
-    outcome.worker_id = Some(worker);
+    outcome.worker_id = Some(rec.names.worker.clone());
     outcome.response = Some(String::from_utf8_lossy(answer).into_owned());
-    match store.finish(id, &outcome).await {
+    match rec.store.finish(id, &outcome).await {
         Ok(durable) => {
             tokio::spawn(async move {
                 if let Err(e) = durable.await {
@@ -142,7 +148,7 @@ async fn forward(
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         req = req.header(header::CONTENT_TYPE, ct);
     }
-    let Some(store) = up.store.clone() else {
+    let Some(rec) = up.record.clone() else {
         return match req.body(body).send().await {
             Ok(resp) => {
                 let head = resp_head(&resp);
@@ -152,21 +158,15 @@ async fn forward(
         };
     };
     // The row is written while the request goes on; the answer waits for it.
-    let (row, sent) = tokio::join!(insert_row(&store, &body), req.body(body.clone()).send());
+    let (row, sent) = tokio::join!(insert_row(&rec, &body), req.body(body.clone()).send());
     let id = match row {
         Ok(id) => id,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     };
     match sent {
         Ok(resp) => {
-            let worker = match row_names() {
-                Ok(names) => names.worker,
-                Err(e) => {
-                    return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
-                }
-            };
             let head = resp_head(&resp);
-            let passing = (resp.bytes_stream(), Vec::new(), Some((store, worker)));
+            let passing = (resp.bytes_stream(), Vec::new(), Some(rec));
             let body = futures::stream::unfold(
                 passing,
                 move |(mut inner, mut seen, mut rec)| async move {
@@ -177,8 +177,8 @@ async fn forward(
                         }
                         Some(Err(e)) => Some((Err(e), (inner, seen, rec))),
                         None => {
-                            if let Some((store, worker)) = rec.take() {
-                                finish_row(&store, id, &seen, worker).await;
+                            if let Some(rec) = rec.take() {
+                                finish_row(&rec, id, &seen).await;
                             }
                             None
                         }
@@ -216,16 +216,19 @@ async fn main() -> anyhow::Result<()> {
         .tcp_nodelay(true)
         .build()
         .context("building the HTTP client")?;
-    let store = match &args.record {
-        Some(path) => Some(Arc::new(SqliteStore::open(path).await.with_context(
-            || format!("opening the recording store {}", path.display()),
-        )?)),
+    let record = match &args.record {
+        Some(path) => Some(Arc::new(Recorder {
+            store: SqliteStore::open(path)
+                .await
+                .with_context(|| format!("opening the recording store {}", path.display()))?,
+            names: row_names()?,
+        })),
         None => None,
     };
     let upstream = Upstream {
         base: args.upstream.trim_end_matches('/').to_owned(),
         http,
-        store,
+        record,
     };
     let app = axum::Router::new()
         .fallback(axum::routing::post(forward))
