@@ -152,7 +152,7 @@ async fn forward(
         return match req.body(body).send().await {
             Ok(resp) => {
                 let head = resp_head(&resp);
-                pass_on_head(&head, Body::from_stream(resp.bytes_stream()))
+                pass_on(head, Body::from_stream(resp.bytes_stream()))
             }
             Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
         };
@@ -166,10 +166,10 @@ async fn forward(
     match sent {
         Ok(resp) => {
             let head = resp_head(&resp);
-            let passing = (resp.bytes_stream(), Vec::new(), Some(rec));
-            let body = futures::stream::unfold(
-                passing,
-                move |(mut inner, mut seen, mut rec)| async move {
+            let passing = (resp.bytes_stream(), Vec::new(), rec);
+            // The stream ends once, after its last chunk: the row is finished then.
+            let body =
+                futures::stream::unfold(passing, move |(mut inner, mut seen, rec)| async move {
                     match inner.next().await {
                         Some(Ok(chunk)) => {
                             seen.extend_from_slice(&chunk);
@@ -177,15 +177,12 @@ async fn forward(
                         }
                         Some(Err(e)) => Some((Err(e), (inner, seen, rec))),
                         None => {
-                            if let Some(rec) = rec.take() {
-                                finish_row(&rec, id, &seen).await;
-                            }
+                            finish_row(&rec, id, &seen).await;
                             None
                         }
                     }
-                },
-            );
-            pass_on_head(&head, Body::from_stream(body))
+                });
+            pass_on(head, Body::from_stream(body))
         }
         Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
     }
@@ -200,10 +197,11 @@ fn resp_head(resp: &reqwest::Response) -> (StatusCode, Option<header::HeaderValu
 }
 
 /// `body` under an upstream answer's status and content type.
-fn pass_on_head(head: &(StatusCode, Option<header::HeaderValue>), body: Body) -> Response {
+fn pass_on(head: (StatusCode, Option<header::HeaderValue>), body: Body) -> Response {
+    let (status, content_type) = head;
     let mut out = Response::new(body);
-    *out.status_mut() = head.0;
-    if let Some(ct) = head.1.clone() {
+    *out.status_mut() = status;
+    if let Some(ct) = content_type {
         out.headers_mut().insert(header::CONTENT_TYPE, ct);
     }
     out
