@@ -18,7 +18,7 @@ use chrono::Utc;
 use coordinator::api::openai::{ChatCompletionRequest, CompletionMeta, SseEncoder, parse_body};
 use coordinator::backend::activity::Running;
 use coordinator::backend::perf::ModelPerf;
-use coordinator::backend::registry::WorkerStatus;
+use coordinator::backend::registry::{ModelSize, WorkerStatus};
 use coordinator::chat::{ChatMessage, Chunk, FinishReason, ResponseMode, Usage};
 use coordinator::config::{BackendKind, HistoryConfig};
 use coordinator::domain::{ModelName, TaskId, TaskStatus, WorkerName};
@@ -212,6 +212,18 @@ fn household_fleet() -> Vec<WorkerStatus> {
             max_num_ctx: None,
             windows: vec![],
             resident: vec![],
+            // As Ollama's `/api/tags` reports them: a 7B and a 3B model at 4-bit.
+            sizes: models
+                .iter()
+                .map(|m| ModelSize {
+                    model: model(m),
+                    bytes: if *m == "small" {
+                        2_000_000_000
+                    } else {
+                        4_700_000_000
+                    },
+                })
+                .collect(),
         };
     let now = Utc::now();
     let mut moon = machine(

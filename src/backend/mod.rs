@@ -111,6 +111,9 @@ pub struct ModelInfo {
     pub tools: Option<bool>,
     /// The model's maximum window (Ollama's `/api/show`); `None` when the backend does not say.
     pub context_length: Option<u32>,
+    /// Bytes of its weights (Ollama's `/api/tags` `size`); `None` when the backend does not
+    /// say. Placement scales what a machine showed of one model to another by it.
+    pub size: Option<u64>,
 }
 
 /// A model resident on a backend (`/api/ps`).

@@ -62,20 +62,25 @@ impl OllamaClient {
         &self.settings
     }
 
-    /// `GET /api/tags`, then `POST /api/show` per model to learn whether it takes tools
-    /// and its window (`model_info.<arch>.context_length`). A failed `show` leaves both
-    /// unknown instead of failing the list.
+    /// `GET /api/tags` (names and sizes), then `POST /api/show` per model to learn whether
+    /// it takes tools and its window (`model_info.<arch>.context_length`). A failed `show`
+    /// leaves both unknown instead of failing the list.
     pub async fn list_models(&self) -> Result<Vec<ModelInfo>, BackendError> {
         let url = &self.urls.tags;
         let tags: ModelList = wire::fetch_json(&self.settings, url, self.get(url)).await?;
-        let names: Vec<ModelName> = tags.models.iter().filter_map(ModelEntry::name).collect();
-        let infos = futures::stream::iter(names)
-            .map(|name| async move {
+        let named: Vec<(ModelName, Option<u64>)> = tags
+            .models
+            .iter()
+            .filter_map(|m| Some((m.name()?, m.size.filter(|b| *b > 0))))
+            .collect();
+        let infos = futures::stream::iter(named)
+            .map(|(name, size)| async move {
                 let (tools, context_length) = self.show(&name).await;
                 ModelInfo {
                     name,
                     tools,
                     context_length,
+                    size,
                 }
             })
             .buffered(SHOW_CONCURRENCY)
@@ -204,6 +209,8 @@ struct ModelEntry {
     name: Option<String>,
     /// `/api/ps`: the window the resident model was loaded with.
     context_length: Option<u32>,
+    /// Bytes of the model's weights (both lists).
+    size: Option<u64>,
     /// `/api/ps`: when the resident model is unloaded unless used meanwhile (RFC 3339,
     /// in the server's time zone).
     expires_at: Option<String>,

@@ -246,18 +246,19 @@ async fn a_json_answer_is_asked_with_format_json() {
 }
 
 #[tokio::test]
-async fn lists_models_with_tools_windows_and_loaded_models() {
+async fn lists_models_with_tools_windows_sizes_and_loaded_models() {
     let (_server, client) = setup().await;
     let models = client.list_models().await.unwrap();
-    let summary: Vec<(&str, Option<bool>, Option<u32>)> = models
+    let summary: Vec<_> = models
         .iter()
-        .map(|m| (m.name.as_str(), m.tools, m.context_length))
+        .map(|m| (m.name.as_str(), m.tools, m.context_length, m.size))
         .collect();
+    // The fake's default size: a 7-8B model at 4-bit, as `/api/tags` reports it.
     assert_eq!(
         summary,
         [
-            ("qwen2.5:7b", Some(false), Some(32_768)),
-            ("llama3.1:8b", Some(true), Some(32_768))
+            ("qwen2.5:7b", Some(false), Some(32_768), Some(4_683_087_332)),
+            ("llama3.1:8b", Some(true), Some(32_768), Some(4_683_087_332))
         ]
     );
     assert!(client.loaded_models().await.unwrap().is_empty());

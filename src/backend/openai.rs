@@ -60,6 +60,7 @@ impl OpenAiClient {
                 name,
                 tools: None,
                 context_length: None,
+                size: None,
             })
             .collect())
     }

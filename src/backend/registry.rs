@@ -104,6 +104,10 @@ pub struct WorkerStatus {
     /// meanwhile; older heartbeats carry none.
     #[serde(default)]
     pub resident: Vec<Resident>,
+    /// Bytes of each model's weights, where the backend says (Ollama's `/api/tags`);
+    /// older heartbeats carry none.
+    #[serde(default)]
+    pub sizes: Vec<ModelSize>,
 }
 
 impl WorkerStatus {
@@ -124,6 +128,13 @@ impl WorkerStatus {
     pub fn slots(&self) -> usize {
         self.parallel * self.models_at_once().min(self.models.len()).max(1)
     }
+}
+
+/// The size of one model's weights on a backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ModelSize {
+    pub model: ModelName,
+    pub bytes: u64,
 }
 
 /// A resident model and its expiry (Ollama's `/api/ps` `expires_at`, in UTC; `None`
@@ -234,6 +245,7 @@ impl BackendHandle {
                 name: m.clone(),
                 tools: None,
                 context_length: None,
+                size: None,
             })
             .collect();
         let windows = ConfiguredWindows {
@@ -649,6 +661,7 @@ impl BackendHandle {
                         if let Some(f) = found.iter().find(|f| f.name == m.name) {
                             m.tools = f.tools;
                             m.context_length = f.context_length;
+                            m.size = f.size;
                         }
                     }
                 }
@@ -690,6 +703,15 @@ impl BackendHandle {
         // Before the others: the literal's lock guards live to its end.
         let windows = self.model_windows();
         let resident = self.resident();
+        let sizes = lock(&self.models)
+            .iter()
+            .filter_map(|m| {
+                Some(ModelSize {
+                    model: m.name.clone(),
+                    bytes: m.size?,
+                })
+            })
+            .collect();
         WorkerStatus {
             name: self.name().clone(),
             kind: self.backend.kind(),
@@ -707,6 +729,7 @@ impl BackendHandle {
             max_num_ctx: self.windows.cap,
             windows,
             resident,
+            sizes,
         }
     }
 

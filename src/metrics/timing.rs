@@ -310,6 +310,7 @@ mod tests {
             max_num_ctx: None,
             windows: Vec::new(),
             resident: vec![],
+            sizes: vec![],
         };
         let depths = [(Lane::Web, 1)];
         let text = metrics.render(&Household {

@@ -83,6 +83,7 @@ mod tests {
             max_num_ctx: None,
             windows: vec![],
             resident: vec![],
+            sizes: vec![],
         }
     }
 

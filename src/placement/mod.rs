@@ -18,7 +18,9 @@
 //!
 //! The rates are what each machine has shown ([`crate::backend::perf`]); where a machine
 //! has not run the model, the fleet's best for it, scaled by how this machine compares on
-//! the models both ran, or taken with caution when nothing at all is known of it.
+//! the models both ran; where it compares with no other, what it showed of its other
+//! models scaled by the models' sizes; or taken with caution when nothing at all is known
+//! of it.
 
 pub mod backlog;
 pub mod guard;
@@ -488,7 +490,7 @@ fn start_after(
 /// fleet's best scaled to this machine.
 pub fn rates_on(s: &WorkerStatus, model: &ModelName, statuses: &[WorkerStatus]) -> Rates {
     let fleet = fleet_best(statuses, model);
-    let base = match machine_factor(s, statuses) {
+    let mut base = match machine_factor(s, statuses) {
         Some(f) => Rates {
             load_s: fleet.load_s / f.load.unwrap_or_else(|| f.eval.sqrt()),
             prompt_tps: fleet.prompt_tps * f.prompt,
@@ -503,10 +505,74 @@ pub fn rates_on(s: &WorkerStatus, model: &ModelName, statuses: &[WorkerStatus]) 
             answer_tokens: fleet.answer_tokens,
         },
     };
-    s.perf
+    let own = s.perf.iter().find(|p| &p.model == model);
+    scale_by_size(&mut base, s, model, own, statuses);
+    own.map_or(base, |p| p.rates(base))
+}
+
+/// Where `s` compares with no other machine on a model both ran (the fleet's figures for
+/// `model`, scaled by a factor of one, would be another machine's), what it has shown of
+/// its other models, scaled by size, stands in for each figure it has not shown of
+/// `model`. A model's load reads its weights, and its prompt and answer rates go with the
+/// weights each token passes through: a 7B model on the desktop that has run only the
+/// coder of that size is taken at the coder's rates, not at the mini PC's for the chat
+/// model, and a mini PC that has run only a 7B model loads and runs a 3B one about twice
+/// as fast. Nothing changes where the sizes are not known (OpenAI-compatible servers).
+fn scale_by_size(
+    base: &mut Rates,
+    s: &WorkerStatus,
+    model: &ModelName,
+    own: Option<&perf::ModelPerf>,
+    statuses: &[WorkerStatus],
+) {
+    if s.perf.iter().all(|p| &p.model == model) {
+        return;
+    }
+    let Some(bytes) = bytes_of(statuses, model) else {
+        return;
+    };
+    let shown = |figure: fn(&perf::ModelPerf) -> Option<f64>| own.and_then(figure).is_some();
+    // A figure times its model's bytes, over the machine's other models (geometric mean),
+    // per byte of `model`.
+    let scaled = |figure: fn(&perf::ModelPerf) -> Option<f64>| {
+        if relative(s, statuses, Among::Others, figure).is_some() {
+            return None;
+        }
+        let logs: Vec<f64> = s
+            .perf
+            .iter()
+            .filter(|p| &p.model != model)
+            .filter_map(|p| {
+                let weighted = figure(p)? * bytes_of(statuses, &p.model)?;
+                (weighted > 0.0).then(|| weighted.ln())
+            })
+            .collect();
+        (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp() / bytes)
+    };
+    if !shown(|p| p.prompt_tps)
+        && let Some(tps) = scaled(|p| p.prompt_tps)
+    {
+        base.prompt_tps = tps;
+    }
+    if !shown(|p| p.eval_tps)
+        && let Some(tps) = scaled(|p| p.eval_tps)
+    {
+        base.eval_tps = tps;
+    }
+    if !shown(seen_load_speed)
+        && let Some(speed) = scaled(seen_load_speed)
+    {
+        base.load_s = speed.recip();
+    }
+}
+
+/// Bytes of `model`'s weights, as the first machine that says reports them.
+fn bytes_of(statuses: &[WorkerStatus], model: &ModelName) -> Option<f64> {
+    statuses
         .iter()
-        .find(|p| &p.model == model)
-        .map_or(base, |p| p.rates(base))
+        .flat_map(|s| s.sizes.iter())
+        .find(|z| &z.model == model)
+        .map(|z| z.bytes as f64)
 }
 
 fn knows_anything(s: &WorkerStatus) -> bool {
@@ -521,7 +587,7 @@ fn fleet_best(statuses: &[WorkerStatus], model: &ModelName) -> Rates {
     perf::fleet_best(all().filter(|p| &p.model == model), || perf::prior(all()))
 }
 
-/// How a machine compares with the best of the fleet, from the models both ran.
+/// How a machine compares with the best of the others, from the models both ran.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Factor {
     prompt: f64,
@@ -532,8 +598,11 @@ struct Factor {
     load: Option<f64>,
 }
 
-/// The geometric mean, over the models `s` has shown a rate for, of its rate over the
-/// fleet's best for that model. Where it has shown no rate, only loads (the first
+/// The geometric mean, over the models that `s` and another machine have both shown a
+/// rate for, of its rate over the best of the others' for that model, at most 1 (a model
+/// only `s` ran says nothing of how it compares: counted as its own best, it made a
+/// machine that had run only the desktop's coder look as fast as the best on every
+/// model). Where there is no such rate, only loads (the first
 /// impression of its first answer, or the bound a turn that left it late set), the square
 /// of its load speed (one over the load time) against the fleet's quickest, as the factor
 /// of both rates: the inverse of [`rates_on`], which takes a machine's load to scale as
@@ -544,8 +613,8 @@ struct Factor {
 /// twice as fast as they are, and turns moved to them only to move again). `None` when
 /// it has shown neither.
 fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor> {
-    let eval = relative(s, statuses, Among::All, |p| p.eval_tps);
-    let prompt = relative(s, statuses, Among::All, |p| p.prompt_tps);
+    let eval = relative(s, statuses, Among::Others, |p| p.eval_tps);
+    let prompt = relative(s, statuses, Among::Others, |p| p.prompt_tps);
     match (prompt, eval) {
         (None, None) => {
             // A bound (a turn that left before its first token) only where no load was

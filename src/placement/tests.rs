@@ -856,3 +856,94 @@ fn one_machine_serving_the_model_is_chosen_as_the_estimates_would() {
     assert_eq!(sole_server(&two, &m), None);
     assert_eq!(sole_server(&[other], &m), None);
 }
+
+/// `s` with the sizes of its models as `/api/tags` reports them.
+fn sized(mut s: WorkerStatus, sizes: &[(&str, u64)]) -> WorkerStatus {
+    s.sizes = sizes
+        .iter()
+        .map(|(m, bytes)| crate::backend::registry::ModelSize {
+            model: model(m),
+            bytes: *bytes,
+        })
+        .collect();
+    s
+}
+
+const SEVEN_B: u64 = 4_700_000_000;
+const THREE_B: u64 = 2_000_000_000;
+
+#[test]
+fn a_machine_that_ran_only_another_model_of_the_size_is_taken_at_its_own_rates() {
+    // A cold morning: moon has run only the coder (only it has the coder), ai-core only
+    // the chat model. Compared on nothing, moon's chat figures were ai-core's: a machine
+    // three times as fast looked as slow as the mini PC.
+    let sizes = [("chat", SEVEN_B), ("coder", SEVEN_B), ("small", THREE_B)];
+    let mut moon = status("moon", false, 0);
+    moon.models = vec![model("chat"), model("coder"), model("small")];
+    moon.perf = vec![rates("coder", 3.0, 1500.0, 80.0)];
+    let mut mini = status("ai-core", false, 0);
+    mini.models = vec![model("chat"), model("small")];
+    mini.perf = vec![rates("chat", 6.0, 300.0, 27.0)];
+    let no_sizes = [moon.clone(), mini.clone()];
+    let r = rates_on(&moon, &model("chat"), &no_sizes);
+    assert!(
+        (r.eval_tps - 27.0).abs() < 1e-6,
+        "without sizes, as before: {r:?}"
+    );
+    let statuses = [sized(moon.clone(), &sizes), sized(mini.clone(), &sizes)];
+    let r = rates_on(&statuses[0], &model("chat"), &statuses);
+    assert!((r.prompt_tps - 1500.0).abs() < 1e-6, "{r:?}");
+    assert!((r.eval_tps - 80.0).abs() < 1e-6, "{r:?}");
+    assert!((r.load_s - 3.0).abs() < 1e-6, "{r:?}");
+    // The mini PC's small model, which only moon ran (at 3,000 / 150 tokens a second,
+    // loaded in 1.5 s), is the chat model's figures there scaled by size: 2.35 times
+    // the rates, in 1 / 2.35 of the time. Without sizes it was taken at moon's.
+    let mut moon_small = statuses[0].clone();
+    moon_small.perf = vec![rates("small", 1.5, 3000.0, 150.0)];
+    let statuses = [moon_small, statuses[1].clone()];
+    let r = rates_on(&statuses[1], &model("small"), &statuses);
+    let ratio = SEVEN_B as f64 / THREE_B as f64;
+    assert!((r.prompt_tps - 300.0 * ratio).abs() < 1e-6, "{r:?}");
+    assert!((r.eval_tps - 27.0 * ratio).abs() < 1e-6, "{r:?}");
+    assert!((r.load_s - 6.0 / ratio).abs() < 1e-6, "{r:?}");
+    // Where the machines compare on a model both ran, that comparison stands: the mini
+    // PC that ran the small model too at a third of moon's rates is taken at a third of
+    // moon's for the coder, whatever the sizes say.
+    let mut both = statuses[1].clone();
+    both.perf.push(rates("small", 3.0, 1000.0, 50.0));
+    let mut moon_both = statuses[0].clone();
+    moon_both.perf.push(rates("coder", 3.0, 1500.0, 80.0));
+    let statuses = [moon_both, both];
+    let r = rates_on(&statuses[1], &model("coder"), &statuses);
+    assert!((r.eval_tps - 80.0 / 3.0).abs() < 1e-6, "{r:?}");
+}
+
+#[test]
+fn a_load_known_only_as_a_bound_is_at_least_what_the_machines_other_loads_say_by_size() {
+    // The laptop left a chat turn after 5.3 s with no first token, and loaded the small
+    // model (2 GB) in 5 s; no other machine loaded the small model to compare it with.
+    // Its disk reads the 4.7 GB chat model in about 11.75 s, not the bound's 5.3.
+    let sizes = [("chat", SEVEN_B), ("small", THREE_B)];
+    let mut moon = with_rates(status("moon", false, 0), 3.0, 1500.0, 80.0);
+    moon.perf[0].model = model("chat");
+    let mut laptop = status("laptop", false, 0);
+    let mut bound = ModelPerf::new(model("chat"));
+    bound.load_s = Some(5.3);
+    bound.load_bound = true;
+    laptop.perf = vec![rates("small", 5.0, 300.0, 20.0), bound];
+    let statuses = [sized(moon, &sizes), sized(laptop, &sizes)];
+    let r = rates_on(&statuses[1], &model("chat"), &statuses);
+    assert!((r.load_s - 5.0 * 4.7 / 2.0).abs() < 1e-6, "{r:?}");
+    // A bound longer than that stands; a load that was seen replaces both.
+    let mut longer = statuses[1].clone();
+    longer.perf[1].load_s = Some(14.0);
+    let statuses = [statuses[0].clone(), longer];
+    let r = rates_on(&statuses[1], &model("chat"), &statuses);
+    assert!((r.load_s - 14.0).abs() < 1e-6, "{r:?}");
+    let mut seen = statuses[1].clone();
+    seen.perf[1].load_s = Some(9.0);
+    seen.perf[1].load_bound = false;
+    let statuses = [statuses[0].clone(), seen];
+    let r = rates_on(&statuses[1], &model("chat"), &statuses);
+    assert!((r.load_s - 9.0).abs() < 1e-6, "{r:?}");
+}

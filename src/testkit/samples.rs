@@ -85,5 +85,6 @@ pub fn idle_worker(name: &str, models: &[&str]) -> WorkerStatus {
         max_num_ctx: None,
         windows: vec![],
         resident: vec![],
+        sizes: vec![],
     }
 }

@@ -292,6 +292,7 @@ fn machine(name: &str, prompt_tps: f64, healthy: bool) -> WorkerStatus {
         max_num_ctx: None,
         windows: vec![],
         resident: vec![],
+        sizes: vec![],
     }
 }
 

@@ -152,6 +152,25 @@ impl Pair {
             },
         )
         .await;
+        // And the models' sizes, which placement scales a machine's figures by.
+        let workers = get_json(&http, &format!("{base}/workers")).await;
+        let shown = workers["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == "moon")
+            .unwrap();
+        let sizes: Vec<(&str, u64)> = shown["sizes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|z| (z["model"].as_str().unwrap(), z["bytes"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(
+            sizes,
+            [(MODEL, 4_683_087_332), (CODER, 4_683_087_332)],
+            "{shown}"
+        );
         Self {
             env,
             moon_fake,

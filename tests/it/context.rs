@@ -131,6 +131,12 @@ async fn a_resident_model_with_a_larger_window_is_not_reloaded_for_a_smaller_pro
     assert_eq!(window["model"], CHAT, "{moon}");
     assert_eq!(window["context_length"], 32_768, "{moon}");
     assert_eq!(window["loaded_num_ctx"], 16_384, "{moon}");
+    // And the model's size, as `/api/tags` reported it (the fake's default, 4.7 GB).
+    assert_eq!(
+        moon["sizes"],
+        json!([{"model": CHAT, "bytes": 4_683_087_332u64}]),
+        "{moon}"
+    );
     app.stop().await;
 }
 
