@@ -490,7 +490,8 @@ fn start_after(
 /// fleet's best scaled to this machine.
 pub fn rates_on(s: &WorkerStatus, model: &ModelName, statuses: &[WorkerStatus]) -> Rates {
     let fleet = fleet_best(statuses, model);
-    let mut base = match machine_factor(s, statuses) {
+    let compared = Compared::of(s, statuses);
+    let mut base = match machine_factor(s, statuses, compared) {
         Some(f) => Rates {
             load_s: fleet.load_s / f.load.unwrap_or_else(|| f.eval.sqrt()),
             prompt_tps: fleet.prompt_tps * f.prompt,
@@ -506,8 +507,28 @@ pub fn rates_on(s: &WorkerStatus, model: &ModelName, statuses: &[WorkerStatus]) 
         },
     };
     let own = s.perf.iter().find(|p| &p.model == model);
-    scale_by_size(&mut base, s, model, own, statuses);
+    scale_by_size(&mut base, s, model, own, statuses, compared);
     own.map_or(base, |p| p.rates(base))
+}
+
+/// How `s` compares with the others on the models both ran ([`relative`] among the
+/// others), per figure; `None` where no model has both.
+#[derive(Debug, Clone, Copy)]
+struct Compared {
+    prompt: Option<f64>,
+    eval: Option<f64>,
+    /// Loads that were seen, not only bounded.
+    load: Option<f64>,
+}
+
+impl Compared {
+    fn of(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Self {
+        Self {
+            prompt: relative(s, statuses, Among::Others, |p| p.prompt_tps),
+            eval: relative(s, statuses, Among::Others, |p| p.eval_tps),
+            load: relative(s, statuses, Among::Others, seen_load_speed),
+        }
+    }
 }
 
 /// Where `s` compares with no other machine on a model both ran (the fleet's figures for
@@ -524,53 +545,55 @@ fn scale_by_size(
     model: &ModelName,
     own: Option<&perf::ModelPerf>,
     statuses: &[WorkerStatus],
+    compared: Compared,
 ) {
     if s.perf.iter().all(|p| &p.model == model) {
         return;
     }
-    let Some(bytes) = bytes_of(statuses, model) else {
+    let Some(bytes) = bytes_of(s, statuses, model) else {
         return;
     };
     let shown = |figure: fn(&perf::ModelPerf) -> Option<f64>| own.and_then(figure).is_some();
     // A figure times its model's bytes, over the machine's other models (geometric mean),
     // per byte of `model`.
     let scaled = |figure: fn(&perf::ModelPerf) -> Option<f64>| {
-        if relative(s, statuses, Among::Others, figure).is_some() {
-            return None;
-        }
         let logs: Vec<f64> = s
             .perf
             .iter()
             .filter(|p| &p.model != model)
             .filter_map(|p| {
-                let weighted = figure(p)? * bytes_of(statuses, &p.model)?;
+                let weighted = figure(p)? * bytes_of(s, statuses, &p.model)?;
                 (weighted > 0.0).then(|| weighted.ln())
             })
             .collect();
         (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp() / bytes)
     };
-    if !shown(|p| p.prompt_tps)
+    if compared.prompt.is_none()
+        && !shown(|p| p.prompt_tps)
         && let Some(tps) = scaled(|p| p.prompt_tps)
     {
         base.prompt_tps = tps;
     }
-    if !shown(|p| p.eval_tps)
+    if compared.eval.is_none()
+        && !shown(|p| p.eval_tps)
         && let Some(tps) = scaled(|p| p.eval_tps)
     {
         base.eval_tps = tps;
     }
-    if !shown(seen_load_speed)
+    if compared.load.is_none()
+        && !shown(seen_load_speed)
         && let Some(speed) = scaled(seen_load_speed)
     {
         base.load_s = speed.recip();
     }
 }
 
-/// Bytes of `model`'s weights, as the first machine that says reports them.
-fn bytes_of(statuses: &[WorkerStatus], model: &ModelName) -> Option<f64> {
-    statuses
-        .iter()
-        .flat_map(|s| s.sizes.iter())
+/// Bytes of `model`'s weights on `s` (one tag may name another quantization elsewhere),
+/// else as the first machine that says reports them.
+fn bytes_of(s: &WorkerStatus, statuses: &[WorkerStatus], model: &ModelName) -> Option<f64> {
+    std::iter::once(s)
+        .chain(statuses)
+        .flat_map(|w| w.sizes.iter())
         .find(|z| &z.model == model)
         .map(|z| z.bytes as f64)
 }
@@ -612,10 +635,8 @@ struct Factor {
 /// laptop, in three times, at a tenth: at the load ratio alone both looked more than
 /// twice as fast as they are, and turns moved to them only to move again). `None` when
 /// it has shown neither.
-fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor> {
-    let eval = relative(s, statuses, Among::Others, |p| p.eval_tps);
-    let prompt = relative(s, statuses, Among::Others, |p| p.prompt_tps);
-    match (prompt, eval) {
+fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus], c: Compared) -> Option<Factor> {
+    match (c.prompt, c.eval) {
         (None, None) => {
             // A bound (a turn that left before its first token) only where no load was
             // seen: it says the machine is at most that quick.
@@ -635,8 +656,7 @@ fn machine_factor(s: &WorkerStatus, statuses: &[WorkerStatus]) -> Option<Factor>
                 eval: e.unwrap_or(known).clamp(0.01, 1.0),
                 // Against the other machines only: a model no other has loaded says
                 // nothing of how this one's disk and bus compare.
-                load: relative(s, statuses, Among::Others, seen_load_speed)
-                    .map(|l| l.clamp(0.01, 1.0)),
+                load: c.load.map(|l| l.clamp(0.01, 1.0)),
             })
         }
     }
