@@ -299,6 +299,18 @@ impl ModelPerf {
             || self.eval_tps.is_some()
     }
 
+    /// These figures as a model `ratio` times smaller would show them on the same machine
+    /// (rates `ratio` times higher, a load `ratio` times shorter): a load reads the
+    /// weights, and every token passes through them. The answers' length stays.
+    pub fn scaled(&self, ratio: f64) -> Self {
+        Self {
+            load_s: self.load_s.map(|l| l / ratio),
+            prompt_tps: self.prompt_tps.map(|t| t * ratio),
+            eval_tps: self.eval_tps.map(|t| t * ratio),
+            ..self.clone()
+        }
+    }
+
     /// The known figures, the rest taken from `fallback`; a load known only as a bound,
     /// the longer of it and `fallback`'s.
     pub fn rates(&self, fallback: Rates) -> Rates {

@@ -947,3 +947,41 @@ fn a_load_known_only_as_a_bound_is_at_least_what_the_machines_other_loads_say_by
     let r = rates_on(&statuses[1], &model("chat"), &statuses);
     assert!((r.load_s - 9.0).abs() < 1e-6, "{r:?}");
 }
+
+#[test]
+fn a_model_nobody_ran_is_assumed_as_fast_as_its_size_says() {
+    // Moon and ai-core have both run the 4.7 GB chat model; nobody has run the 2 GB small
+    // model or a 20 GB one. Taken as fast as the chat model (the slowest the household
+    // ran), the small model looked as slow as the chat model and the big one as fast.
+    let sizes = [
+        ("chat", SEVEN_B),
+        ("small", THREE_B),
+        ("big", 20_000_000_000),
+    ];
+    let mut moon = status("moon", false, 0);
+    moon.models = vec![model("chat"), model("small"), model("big")];
+    moon.perf = vec![rates("chat", 3.0, 1500.0, 80.0)];
+    let mut mini = status("ai-core", false, 0);
+    mini.models = moon.models.clone();
+    mini.perf = vec![rates("chat", 6.0, 300.0, 27.0)];
+    let no_sizes = [moon.clone(), mini.clone()];
+    let r = rates_on(&moon, &model("small"), &no_sizes);
+    assert!(
+        (r.eval_tps - 80.0).abs() < 1e-6,
+        "without sizes, as before: {r:?}"
+    );
+    let statuses = [sized(moon, &sizes), sized(mini, &sizes)];
+    let ratio = SEVEN_B as f64 / THREE_B as f64;
+    let r = rates_on(&statuses[0], &model("small"), &statuses);
+    assert!((r.eval_tps - 80.0 * ratio).abs() < 1e-6, "{r:?}");
+    assert!((r.prompt_tps - 1500.0 * ratio).abs() < 1e-6, "{r:?}");
+    assert!((r.load_s - 3.0 / ratio).abs() < 1e-6, "{r:?}");
+    let big = SEVEN_B as f64 / 20e9;
+    let r = rates_on(&statuses[0], &model("big"), &statuses);
+    assert!((r.eval_tps - 80.0 * big).abs() < 1e-6, "{r:?}");
+    assert!((r.load_s - 3.0 / big).abs() < 1e-6, "{r:?}");
+    // The mini PC, which compares with moon on the chat model, keeps its place: a third
+    // of moon's generation rate on the small model too.
+    let r = rates_on(&statuses[1], &model("small"), &statuses);
+    assert!((r.eval_tps - 27.0 * ratio).abs() < 1e-6, "{r:?}");
+}
