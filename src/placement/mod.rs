@@ -547,7 +547,8 @@ fn scale_by_size(
     statuses: &[WorkerStatus],
     compared: Compared,
 ) {
-    if s.perf.iter().all(|p| &p.model == model) {
+    let compares = compared.prompt.is_some() && compared.eval.is_some() && compared.load.is_some();
+    if compares || s.perf.iter().all(|p| &p.model == model) {
         return;
     }
     let Some(bytes) = bytes_of(s, statuses, model) else {
@@ -629,18 +630,18 @@ fn prior(statuses: &[WorkerStatus], model: &ModelName) -> Rates {
     let Some(bytes) = reported_bytes(statuses, model) else {
         return perf::prior(all());
     };
-    let scaled: Vec<perf::ModelPerf> = statuses
+    let scaled: Vec<(&perf::ModelPerf, f64)> = statuses
         .iter()
         .flat_map(|s| {
             s.perf
                 .iter()
-                .filter_map(move |p| Some(p.scaled(bytes_of(s, statuses, &p.model)? / bytes)))
+                .filter_map(move |p| Some((p, bytes_of(s, statuses, &p.model)? / bytes)))
         })
         .collect();
     if scaled.is_empty() {
         perf::prior(all())
     } else {
-        perf::prior(scaled.iter())
+        perf::prior_scaled(&scaled)
     }
 }
 
