@@ -350,19 +350,11 @@ pub fn fleet_best<'a>(
 /// that took 9 s to load a 7B model, the first minute's turns were left waiting on that
 /// guess.
 pub fn prior<'a>(fleet: impl Iterator<Item = &'a ModelPerf>) -> Rates {
-    let fleet: Vec<(&ModelPerf, f64)> = fleet.map(|p| (p, 1.0)).collect();
-    prior_scaled(&fleet)
-}
-
-/// [`prior`], each model's figures as a model `ratio` times smaller would show them on
-/// the same machine: rates `ratio` times higher, a load `ratio` times shorter (a load
-/// reads the weights, and every token passes through them); the answers' length stays.
-pub fn prior_scaled(fleet: &[(&ModelPerf, f64)]) -> Rates {
+    let fleet: Vec<&ModelPerf> = fleet.collect();
     let slowest = |figure: Figure, assumed: f64| {
         let mut bests: Vec<(&ModelName, f64)> = Vec::new();
-        for (p, ratio) in fleet {
+        for p in &fleet {
             let Some(v) = (figure.of)(p) else { continue };
-            let v = (figure.scaled)(v, *ratio);
             match bests.iter_mut().find(|(m, _)| *m == &p.model) {
                 Some((_, best)) => *best = (figure.best)(*best, v),
                 None => bests.push((&p.model, v)),
@@ -388,8 +380,6 @@ struct Figure {
     of: fn(&ModelPerf) -> Option<f64>,
     best: fn(f64, f64) -> f64,
     worst: fn(f64, f64) -> f64,
-    /// The figure of a model `ratio` times smaller, on the same machine.
-    scaled: fn(f64, f64) -> f64,
 }
 
 /// A load seen; a bound says nothing of how fast a model loads where it has not run.
@@ -397,26 +387,22 @@ const LOAD: Figure = Figure {
     of: |p| p.load_s.filter(|_| !p.load_bound),
     best: f64::min,
     worst: f64::max,
-    scaled: |v, ratio| v / ratio,
 };
 const PROMPT: Figure = Figure {
     of: |p| p.prompt_tps,
     best: f64::max,
     worst: f64::min,
-    scaled: |v, ratio| v * ratio,
 };
 const EVAL: Figure = Figure {
     of: |p| p.eval_tps,
     best: f64::max,
     worst: f64::min,
-    scaled: |v, ratio| v * ratio,
 };
 /// A shorter answer is the sooner one.
 const ANSWER: Figure = Figure {
     of: |p| p.answer_tokens,
     best: f64::min,
     worst: f64::max,
-    scaled: |v, _| v,
 };
 
 #[cfg(test)]

@@ -592,16 +592,8 @@ fn scale_by_size(
 /// Bytes of `model`'s weights on `s` (one tag may name another quantization elsewhere),
 /// else as the first machine that says reports them.
 fn bytes_of(s: &WorkerStatus, statuses: &[WorkerStatus], model: &ModelName) -> Option<f64> {
-    reported_bytes(std::iter::once(s).chain(statuses), model)
-}
-
-/// Bytes of `model`'s weights, as the first of `machines` that says reports them.
-fn reported_bytes<'a>(
-    machines: impl IntoIterator<Item = &'a WorkerStatus>,
-    model: &ModelName,
-) -> Option<f64> {
-    machines
-        .into_iter()
+    std::iter::once(s)
+        .chain(statuses)
         .flat_map(|w| w.sizes.iter())
         .find(|z| &z.model == model)
         .map(|z| z.bytes as f64)
@@ -613,36 +605,10 @@ fn knows_anything(s: &WorkerStatus) -> bool {
 
 /// What is assumed of `model` where it has not run: per figure, the best any machine has
 /// shown for it; a figure none has shown, as fast as the slowest model the fleet has run
-/// ([`prior`]).
+/// ([`perf::prior`]).
 fn fleet_best(statuses: &[WorkerStatus], model: &ModelName) -> Rates {
     let all = || statuses.iter().flat_map(|s| s.perf.iter());
-    perf::fleet_best(all().filter(|p| &p.model == model), || {
-        prior(statuses, model)
-    })
-}
-
-/// [`perf::prior`] for `model`, with every model's figures scaled to its size where the
-/// sizes are known: after a 4.7 GB chat model, a 2 GB one nobody has run is taken to load
-/// and answer about 2.3 times as fast, and a 20 GB one four times as slowly, not as fast
-/// as the chat model.
-fn prior(statuses: &[WorkerStatus], model: &ModelName) -> Rates {
-    let all = || statuses.iter().flat_map(|s| s.perf.iter());
-    let Some(bytes) = reported_bytes(statuses, model) else {
-        return perf::prior(all());
-    };
-    let scaled: Vec<(&perf::ModelPerf, f64)> = statuses
-        .iter()
-        .flat_map(|s| {
-            s.perf
-                .iter()
-                .filter_map(move |p| Some((p, bytes_of(s, statuses, &p.model)? / bytes)))
-        })
-        .collect();
-    if scaled.is_empty() {
-        perf::prior(all())
-    } else {
-        perf::prior_scaled(&scaled)
-    }
+    perf::fleet_best(all().filter(|p| &p.model == model), || perf::prior(all()))
 }
 
 /// How a machine compares with the best of the others, from the models both ran.
