@@ -21,7 +21,7 @@ use coordinator::backend::perf::ModelPerf;
 use coordinator::backend::registry::{ModelSize, WorkerStatus};
 use coordinator::chat::{ChatMessage, Chunk, FinishReason, ResponseMode, Usage};
 use coordinator::config::{BackendKind, HistoryConfig};
-use coordinator::domain::{ModelName, TaskId, TaskStatus, WorkerName};
+use coordinator::domain::{ModelName, TaskId, WorkerName};
 use coordinator::placement::{Ask, best_of};
 use coordinator::store::sqlite::SqliteStore;
 use coordinator::store::{NewTask, TaskOutcome, TaskStore};
@@ -123,9 +123,7 @@ fn new_task() -> NewTask {
 }
 
 fn done_outcome() -> TaskOutcome {
-    let mut o = TaskOutcome::failed(Utc::now(), "");
-    o.status = TaskStatus::Done;
-    o.error = None;
+    let mut o = TaskOutcome::done(Utc::now());
     o.worker_id = Some(WorkerName::parse("bench").expect("worker"));
     o.response = Some("tok ".repeat(32));
     o.total_ms = Some(1);

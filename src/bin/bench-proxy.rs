@@ -121,9 +121,7 @@ async fn insert_row(rec: &Recorder, body: &Bytes) -> anyhow::Result<TaskId> {
 /// this returns and committed in the background (as Coordinator answers its client once
 /// the outcome is ordered).
 async fn finish_row(rec: &Recorder, id: TaskId, answer: &[u8]) {
-    let mut outcome = TaskOutcome::failed(chrono::Utc::now(), "");
-    outcome.status = TaskStatus::Done;
-    outcome.error = None;
+    let mut outcome = TaskOutcome::done(chrono::Utc::now());
     outcome.worker_id = Some(rec.names.worker.clone());
     outcome.response = Some(String::from_utf8_lossy(answer).into_owned());
     match rec.store.finish(id, &outcome).await {

@@ -201,17 +201,13 @@ fn outcome(
     total_ms: u64,
     prompt_tokens: u32,
 ) -> TaskOutcome {
-    let mut outcome = TaskOutcome::failed(Utc::now(), String::new());
+    let mut outcome = match result {
+        Ok(_) => TaskOutcome::done(Utc::now()),
+        Err(e) => TaskOutcome::failed(Utc::now(), e.to_string()),
+    };
     outcome.worker_id = Some(worker.clone());
     outcome.total_ms = i64::try_from(total_ms).ok();
     outcome.prompt_tokens = Some(i64::from(prompt_tokens));
-    match result {
-        Ok(_) => {
-            outcome.status = TaskStatus::Done;
-            outcome.error = None;
-        }
-        Err(e) => outcome.error = Some(e.to_string()),
-    }
     outcome
 }
 

@@ -7,9 +7,7 @@ use crate::domain::{TaskId, TaskStatus, WorkerName};
 use crate::testkit::samples::sample_task as new_task;
 
 pub(crate) fn done(response: &str) -> TaskOutcome {
-    let mut o = TaskOutcome::failed(Utc::now(), "");
-    o.status = TaskStatus::Done;
-    o.error = None;
+    let mut o = TaskOutcome::done(Utc::now());
     o.response = Some(response.into());
     o.total_ms = Some(12);
     o

@@ -107,11 +107,23 @@ pub struct TaskOutcome {
 impl TaskOutcome {
     pub fn failed(at: DateTime<Utc>, error: impl Into<String>) -> Self {
         Self {
-            status: TaskStatus::Failed,
+            error: Some(error.into()),
+            ..Self::ended(TaskStatus::Failed, at)
+        }
+    }
+
+    /// Done at `at`, with nothing else known yet (the caller adds the answer, the times).
+    pub fn done(at: DateTime<Utc>) -> Self {
+        Self::ended(TaskStatus::Done, at)
+    }
+
+    fn ended(status: TaskStatus, at: DateTime<Utc>) -> Self {
+        Self {
+            status,
             at,
             worker_id: None,
             response: None,
-            error: Some(error.into()),
+            error: None,
             fallback_used: false,
             fallback_reason: None,
             queue_wait_ms: None,

@@ -467,9 +467,7 @@ mod tests {
                             Claim::Claimed
                         );
                     }
-                    let mut o = TaskOutcome::failed(Utc::now(), "");
-                    o.status = TaskStatus::Done;
-                    o.error = None;
+                    let mut o = TaskOutcome::done(Utc::now());
                     o.response = Some(format!("answer {i}"));
                     assert!(s.finish(t.task_id, &o).await.unwrap().await.unwrap());
                     assert!(!s.finish(t.task_id, &o).await.unwrap().await.unwrap());
