@@ -401,8 +401,12 @@ sleep 1
 kill -TERM "$COORD_PID"
 wait "$COORD_PID" 2>/dev/null || true
 COORD_PID=""
-TASKS="$(sqlite3 "$WORK/coordinator.db" "SELECT status || '=' || count(*) FROM tasks GROUP BY status" 2>/dev/null | paste -sd' ' || true)"
-FLOOR_TASKS="$(sqlite3 "$WORK/floor.db" "SELECT status || '=' || count(*) FROM tasks GROUP BY status" 2>/dev/null | paste -sd' ' || true)"
+# The rows of a task store per status (`done=1234 running=2`); empty without sqlite3.
+status_counts() {
+  sqlite3 "$1" "SELECT status || '=' || count(*) FROM tasks GROUP BY status" 2>/dev/null | paste -sd' ' || true
+}
+TASKS="$(status_counts "$WORK/coordinator.db")"
+FLOOR_TASKS="$(status_counts "$WORK/floor.db")"
 
 COMMIT="$(binary_commit)"
 {
