@@ -313,16 +313,24 @@ fn busy_fast() -> WorkerStatus {
     fast
 }
 
+/// `base` with `machines` as what its directory shows.
+fn seeing(base: &Worker, machines: Vec<WorkerStatus>) -> Worker {
+    Worker {
+        directory: Arc::new(Seen(machines)),
+        ..base.clone()
+    }
+}
+
 /// `base` (the slow `w1`) seeing the fast `moon` and a laptop as slow as itself, all free.
 fn beside_moon_and_laptop(base: &Worker) -> Worker {
-    Worker {
-        directory: Arc::new(Seen(vec![
+    seeing(
+        base,
+        vec![
             machine("moon", 1500.0, true),
             machine("w1", 150.0, true),
             machine("laptop", 150.0, true),
-        ])),
-        ..base.clone()
-    }
+        ],
+    )
 }
 
 /// Worker names.
@@ -352,12 +360,14 @@ async fn a_job_left_for_another_worker_is_looked_at_again_when_its_time_has_pass
     let fake = FakeLlm::builder().spawn().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let base = worker(fake.base_url(), &dir).await;
-    let seeing = |moon_healthy| Worker {
-        directory: Arc::new(Seen(vec![
-            machine("moon", 1500.0, moon_healthy),
-            machine("w1", 150.0, true),
-        ])),
-        ..base.clone()
+    let w1_seeing = |moon_healthy| {
+        seeing(
+            &base,
+            vec![
+                machine("moon", 1500.0, moon_healthy),
+                machine("w1", 150.0, true),
+            ],
+        )
     };
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
     let w1 = WorkerName::parse("w1").unwrap();
@@ -367,7 +377,7 @@ async fn a_job_left_for_another_worker_is_looked_at_again_when_its_time_has_pass
         ..long_job(&lane)
     };
     let due = left(-chrono::Duration::seconds(1));
-    assert!(seeing(true).hand_to_sooner_worker(&due).await);
+    assert!(w1_seeing(true).hand_to_sooner_worker(&due).await);
     let moon = WorkerName::parse("moon").unwrap();
     let again = base
         .queue
@@ -378,9 +388,9 @@ async fn a_job_left_for_another_worker_is_looked_at_again_when_its_time_has_pass
     assert_eq!(again.task_id, due.task_id);
     assert_eq!(again.avoid, std::slice::from_ref(&w1));
     assert!(again.avoid_until.unwrap() > chrono::Utc::now());
-    assert!(!seeing(false).hand_to_sooner_worker(&due).await);
+    assert!(!w1_seeing(false).hand_to_sooner_worker(&due).await);
     let still = left(chrono::Duration::hours(1));
-    assert!(!seeing(true).hand_to_sooner_worker(&still).await);
+    assert!(!w1_seeing(true).hand_to_sooner_worker(&still).await);
 }
 
 /// A turn that moved off the fast machine (late, or left for a sooner one) is not handed
@@ -392,13 +402,10 @@ async fn a_job_is_never_handed_back_to_a_machine_it_left() {
     let fake = FakeLlm::builder().spawn().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let base = worker(fake.base_url(), &dir).await;
-    let w1 = Worker {
-        directory: Arc::new(Seen(vec![
-            machine("fast", 1500.0, true),
-            machine("w1", 150.0, true),
-        ])),
-        ..base.clone()
-    };
+    let w1 = seeing(
+        &base,
+        vec![machine("fast", 1500.0, true), machine("w1", 150.0, true)],
+    );
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
     let fresh = long_job(&lane);
     // A fresh job is left for the sooner machine: the figures favour it.
@@ -431,10 +438,7 @@ async fn a_short_turn_stays_for_a_long_one_waiting_behind_it() {
     let mut slow = machine("w1", 150.0, true);
     slow.loaded.clear();
     slow.perf[0].load_s = Some(6.0);
-    let w1 = Worker {
-        directory: Arc::new(Seen(vec![fast, slow])),
-        ..base.clone()
-    };
+    let w1 = seeing(&base, vec![fast, slow]);
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
     let short = Job {
         waiting_since: Some(chrono::Utc::now() - chrono::Duration::seconds(10)),
@@ -514,11 +518,7 @@ async fn a_short_turn_goes_to_the_machine_that_should_keep_it_whichever_worker_l
     let mut slow = machine("w1", 50.0, true);
     slow.loaded.clear();
     slow.perf[0].load_s = Some(30.0);
-    let seeing = |machines: Vec<WorkerStatus>| Worker {
-        directory: Arc::new(Seen(machines)),
-        ..base.clone()
-    };
-    let w1 = seeing(vec![fast.clone(), mid.clone(), slow.clone()]);
+    let w1 = seeing(&base, vec![fast.clone(), mid.clone(), slow.clone()]);
     let lane = Lane::llm(&ModelName::parse("m").unwrap());
     let short = Job {
         waiting_since: Some(chrono::Utc::now() - chrono::Duration::seconds(10)),
@@ -564,7 +564,7 @@ async fn a_short_turn_goes_to_the_machine_that_should_keep_it_whichever_worker_l
     )]);
     let mid_worker = Worker {
         handle: mid_registry.handles()[0].clone(),
-        ..seeing(vec![fast.clone(), mid.clone(), slow.clone()])
+        ..seeing(&base, vec![fast.clone(), mid.clone(), slow.clone()])
     };
     assert!(
         !mid_worker.hand_to_sooner_worker(&at_mid).await,
@@ -572,7 +572,7 @@ async fn a_short_turn_goes_to_the_machine_that_should_keep_it_whichever_worker_l
     );
 
     // Nobody better placed to keep it: left for the fast machine.
-    let alone = seeing(vec![fast, slow]);
+    let alone = seeing(&base, vec![fast, slow]);
     let short = Job {
         avoid: Vec::new(),
         avoid_until: None,
