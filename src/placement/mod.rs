@@ -914,7 +914,8 @@ fn first_idle(
 /// machine full: on an Ollama machine of unknown room whose resident models are all busy,
 /// until the first of them falls idle; else none (placement counts a known wait itself).
 /// Placement counts such a load as fitting ([`eviction`]); a turn that waits so is not
-/// late for it.
+/// late for it. A model resident there needs no room (even one reloaded for another
+/// window takes its own place): none.
 pub fn wait_if_full(
     s: &WorkerStatus,
     model: &ModelName,
@@ -928,12 +929,13 @@ pub fn wait_if_full(
     }
 }
 
-/// Whether `s` is an Ollama machine of unknown room whose resident models (other than
-/// `model`, at least one) are all answering.
+/// Whether `s` is an Ollama machine of unknown room, `model` not resident there, whose
+/// resident models (at least one) are all answering.
 fn room_unknown_and_taken(s: &WorkerStatus, model: &ModelName) -> bool {
     let mut others = s.loaded.iter().filter(|m| *m != model).peekable();
     s.kind == crate::config::BackendKind::Ollama
         && s.max_loaded.is_none()
+        && !s.loaded.contains(model)
         && others.peek().is_some()
         && others.all(|m| s.running.iter().any(|r| &r.model == m))
 }

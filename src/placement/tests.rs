@@ -718,6 +718,33 @@ fn a_load_beside_busy_models_on_a_machine_of_unknown_room_is_counted_as_fitting(
     assert_eq!(full(&idle), 0.0);
 }
 
+/// A model resident beside a busy one on a machine of unknown room needs no room: a turn
+/// for it waits for nothing, and the late rule must not count the busy model's answer as
+/// a wait for room (it did, and in the household's seed 6 a turn for the chat model,
+/// resident and free on moon while the coder answered, left moon after 100 ms for the
+/// slower ai-core).
+#[test]
+fn a_model_resident_beside_a_busy_one_waits_for_no_room() {
+    let mut s = with_rates(status("moon", true, 1), 3.0, 1500.0, 80.0);
+    s.models.push(model("coder"));
+    s.loaded.push(model("coder"));
+    s.perf.push(rates("coder", 3.0, 1500.0, 80.0));
+    s.running = vec![running("coder", 2, 40, true)];
+    assert_eq!(s.max_loaded, None);
+    let chat = model("m");
+    let ask = Ask::fresh(&chat, 400);
+    let now = Utc::now();
+    let statuses = std::slice::from_ref(&s);
+    let e = estimate_on(&s, &ask, statuses, now);
+    assert!(e.resident && e.wait_s == 0.0, "{e:?}");
+    assert_eq!(wait_if_full(&s, &chat, statuses, now), 0.0);
+    // Not resident, it would wait for the coder were the machine full.
+    let mut not = s.clone();
+    not.loaded.retain(|m| m != &chat);
+    let statuses = std::slice::from_ref(&not);
+    assert!(wait_if_full(&not, &chat, statuses, now) > 0.0);
+}
+
 #[test]
 fn a_free_machine_goes_before_a_busy_one_expected_as_soon() {
     // Moon has the model resident and its one slot busy with an answer that ends in about
