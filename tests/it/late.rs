@@ -348,3 +348,69 @@ async fn a_turn_waiting_for_the_answer_ahead_moves_to_a_machine_that_frees_up_so
     let (app, _laptop) = day.small_done_by("laptop").await;
     app.stop().await;
 }
+
+/// A turn for a model resident and free on a machine of unknown room stays there while
+/// another model answers beside it: it needs no load, so it waits for no room. ai-core
+/// keeps two models (placement has not learned how many: it never evicted one), both
+/// resident, and answers a long turn of the small model (three seconds); a streamed turn
+/// of the chat model with a long prompt, resident beside it, goes there. The laptop, idle
+/// with the chat model resident and known to be as fast, would give its first token as
+/// soon. The turn is
+/// answered by ai-core and the laptop gets nothing more. (Counting the small model's
+/// answer as a wait for room, the late rule moved the turn to the laptop after 100 ms; in
+/// the household's seed 6 a chat turn left moon, resident and free, for the slower ai-core
+/// so.)
+#[tokio::test]
+async fn a_turn_for_a_resident_model_beside_a_busy_one_stays() {
+    let ai_core =
+        machine_running(2, &[(MODEL, 300, 1000.0, 50.0), (SMALL, 200, 2000.0, 50.0)]).await;
+    let laptop = machine_running(1, &[(MODEL, 300, 1000.0, 50.0)]).await;
+    let laptop_url = laptop.base_url();
+    let app = spawn_app_with(ai_core, |c| {
+        machines(c, "ai-core", &[("laptop", laptop_url)]);
+    })
+    .await;
+    let teach = |machine: &'static str, models: &'static [&'static str]| {
+        let app = &app;
+        async move {
+            for model in models {
+                let pinned = format!("{model}@{machine}");
+                let hello = json!([{"role": "user", "content": "hello"}]);
+                assert_eq!(turn(app, "teach", &pinned, hello).await, machine);
+            }
+        }
+    };
+    tokio::join!(teach("ai-core", &[SMALL, MODEL]), teach("laptop", &[MODEL]));
+    let known = |w: &Value, models: usize| {
+        w["perf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["eval_tps"].is_number())
+            .count()
+            == models
+    };
+    let w = worker_until(&app, "ai-core", |w| {
+        known(w, 2) && w["loaded"].as_array().is_some_and(|l| l.len() == 2)
+    })
+    .await;
+    assert_eq!(w["max_loaded"], Value::Null, "{w}");
+    worker_until(&app, "laptop", |w| known(w, 1)).await;
+    let small = begun(&app, SMALL, "a long answer of the small model").await;
+    // A prompt of about 1,250 tokens: its first token takes over a second on either
+    // machine, long after the late rule's first look.
+    let chat = streamed_turn(
+        &app.http,
+        app.url("/v1/chat/completions"),
+        MODEL,
+        &format!("the chat turn: {}", "word ".repeat(1000)),
+    );
+    done_by(&app, chat, "ai-core").await;
+    assert_eq!(
+        laptop.stats().requests,
+        1,
+        "the day's teaching turn and nothing more"
+    );
+    drain(small).await;
+    app.stop().await;
+}
