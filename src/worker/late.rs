@@ -15,7 +15,9 @@
 //! - **It still waits for what runs ahead of it here**, its load not begun (a machine of
 //!   unknown room tries a model beside a busy one, see `placement::wait_if_full`), and
 //!   another machine now clearly gives its first token sooner than what is left here (a
-//!   person stopped an answer there): leaving costs this machine nothing.
+//!   person stopped an answer there): leaving costs this machine nothing. Whether such a
+//!   try waits is looked at once, at the first look: a load Ollama already lists has
+//!   begun (the machine had room), and waits for nothing.
 //!
 //! Runs beside the backend call in [`Worker::settle`](super::Worker) (see `run.rs`);
 //! only while no token has come, only for streamed answers of a model's lane not pinned
@@ -67,25 +69,37 @@ enum Look {
     Again(Duration),
 }
 
+/// What a job started here may wait for before its own load or prompt begins.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct WaitsHere {
+    /// Seconds placement counts: for a slot, or for a busy model to make room on a
+    /// machine known to be full.
+    pub known_s: f64,
+    /// Seconds a load beside busy models would wait for room were the machine full, on a
+    /// machine of unknown room, which placement counted as fitting
+    /// ([`placement::wait_if_full`]); none otherwise.
+    pub if_full_s: f64,
+}
+
 impl Worker {
-    /// Seconds `job` may wait here, were it to start now, for what already runs on the
-    /// machine before its own load or prompt begins: a slot, or a busy model that must
-    /// finish to make room for its load (Ollama keeps the load waiting meanwhile), on a
-    /// machine known to be full or of unknown room ([`placement::wait_if_full`]). That
-    /// wait is no lateness. Read before the job starts (once it runs, it counts among what runs
+    /// What `job` may wait for here, were it to start now, for what already runs on the
+    /// machine before its own load or prompt begins ([`WaitsHere`]). That wait is no
+    /// lateness. Read before the job starts (once it runs, it counts among what runs
     /// here); `None` when the job may not move.
-    pub(super) fn wait_ahead(&self, job: &Job) -> Option<f64> {
+    pub(super) fn wait_ahead(&self, job: &Job) -> Option<WaitsHere> {
         if !self.may_move(job) {
             return None;
         }
         let all = self.directory.statuses();
         let Some(here) = all.iter().find(|s| &s.name == self.handle.name()) else {
-            return Some(0.0);
+            return Some(WaitsHere::default());
         };
         let ask = Ask::of(&job.request, job.thread_id.as_ref());
         let now = Utc::now();
-        let wait_s = placement::estimate_on(here, &ask, &all, now).wait_s;
-        Some(wait_s.max(placement::wait_if_full(here, ask.model, &all, now)))
+        Some(WaitsHere {
+            known_s: placement::estimate_on(here, &ask, &all, now).wait_s,
+            if_full_s: placement::wait_if_full(here, ask.model, &all, now),
+        })
     }
 
     /// Resolves when `job`, started here at `at` as `began` says, expected to wait
@@ -96,12 +110,13 @@ impl Worker {
         job: &Job,
         at: DateTime<Utc>,
         began: Began,
-        ahead: Option<f64>,
+        ahead: Option<WaitsHere>,
     ) -> Move {
-        let Some(ahead_s) = ahead else {
+        let Some(ahead) = ahead else {
             return std::future::pending().await;
         };
         tokio::time::sleep(FIRST_LOOK).await;
+        let ahead_s = self.seen_ahead(job, ahead).await;
         loop {
             match self.look(job, at, began, ahead_s).await {
                 Look::Move(to) => return to,
@@ -110,6 +125,25 @@ impl Worker {
                     tokio::time::sleep(after.clamp(least, most)).await;
                 }
             }
+        }
+    }
+
+    /// Seconds the job waits here for what ran here when it started, as far as the
+    /// machine shows by now: a load tried beside busy models on a machine of unknown room
+    /// ([`WaitsHere::if_full_s`]) that Ollama already lists has begun, and waits for none
+    /// of them; one it does not list waits for room, as far as anyone can tell (a load
+    /// only just begun may not be listed yet: it is then taken as waiting, as it was
+    /// before anyone looked). One look at the resident models, only for such a try.
+    async fn seen_ahead(&self, job: &Job, ahead: WaitsHere) -> f64 {
+        if ahead.if_full_s <= ahead.known_s {
+            return ahead.known_s;
+        }
+        self.handle.refresh_loaded().await;
+        if self.handle.has_loaded(&job.request.model) {
+            tracing::debug!(model = %job.request.model, "a load tried beside busy models has begun: the machine had room");
+            ahead.known_s
+        } else {
+            ahead.if_full_s
         }
     }
 

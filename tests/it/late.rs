@@ -414,3 +414,86 @@ async fn a_turn_for_a_resident_model_beside_a_busy_one_stays() {
     drain(small).await;
     app.stop().await;
 }
+
+/// A load tried beside a busy model on a machine of unknown room that Ollama already
+/// lists at the late rule's first look has begun: the machine had room, and the turn
+/// stays. ai-core keeps two models (placement has not learned how many) and answers a
+/// long chat turn (six seconds); the small model, which it has run before (a 0.5 s load)
+/// but does not hold now, gets a streamed turn, tried beside the chat answer. The laptop,
+/// known and idle, would load the small model in 2 s: sooner than the chat answer's rest
+/// and the load, were ai-core full. The turn is answered by ai-core and the laptop gets
+/// nothing more. (Taking the load as waiting for room without looking, the rule moved
+/// the turn to the laptop at its first look.) The full machine's case is
+/// `a_turn_waiting_for_the_answer_ahead_moves_to_a_machine_that_frees_up_sooner`.
+#[tokio::test]
+async fn a_load_tried_beside_a_busy_model_that_has_begun_stays() {
+    let ai_core = machine_running(
+        2,
+        &[(MODEL, 300, 1000.0, 25.0), (SMALL, 500, 2000.0, 500.0)],
+    )
+    .await;
+    let laptop = machine_running(
+        1,
+        &[
+            (SMALL, 2000, 1000.0, 500.0),
+            (crate::household::CODER, 500, 1000.0, 50.0),
+        ],
+    )
+    .await;
+    let laptop_url = laptop.base_url();
+    let app = spawn_app_with(ai_core, |c| {
+        machines(c, "ai-core", &[("laptop", laptop_url)]);
+    })
+    .await;
+    let hello = || json!([{"role": "user", "content": "hello"}]);
+    // ai-core runs the small model once and lets it go at once (keep_alive 0).
+    let res = app
+        .http
+        .post(app.url("/api/chat"))
+        .json(&json!({
+            "model": format!("{SMALL}@ai-core"),
+            "messages": hello(),
+            "stream": false,
+            "keep_alive": 0,
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let chat = format!("{MODEL}@ai-core");
+    assert_eq!(turn(&app, "teach", &chat, hello()).await, "ai-core");
+    for model in [SMALL, crate::household::CODER] {
+        let pinned = format!("{model}@laptop");
+        assert_eq!(turn(&app, "teach", &pinned, hello()).await, "laptop");
+    }
+    let known = |w: &Value, models: usize| {
+        w["perf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["eval_tps"].is_number())
+            .count()
+            == models
+    };
+    let w = worker_until(&app, "ai-core", |w| {
+        known(w, 2) && w["loaded"] == json!([MODEL])
+    })
+    .await;
+    assert_eq!(w["max_loaded"], Value::Null, "{w}");
+    worker_until(&app, "laptop", |w| known(w, 2) && w["max_loaded"] == 1).await;
+    let busy = begun(&app, MODEL, "a long chat turn").await;
+    let small = streamed_turn(
+        &app.http,
+        app.url("/v1/chat/completions"),
+        SMALL,
+        "a quick one",
+    );
+    done_by(&app, small, "ai-core").await;
+    assert_eq!(
+        laptop.stats().requests,
+        2,
+        "the day's two teaching turns and nothing more"
+    );
+    drain(busy).await;
+    app.stop().await;
+}
