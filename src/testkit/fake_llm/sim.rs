@@ -6,7 +6,10 @@
 //! - At most [`Realism::max_loaded`] models are resident. Requests are admitted in arrival
 //!   order, one at a time, as Ollama's scheduler does: a request for a model that is not
 //!   resident waits until a resident one is idle, evicts the least recently used idle one,
-//!   then pays the model's load time; the requests behind it wait meanwhile.
+//!   then pays the model's load time; the requests behind it wait meanwhile. (Ollama
+//!   evicts the idle one whose last request set the shortest `keep_alive`, then the first
+//!   by model file path, which is not always the least recently used: a known difference,
+//!   docs/BENCHMARKS.md, thirty-second session.)
 //! - An idle model unloads when its keep-alive ends (the request's `keep_alive`, else
 //!   [`Realism::keep_alive`]); `keep_alive: 0` unloads it as soon as it is idle.
 //! - Prompt processing and generation take the model's [`Speed`]; a runner keeps the prompt
