@@ -106,6 +106,25 @@ async fn done_by(app: &TestApp, turn: JoinHandle<(String, String)>, worker: &str
     row
 }
 
+/// One turn addressed to `machine` for each of `models`, one after another.
+async fn teach(app: &TestApp, machine: &str, models: &[&str]) {
+    for model in models {
+        let hello = json!([{"role": "user", "content": "hello"}]);
+        let pinned = format!("{model}@{machine}");
+        assert_eq!(turn(app, "teach", &pinned, hello).await, machine);
+    }
+}
+
+/// For how many models a machine of `/workers` has shown its answer rate.
+fn rates_shown(w: &Value) -> usize {
+    w["perf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["eval_tps"].is_number())
+        .count()
+}
+
 /// One turn pinned to the desk, and its figures shown in `/workers`.
 async fn teach_desk(app: &TestApp) {
     let hello = json!([{"role": "user", "content": "hello"}]);
@@ -225,29 +244,11 @@ impl DayTwo {
         };
         // The day before.
         let app = spawn_app_with(ai_core(2).await, tweak(laptop.base_url())).await;
-        let teach = |machine: &'static str, models: [&'static str; 2]| {
-            let app = &app;
-            async move {
-                for model in models {
-                    let pinned = format!("{model}@{machine}");
-                    let hello = json!([{"role": "user", "content": "hello"}]);
-                    assert_eq!(turn(app, "teach", &pinned, hello).await, machine);
-                }
-            }
-        };
         tokio::join!(
-            teach("ai-core", [MODEL, SMALL]),
-            teach("laptop", [SMALL, crate::household::CODER])
+            teach(&app, "ai-core", &[MODEL, SMALL]),
+            teach(&app, "laptop", &[SMALL, crate::household::CODER])
         );
-        let known = |w: &Value| {
-            w["perf"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|p| p["eval_tps"].is_number())
-                .count()
-                == 2
-        };
+        let known = |w: &Value| rates_shown(w) == 2;
         worker_until(&app, "ai-core", |w| known(w) && w["max_loaded"].is_null()).await;
         worker_until(&app, "laptop", |w| known(w) && w["max_loaded"] == 1).await;
         let (dir, _roomy) = app.stop().await;
@@ -370,32 +371,16 @@ async fn a_turn_for_a_resident_model_beside_a_busy_one_stays() {
         machines(c, "ai-core", &[("laptop", laptop_url)]);
     })
     .await;
-    let teach = |machine: &'static str, models: &'static [&'static str]| {
-        let app = &app;
-        async move {
-            for model in models {
-                let pinned = format!("{model}@{machine}");
-                let hello = json!([{"role": "user", "content": "hello"}]);
-                assert_eq!(turn(app, "teach", &pinned, hello).await, machine);
-            }
-        }
-    };
-    tokio::join!(teach("ai-core", &[SMALL, MODEL]), teach("laptop", &[MODEL]));
-    let known = |w: &Value, models: usize| {
-        w["perf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["eval_tps"].is_number())
-            .count()
-            == models
-    };
+    tokio::join!(
+        teach(&app, "ai-core", &[SMALL, MODEL]),
+        teach(&app, "laptop", &[MODEL])
+    );
     let w = worker_until(&app, "ai-core", |w| {
-        known(w, 2) && w["loaded"].as_array().is_some_and(|l| l.len() == 2)
+        rates_shown(w) == 2 && w["loaded"].as_array().is_some_and(|l| l.len() == 2)
     })
     .await;
     assert_eq!(w["max_loaded"], Value::Null, "{w}");
-    worker_until(&app, "laptop", |w| known(w, 1)).await;
+    worker_until(&app, "laptop", |w| rates_shown(w) == 1).await;
     let small = begun(&app, SMALL, "a long answer of the small model").await;
     // A prompt of about 1,250 tokens: its first token takes over a second on either
     // machine, long after the late rule's first look.
@@ -445,14 +430,13 @@ async fn a_load_tried_beside_a_busy_model_that_has_begun_stays() {
         machines(c, "ai-core", &[("laptop", laptop_url)]);
     })
     .await;
-    let hello = || json!([{"role": "user", "content": "hello"}]);
     // ai-core runs the small model once and lets it go at once (keep_alive 0).
     let res = app
         .http
         .post(app.url("/api/chat"))
         .json(&json!({
             "model": format!("{SMALL}@ai-core"),
-            "messages": hello(),
+            "messages": [{"role": "user", "content": "hello"}],
             "stream": false,
             "keep_alive": 0,
         }))
@@ -460,27 +444,17 @@ async fn a_load_tried_beside_a_busy_model_that_has_begun_stays() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    let chat = format!("{MODEL}@ai-core");
-    assert_eq!(turn(&app, "teach", &chat, hello()).await, "ai-core");
-    for model in [SMALL, crate::household::CODER] {
-        let pinned = format!("{model}@laptop");
-        assert_eq!(turn(&app, "teach", &pinned, hello()).await, "laptop");
-    }
-    let known = |w: &Value, models: usize| {
-        w["perf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["eval_tps"].is_number())
-            .count()
-            == models
-    };
+    teach(&app, "ai-core", &[MODEL]).await;
+    teach(&app, "laptop", &[SMALL, crate::household::CODER]).await;
     let w = worker_until(&app, "ai-core", |w| {
-        known(w, 2) && w["loaded"] == json!([MODEL])
+        rates_shown(w) == 2 && w["loaded"] == json!([MODEL])
     })
     .await;
     assert_eq!(w["max_loaded"], Value::Null, "{w}");
-    worker_until(&app, "laptop", |w| known(w, 2) && w["max_loaded"] == 1).await;
+    worker_until(&app, "laptop", |w| {
+        rates_shown(w) == 2 && w["max_loaded"] == 1
+    })
+    .await;
     let busy = begun(&app, MODEL, "a long chat turn").await;
     let small = streamed_turn(
         &app.http,
