@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use coordinator::testkit::fake_llm::{
-    self, FakeLlmConfig, KeepAlive, Knobs, ModelSpec, Realism, Speed,
+    self, Eviction, FakeLlmConfig, KeepAlive, Knobs, ModelSpec, Realism, Speed,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -87,6 +87,11 @@ struct Args {
     /// Shortest and longest ordinary answer, in tokens.
     #[arg(long, num_args = 2, value_names = ["MIN", "MAX"], default_values_t = [120, 400], requires = "realistic")]
     answer_tokens: Vec<usize>,
+    /// Evict as Ollama's scheduler does (the idle model whose last request set the
+    /// shortest keep-alive, then the first by model file path), not the least recently
+    /// used idle model.
+    #[arg(long, requires = "realistic")]
+    ollama_eviction: bool,
 }
 
 impl Args {
@@ -126,6 +131,11 @@ impl Args {
             },
             answer_tokens: (min, max),
             give_up_within: Realism::default().give_up_within,
+            eviction: if self.ollama_eviction {
+                Eviction::Ollama
+            } else {
+                Eviction::LeastRecentlyUsed
+            },
         }))
     }
 

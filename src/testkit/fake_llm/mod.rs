@@ -48,7 +48,7 @@ mod reply;
 mod sim;
 mod stream;
 
-pub use sim::{Generation, KeepAlive, Realism, SimStats, Speed};
+pub use sim::{Eviction, Generation, KeepAlive, Realism, SimStats, Speed};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

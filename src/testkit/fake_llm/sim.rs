@@ -6,10 +6,11 @@
 //! - At most [`Realism::max_loaded`] models are resident. Requests are admitted in arrival
 //!   order, one at a time, as Ollama's scheduler does: a request for a model that is not
 //!   resident waits until a resident one is idle, evicts the least recently used idle one,
-//!   then pays the model's load time; the requests behind it wait meanwhile. (Ollama
-//!   evicts the idle one whose last request set the shortest `keep_alive`, then the first
-//!   by model file path, which is not always the least recently used: a known difference,
-//!   docs/BENCHMARKS.md, thirty-second session.)
+//!   then pays the model's load time; the requests behind it wait meanwhile. With
+//!   [`Eviction::Ollama`] the victim is the one Ollama's scheduler picks instead: the idle
+//!   model whose last request set the shortest `keep_alive`, then the first by model file
+//!   path, which is not always the least recently used (docs/BENCHMARKS.md, thirty-second
+//!   session; the household still runs the least recently used one).
 //! - An idle model unloads when its keep-alive ends (the request's `keep_alive`, else
 //!   [`Realism::keep_alive`]); `keep_alive: 0` unloads it as soon as it is idle.
 //! - Prompt processing and generation take the model's [`Speed`]; a runner keeps the prompt
@@ -87,6 +88,29 @@ impl KeepAlive {
     }
 }
 
+/// Which idle model a load evicts on a full machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Eviction {
+    /// The least recently used: what placement assumes.
+    #[default]
+    LeastRecentlyUsed,
+    /// Ollama's scheduler (`findRunnerToUnload`): the loaded runners sorted by the
+    /// `keep_alive` of the last request each served, shortest first (a negative one, kept
+    /// until evicted, last), then by model file path (here the model's digest, as the
+    /// blob's name is), and the first idle one unloaded.
+    Ollama,
+}
+
+impl KeepAlive {
+    /// Ollama's order of keep-alives for eviction: a negative one counts as the longest.
+    fn eviction_rank(self) -> Duration {
+        match self {
+            Self::For(d) => d,
+            Self::Forever => Duration::MAX,
+        }
+    }
+}
+
 /// Seconds in a Go-style duration (`"5m"`, `"1h30m"`, `"1.5s"`, `"300ms"`, `"-1m"`), or a
 /// bare number of seconds.
 fn parse_go_duration(s: &str) -> Option<f64> {
@@ -125,6 +149,13 @@ fn parse_go_duration(s: &str) -> Option<f64> {
     Some(sign * total)
 }
 
+/// The file Ollama keeps `model`'s weights in, as far as its eviction order goes: named by
+/// a digest (here of the model's name).
+pub(super) fn model_path(model: &str) -> String {
+    use sha2::Digest;
+    format!("blobs/sha256-{:x}", sha2::Sha256::digest(model.as_bytes()))
+}
+
 /// The realistic mode's settings (see the module doc). The defaults are Ollama's: one
 /// generation per model, 512 waiting requests, one resident model, five minutes of
 /// keep-alive, a 4096-token window, in real time.
@@ -146,6 +177,8 @@ pub struct Realism {
     /// notices that the request which began a load has left at its next poll of the
     /// loading runner, and unloads it then.
     pub give_up_within: Duration,
+    /// Which idle model a load evicts on a full machine.
+    pub eviction: Eviction,
 }
 
 impl Default for Realism {
@@ -160,6 +193,7 @@ impl Default for Realism {
             speed: Speed::DESKTOP,
             answer_tokens: (120, 400),
             give_up_within: Duration::from_millis(250),
+            eviction: Eviction::LeastRecentlyUsed,
         }
     }
 }
@@ -604,13 +638,19 @@ impl Sim {
                 self.attached(&mut state, pending, id);
                 return Some((id, slots, ready_at));
             }
-            let victim = state
+            let idle = state
                 .runners
                 .iter()
                 .enumerate()
-                .filter(|(_, r)| r.refs == 0 && !r.given_up)
-                .min_by_key(|(_, r)| r.last_used)
-                .map(|(i, _)| i)?;
+                .filter(|(_, r)| r.refs == 0 && !r.given_up);
+            let victim = match self.realism.eviction {
+                Eviction::LeastRecentlyUsed => idle.min_by_key(|(_, r)| r.last_used),
+                Eviction::Ollama => idle.min_by(|(_, a), (_, b)| {
+                    let rank = |r: &Runner| (r.keep_alive.eviction_rank(), model_path(&r.model));
+                    rank(a).cmp(&rank(b))
+                }),
+            }
+            .map(|(i, _)| i)?;
             state.runners.remove(victim);
             state.stats.evictions += 1;
         }

@@ -676,3 +676,62 @@ async fn show_reports_the_context_length_and_stats_are_served() {
     assert_eq!(stats["stats"]["loads"], 1);
     assert_eq!(stats["resident"][0]["num_ctx"], 8192);
 }
+
+/// With Ollama's eviction a load on a full machine evicts the idle model whose last
+/// request set the shortest keep-alive, then the first by model file path, not the least
+/// recently used: with equal keep-alives the model used last may go, and a longer
+/// keep-alive keeps it. The least recently used rule (the default) evicts the other.
+#[tokio::test]
+async fn ollamas_eviction_goes_by_keep_alive_then_model_path() {
+    const SMALL: &str = "llama3.2:3b";
+    let machine = |eviction: Eviction| {
+        FakeLlm::builder()
+            .model(CHAT)
+            .model(CODER)
+            .model(SMALL)
+            .realistic(Realism {
+                max_loaded: 2,
+                eviction,
+                ..realism()
+            })
+            .spawn()
+    };
+    // The two models in the order of their files.
+    let mut two = [CHAT, CODER];
+    two.sort_by_key(|m| sim::model_path(m));
+    let [first, second] = two;
+    // `second` used, then `first`, then a third model loads.
+    let day = |eviction: Eviction, keep_first: Option<&'static str>| async move {
+        let server = machine(eviction).await.unwrap();
+        ollama_whole(&server, chat(second, "older", false)).await;
+        let mut newer = chat(first, "newer", false);
+        if let Some(keep) = keep_first {
+            newer["keep_alive"] = json!(keep);
+        }
+        ollama_whole(&server, newer).await;
+        ollama_whole(&server, chat(SMALL, "a third model", false)).await;
+        assert_eq!(server.stats().evictions, 1);
+        let mut resident = ps_models(&server).await;
+        resident.sort();
+        resident
+    };
+    let sorted = |mut models: Vec<&str>| {
+        models.sort();
+        models.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        day(Eviction::Ollama, None).await,
+        sorted(vec![second, SMALL]),
+        "the first by path went, though used last"
+    );
+    assert_eq!(
+        day(Eviction::Ollama, Some("1h")).await,
+        sorted(vec![first, SMALL]),
+        "a longer keep-alive kept it"
+    );
+    assert_eq!(
+        day(Eviction::LeastRecentlyUsed, None).await,
+        sorted(vec![first, SMALL]),
+        "the least recently used went"
+    );
+}
