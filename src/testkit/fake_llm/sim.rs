@@ -86,6 +86,14 @@ impl KeepAlive {
             Some(Self::For(Duration::try_from_secs_f64(seconds).ok()?))
         }
     }
+
+    /// Ollama's order of keep-alives for eviction: a negative one counts as the longest.
+    fn eviction_rank(self) -> Duration {
+        match self {
+            Self::For(d) => d,
+            Self::Forever => Duration::MAX,
+        }
+    }
 }
 
 /// Which idle model a load evicts on a full machine.
@@ -99,16 +107,6 @@ pub enum Eviction {
     /// until evicted, last), then by model file path (here the model's digest, as the
     /// blob's name is), and the first idle one unloaded.
     Ollama,
-}
-
-impl KeepAlive {
-    /// Ollama's order of keep-alives for eviction: a negative one counts as the longest.
-    fn eviction_rank(self) -> Duration {
-        match self {
-            Self::For(d) => d,
-            Self::Forever => Duration::MAX,
-        }
-    }
 }
 
 /// Seconds in a Go-style duration (`"5m"`, `"1h30m"`, `"1.5s"`, `"300ms"`, `"-1m"`), or a
