@@ -590,7 +590,7 @@ fn scale_by_size(
 }
 
 /// Bytes of `model`'s weights on `s` (one tag may name another quantization elsewhere),
-/// else as the first machine that says reports them.
+/// else as the first machine that reports them.
 fn bytes_of(s: &WorkerStatus, statuses: &[WorkerStatus], model: &ModelName) -> Option<f64> {
     std::iter::once(s)
         .chain(statuses)
@@ -932,12 +932,12 @@ pub fn wait_if_full(
 /// Whether `s` is an Ollama machine of unknown room, `model` not resident there, whose
 /// resident models (at least one) are all answering.
 fn room_unknown_and_taken(s: &WorkerStatus, model: &ModelName) -> bool {
-    let mut others = s.loaded.iter().filter(|m| *m != model).peekable();
+    let mut resident = s.loaded.iter().peekable();
     s.kind == crate::config::BackendKind::Ollama
         && s.max_loaded.is_none()
         && !s.loaded.contains(model)
-        && others.peek().is_some()
-        && others.all(|m| s.running.iter().any(|r| &r.model == m))
+        && resident.peek().is_some()
+        && resident.all(|m| s.running.iter().any(|r| &r.model == m))
 }
 
 /// What evicting `victim` from `s` costs: its load again, for each conversation (up to
