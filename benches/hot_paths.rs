@@ -222,6 +222,7 @@ fn household_fleet() -> Vec<WorkerStatus> {
                     },
                 })
                 .collect(),
+            server_keep_alive_s: None,
         };
     let now = Utc::now();
     let mut moon = machine(

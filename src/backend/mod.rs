@@ -7,6 +7,7 @@ pub mod activity;
 pub mod classify;
 #[cfg(test)]
 mod embed_tests;
+pub mod keep_alive;
 pub mod ollama;
 pub mod openai;
 pub mod perf;

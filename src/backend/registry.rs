@@ -11,6 +11,7 @@ use serde::Serialize;
 use chrono::{DateTime, Utc};
 
 use super::activity::{Activity, Recent, Running};
+use super::keep_alive::KeepAlive;
 use super::perf::{Began, ModelPerf, Rates, Sample};
 use super::slots::Slots;
 pub use super::windows::ConfiguredWindows;
@@ -55,6 +56,11 @@ pub struct BackendHandle {
     activity: Mutex<Activity>,
     /// `keep_alive` per model from the config, for requests that set none.
     keep_alive: Vec<(ModelName, serde_json::Value)>,
+    /// The server's own keep-alive (Ollama's `OLLAMA_KEEP_ALIVE`), once learned (see
+    /// [`super::keep_alive`]).
+    default_keep_alive: Mutex<Option<KeepAlive>>,
+    /// Per model, the keep-alive its last request here carried (see [`Sent`]).
+    sent: Mutex<Vec<Sent>>,
     /// Models loaded here with more than Ollama's default window: their next load gets the
     /// whole limit at once (see [`crate::context::choose_num_ctx`]).
     wide: Mutex<Vec<ModelName>>,
@@ -108,6 +114,10 @@ pub struct WorkerStatus {
     /// older heartbeats carry none.
     #[serde(default)]
     pub sizes: Vec<ModelSize>,
+    /// The server's own keep-alive in seconds (-1: forever), once learned (see
+    /// [`super::keep_alive`]); `None` while unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_keep_alive_s: Option<i64>,
 }
 
 impl WorkerStatus {
@@ -143,6 +153,25 @@ pub struct ModelSize {
 pub struct Resident {
     pub model: ModelName,
     pub expires_at: Option<DateTime<Utc>>,
+    /// Where Ollama puts it in its order of models to push out, lowest first: the
+    /// stamped keep-alive in nanoseconds that its last request from this process carried
+    /// (see [`super::keep_alive`]); `None` while unknown (none sent yet, or none known
+    /// to send).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evict_rank: Option<u64>,
+}
+
+/// The keep-alive the last request for a model carried here.
+#[derive(Debug, Clone, PartialEq)]
+struct Sent {
+    model: ModelName,
+    /// Its rank in Ollama's eviction order, when known.
+    rank: Option<u64>,
+    /// Sent with none: the server's default applied (unknown then).
+    plain: bool,
+    /// When that request ended, once it has, and whether it had loaded the model (the
+    /// server's default was then set with the load).
+    ended: Option<(DateTime<Utc>, bool)>,
 }
 
 /// One answer running on a backend, from its start until the guard is dropped: counted
@@ -171,6 +200,11 @@ pub struct InFlight {
 /// ready: it notices the closed connection at its next poll of the loading runner (every
 /// quarter of a second or so), and lists the model in `/api/ps` until it has unloaded it.
 const LOAD_GIVEN_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long after a request that carried no keep-alive ended a look at the machine
+/// teaches the server's default: Ollama sets the model's expiry as the request's
+/// connection closes, and a look before that reads the expiry an earlier request left.
+const DEFAULT_KEEP_ALIVE_LOOK: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// Tokens into an answer after which its pace so far stands for the machine's generation
 /// rate, while nothing else is known of it.
@@ -217,6 +251,7 @@ impl Drop for InFlight {
             lock(&self.handle.loads_left).push((self.model.clone(), until));
             self.handle.look_again_after(LOAD_GIVEN_UP_WITHIN);
         }
+        self.handle.request_ended(&self.model, self.cold);
         // However the answer ended (done, failed, stopped by its person, moved to another
         // machine), it may have loaded a model and pushed out another: look at the machine
         // again now rather than at the next discovery tick (the household's warm row
@@ -271,6 +306,8 @@ impl BackendHandle {
             perf: Mutex::new(Vec::new()),
             activity: Mutex::new(Activity::default()),
             keep_alive: Vec::new(),
+            default_keep_alive: Mutex::new(None),
+            sent: Mutex::new(Vec::new()),
             wide: Mutex::new(Vec::new()),
             learned: std::sync::OnceLock::new(),
             last_kept: Mutex::new(None),
@@ -301,6 +338,111 @@ impl BackendHandle {
             .iter()
             .find(|(m, _)| m == model)
             .map(|(_, k)| k)
+    }
+
+    /// The `keep_alive` a request for `model` carries to this machine, given the one it
+    /// asked for (`requested`), stamped so that Ollama pushes out the least recently used
+    /// model first (see [`super::keep_alive`]): the request's own, else the config's for
+    /// the model, else the server's default once learned; else none. Remembers what was
+    /// sent, for placement's view of the eviction order ([`Resident::evict_rank`]).
+    /// Other backends get the request's own, as it is.
+    pub fn keep_alive_to_send(
+        &self,
+        model: &ModelName,
+        requested: Option<&serde_json::Value>,
+    ) -> Option<serde_json::Value> {
+        if self.backend.kind() != crate::config::BackendKind::Ollama {
+            return requested.cloned();
+        }
+        let base = match requested {
+            Some(v) => KeepAlive::parse(v),
+            None => self
+                .keep_alive_for(model)
+                .and_then(KeepAlive::parse)
+                .or(*lock(&self.default_keep_alive)),
+        };
+        let sent = base.map(|k| k.stamped(Utc::now()));
+        let mut all = lock(&self.sent);
+        let before = all.iter().position(|s| &s.model == model);
+        let rank = match sent {
+            Some(k) => Some(k.rank()),
+            // Ollama keeps the resident model's last keep-alive; a load takes the
+            // server's default, unknown here.
+            None if self.has_loaded(model) => before.and_then(|i| all[i].rank),
+            None => None,
+        };
+        let record = Sent {
+            model: model.clone(),
+            rank,
+            plain: requested.is_none() && sent.is_none(),
+            ended: None,
+        };
+        match before {
+            Some(i) => all[i] = record,
+            None => all.push(record),
+        }
+        sent.map(KeepAlive::to_json).or_else(|| requested.cloned())
+    }
+
+    /// The server's default keep-alive, once learned.
+    pub fn default_keep_alive(&self) -> Option<KeepAlive> {
+        *lock(&self.default_keep_alive)
+    }
+
+    /// A request for `model` ended now, having loaded it (`cold`) or not: when it loaded
+    /// it carrying no keep-alive and the server's default is not known yet, a look at the
+    /// machine in a little while teaches it (see [`Self::learn_default_keep_alive`]).
+    fn request_ended(self: &Arc<Self>, model: &ModelName, cold: bool) {
+        let plain = {
+            let mut all = lock(&self.sent);
+            let Some(s) = all.iter_mut().find(|s| &s.model == model) else {
+                return;
+            };
+            s.ended = Some((Utc::now(), cold));
+            s.plain
+        };
+        if plain && cold && self.default_keep_alive().is_none() {
+            self.look_again_after(DEFAULT_KEEP_ALIVE_LOOK);
+        }
+    }
+
+    /// Learns the server's default keep-alive from `/api/ps` (`loaded`, read at `now`): a
+    /// model that the last request for it here loaded carrying none (Ollama gives a load
+    /// its default; a request without one for a resident model leaves it the keep-alive it
+    /// had, perhaps one stamped by an earlier run), that ended at least
+    /// [`DEFAULT_KEEP_ALIVE_LOOK`] ago (Ollama has set its expiry by then) and is idle,
+    /// unloads that long after it ended.
+    fn learn_default_keep_alive(&self, loaded: &[Loaded], now: DateTime<Utc>) {
+        if self.default_keep_alive().is_some() {
+            return;
+        }
+        let settled = now - chrono::Duration::from_std(DEFAULT_KEEP_ALIVE_LOOK).unwrap_or_default();
+        let candidates: Vec<(ModelName, DateTime<Utc>)> = lock(&self.sent)
+            .iter()
+            .filter(|s| s.plain)
+            .filter_map(|s| match s.ended {
+                Some((ended, true)) if ended <= settled => Some((s.model.clone(), ended)),
+                _ => None,
+            })
+            .collect();
+        let running = lock(&self.activity).running();
+        for (model, ended) in candidates {
+            if running.iter().any(|r| r.model == model) {
+                continue;
+            }
+            let Some(expires_at) = loaded
+                .iter()
+                .find(|l| l.model == model)
+                .and_then(|l| l.expires_at)
+            else {
+                continue;
+            };
+            if let Some(k) = super::keep_alive::learned_default(ended, expires_at) {
+                tracing::info!(backend = %self.name(), keep_alive = ?k, "learned the server's keep-alive");
+                *lock(&self.default_keep_alive) = Some(k);
+                return;
+            }
+        }
     }
 
     /// Takes back what was learned of this machine before a restart, and keeps what it
@@ -412,12 +554,14 @@ impl BackendHandle {
         let alone = self.in_flight.fetch_add(1, Ordering::Relaxed) == 0;
         // An answer of the model loads it here again, whatever an earlier one left.
         lock(&self.loads_left).retain(|(m, _)| m != model);
+        let pushed_out = self.pushes_out_now(model);
         let cold = {
             let mut loaded = lock(&self.loaded);
             let mut cold = !loaded.contains(model);
             lock(&self.activity).loading(model, &loaded);
             if cold {
                 loaded.push(model.clone());
+                loaded.retain(|m| Some(m) != pushed_out.as_ref());
             }
             if let Some(n) = num_ctx {
                 if n > crate::context::OLLAMA_DEFAULT_NUM_CTX {
@@ -466,6 +610,23 @@ impl BackendHandle {
             cold,
             cached,
             alone,
+        }
+    }
+
+    /// The idle model a load of `model` pushes out now, on a machine known to be full
+    /// (its room configured or learned): Ollama unloads it as the load begins, and
+    /// placement must not count it resident until the next look at the machine says so
+    /// (the household's seed 6 placed a turn on a model a load had just pushed out, as
+    /// resident and its prompt cached). `None` where the machine has room, its room is not
+    /// known, or every resident model is busy (the load waits for the first done).
+    fn pushes_out_now(&self, model: &ModelName) -> Option<ModelName> {
+        if self.has_loaded(model) || lock(&self.activity).max_loaded().is_none() || !self.is_full()
+        {
+            return None;
+        }
+        match crate::placement::pushes_out(&self.status(), model) {
+            crate::placement::Pushes::Idle(victim) => Some(victim.clone()),
+            _ => None,
         }
     }
 
@@ -544,10 +705,16 @@ impl BackendHandle {
         super::windows::num_ctx_given(self.backend.kind(), window, resident, wide, request)
     }
 
-    /// Reads the resident models again (Ollama's `/api/ps`), as after every task.
-    pub async fn refresh_loaded(&self) {
-        if let Ok(loaded) = self.backend.loaded_models().await {
-            self.set_loaded(loaded);
+    /// Reads the resident models again (Ollama's `/api/ps`), as after every task; whether
+    /// the backend answered (else what was known stays).
+    pub async fn refresh_loaded(&self) -> bool {
+        match self.backend.loaded_models().await {
+            Ok(loaded) => {
+                self.learn_default_keep_alive(&loaded, Utc::now());
+                self.set_loaded(loaded);
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -730,6 +897,11 @@ impl BackendHandle {
             windows,
             resident,
             sizes,
+            server_keep_alive_s: self.default_keep_alive().map(|k| match k {
+                KeepAlive::For(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                KeepAlive::Unload => 0,
+                KeepAlive::Forever => -1,
+            }),
         }
     }
 
@@ -737,6 +909,7 @@ impl BackendHandle {
     /// process just loaded has none until the next look).
     fn resident(&self) -> Vec<Resident> {
         let known = lock(&self.loaded_known).clone();
+        let sent = lock(&self.sent).clone();
         lock(&self.loaded)
             .iter()
             .map(|m| Resident {
@@ -745,6 +918,7 @@ impl BackendHandle {
                     .iter()
                     .find(|l| &l.model == m)
                     .and_then(|l| l.expires_at),
+                evict_rank: sent.iter().find(|s| &s.model == m).and_then(|s| s.rank),
             })
             .collect()
     }
@@ -903,6 +1077,53 @@ mod tests {
         looks_done(&handle).await;
         assert_eq!(fake.requests_to("/api/ps").len(), 2);
         assert!(handle.has_loaded(&m));
+    }
+
+    /// A load on a machine known to keep one model pushes the resident one out: from the
+    /// load's start placement no longer counts it resident (the household's seed 6 placed
+    /// a turn on a model a load had just pushed out, as resident and cached). Where the
+    /// machine's room is not known, or the resident model is busy, it stays counted.
+    #[test]
+    fn a_load_on_a_full_machine_stops_counting_what_it_pushes_out() {
+        let backend = Backend::from_config(
+            &BackendConfig {
+                url: "http://127.0.0.1:9".into(),
+                ..BackendConfig::default_ollama()
+            },
+            &TimeoutsConfig::default(),
+        )
+        .unwrap();
+        let (a, b) = (
+            ModelName::parse("a").unwrap(),
+            ModelName::parse("b").unwrap(),
+        );
+        let resident_a = || Loaded {
+            model: a.clone(),
+            num_ctx: None,
+            expires_at: None,
+        };
+        for (max_loaded, a_busy, left) in [
+            (Some(1), false, vec![b.clone()]),
+            (None, false, vec![a.clone(), b.clone()]),
+            (Some(1), true, vec![a.clone(), b.clone()]),
+            (Some(2), false, vec![a.clone(), b.clone()]),
+        ] {
+            let handle = Arc::new(
+                BackendHandle::new(backend.clone(), 1, Some(vec![a.clone(), b.clone()]))
+                    .with_max_loaded(max_loaded),
+            );
+            handle.set_loaded(vec![resident_a()]);
+            let busy =
+                a_busy.then(|| handle.start_request(&a, None, 10, None, Priority::Interactive));
+            let load = handle.start_request(&b, None, 10, None, Priority::Interactive);
+            assert!(load.cold);
+            assert_eq!(
+                handle.status().loaded,
+                left,
+                "max_loaded {max_loaded:?}, a busy: {a_busy}"
+            );
+            drop((busy, load));
+        }
     }
 
     /// A load an answer here left is given up by Ollama at its next poll, and `/api/ps`
@@ -1113,6 +1334,12 @@ mod tests {
                 expires_at: None,
             },
         ]);
+        // A request for `a` carried a keep-alive: where Ollama puts `a` in its order of
+        // models to push out travels too.
+        let sent = handle
+            .keep_alive_to_send(&a, Some(&serde_json::json!("5m")))
+            .unwrap();
+        let rank = super::KeepAlive::parse(&sent).unwrap().rank();
         let status = handle.status();
         assert_eq!(
             status.resident,
@@ -1120,10 +1347,12 @@ mod tests {
                 Resident {
                     model: a,
                     expires_at: Some(at),
+                    evict_rank: Some(rank),
                 },
                 Resident {
                     model: b,
                     expires_at: None,
+                    evict_rank: None,
                 },
             ]
         );

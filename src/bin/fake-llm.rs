@@ -87,11 +87,11 @@ struct Args {
     /// Shortest and longest ordinary answer, in tokens.
     #[arg(long, num_args = 2, value_names = ["MIN", "MAX"], default_values_t = [120, 400], requires = "realistic")]
     answer_tokens: Vec<usize>,
-    /// Evict as Ollama's scheduler does (the idle model whose last request set the
-    /// shortest keep-alive, then the first by model file path), not the least recently
-    /// used idle model.
+    /// Evict the least recently used idle model, not the one Ollama's scheduler picks
+    /// (the idle model whose last request set the shortest keep-alive, then the first by
+    /// model file path).
     #[arg(long, requires = "realistic")]
-    ollama_eviction: bool,
+    lru_eviction: bool,
 }
 
 impl Args {
@@ -131,10 +131,10 @@ impl Args {
             },
             answer_tokens: (min, max),
             give_up_within: Realism::default().give_up_within,
-            eviction: if self.ollama_eviction {
-                Eviction::Ollama
-            } else {
+            eviction: if self.lru_eviction {
                 Eviction::LeastRecentlyUsed
+            } else {
+                Eviction::Ollama
             },
         }))
     }

@@ -311,6 +311,7 @@ mod tests {
             windows: Vec::new(),
             resident: vec![],
             sizes: vec![],
+            server_keep_alive_s: None,
         };
         let depths = [(Lane::Web, 1)];
         let text = metrics.render(&Household {

@@ -84,6 +84,7 @@ mod tests {
             windows: vec![],
             resident: vec![],
             sizes: vec![],
+            server_keep_alive_s: None,
         }
     }
 

@@ -837,7 +837,10 @@ fn remaining_at(r: &Running, rates: &Rates, now: DateTime<Utc>) -> f64 {
 pub enum Pushes<'a> {
     /// Nothing: the machine has room.
     Nothing,
-    /// Its least recently used idle resident model.
+    /// The idle resident model Ollama pushes out: the first in its order
+    /// ([`crate::backend::registry::Resident::evict_rank`]: the least recently used within
+    /// one keep-alive, a shorter keep-alive first), the least recently used where that is
+    /// not known.
     Idle(&'a ModelName),
     /// Every resident model is busy: the load waits for one of them to finish and
     /// pushes that one out.
@@ -859,10 +862,17 @@ pub fn pushes_out<'a>(s: &'a WorkerStatus, model: &ModelName) -> Pushes<'a> {
             .map(|r| r.at)
             .max()
     };
+    let rank = |m: &ModelName| {
+        s.resident
+            .iter()
+            .find(|r| &r.model == m)
+            .and_then(|r| r.evict_rank)
+            .unwrap_or(0)
+    };
     match resident
         .into_iter()
         .filter(|m| !busy(m))
-        .min_by_key(|m| last_used(m))
+        .min_by_key(|m| (rank(m), last_used(m)))
     {
         Some(victim) => Pushes::Idle(victim),
         None => Pushes::Busy,

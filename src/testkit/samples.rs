@@ -86,5 +86,6 @@ pub fn idle_worker(name: &str, models: &[&str]) -> WorkerStatus {
         windows: vec![],
         resident: vec![],
         sizes: vec![],
+        server_keep_alive_s: None,
     }
 }

@@ -138,8 +138,9 @@ impl Worker {
         if ahead.if_full_s <= ahead.known_s {
             return ahead.known_s;
         }
-        self.handle.refresh_loaded().await;
-        if self.handle.has_loaded(&job.request.model) {
+        // A look that failed shows nothing: the model this process counted resident as
+        // its load began is no sign that the load has begun.
+        if self.handle.refresh_loaded().await && self.handle.has_loaded(&job.request.model) {
             tracing::debug!(model = %job.request.model, "a load tried beside busy models has begun: the machine had room");
             ahead.known_s
         } else {

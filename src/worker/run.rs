@@ -497,8 +497,6 @@ impl Worker {
     /// Calls the backend (through the web lane for web jobs) and returns its answer's
     /// chunks once the answer has started.
     async fn open(&self, job: &Job, num_ctx: Option<u32>) -> Result<Opened, BackendError> {
-        let adjusted = self.as_sent_here(job, num_ctx);
-        let request = adjusted.as_ref().unwrap_or(&job.request);
         if let (Some(ctx), Lane::Rag) = (&self.rag, &job.lane) {
             let model = self.answer_model(job);
             let answer =
@@ -523,26 +521,34 @@ impl Worker {
                     fallback,
                 })
             }
-            _ if job.response.is_streamed() => Ok(Opened {
-                chunks: self.handle.backend.chat(request).await?,
-                fallback: None,
-            }),
-            _ => Ok(Opened {
-                chunks: self.handle.backend.complete(request).await?,
-                fallback: None,
-            }),
+            _ => {
+                let adjusted = self.as_sent_here(job, num_ctx);
+                let request = adjusted.as_ref().unwrap_or(&job.request);
+                let chunks = if job.response.is_streamed() {
+                    self.handle.backend.chat(request).await?
+                } else {
+                    self.handle.backend.complete(request).await?
+                };
+                Ok(Opened {
+                    chunks,
+                    fallback: None,
+                })
+            }
         }
     }
 
     /// The job's request as this machine gets it, when that differs from the job's: the
-    /// window it gives it (Ollama's `num_ctx`) and the residency the config asks for the
-    /// model (`keep_alive`), each unless the request set its own.
+    /// window it gives it (Ollama's `num_ctx`, unless the request set its own) and its
+    /// residency (`keep_alive`: the request's, else the config's for the model, else the
+    /// server's default, stamped so that Ollama pushes out the least recently used model:
+    /// see [`crate::backend::keep_alive`]).
     fn as_sent_here(&self, job: &Job, num_ctx: Option<u32>) -> Option<BackendRequest> {
         let num_ctx = num_ctx.filter(|n| job.request.params.num_ctx != Some(*n));
+        let asked = job.request.params.keep_alive.as_ref();
         let keep_alive = self
             .handle
-            .keep_alive_for(&job.request.model)
-            .filter(|_| job.request.params.keep_alive.is_none());
+            .keep_alive_to_send(&job.request.model, asked)
+            .filter(|k| Some(k) != asked);
         if num_ctx.is_none() && keep_alive.is_none() {
             return None;
         }
@@ -550,8 +556,8 @@ impl Worker {
             Some(n) => job.request.with_num_ctx(n),
             None => job.request.clone(),
         };
-        if let Some(k) = keep_alive {
-            request.params.keep_alive = Some(k.clone());
+        if keep_alive.is_some() {
+            request.params.keep_alive = keep_alive;
         }
         Some(request)
     }

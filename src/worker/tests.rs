@@ -293,6 +293,7 @@ fn machine(name: &str, prompt_tps: f64, healthy: bool) -> WorkerStatus {
         windows: vec![],
         resident: vec![],
         sizes: vec![],
+        server_keep_alive_s: None,
     }
 }
 

@@ -59,7 +59,7 @@ async fn generate_streams_ndjson_and_an_ollama_backend_gets_api_generate() {
     assert_eq!(sent["prompt"], "def add(a, b):");
     assert_eq!(sent["suffix"], "return c");
     assert_eq!(sent["system"], "You complete code.");
-    assert_eq!(sent["keep_alive"], "10m");
+    crate::helpers::assert_keep_alive(&sent["keep_alive"], 600);
     assert_eq!(sent["think"], false);
     assert_eq!(sent["options"]["temperature"], 0.1);
     assert_eq!(sent["stream"], true);

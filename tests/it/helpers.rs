@@ -437,3 +437,22 @@ pub fn parse_prometheus(text: &str) -> Vec<(String, String, f64)> {
     }
     out
 }
+
+/// Asserts that a `keep_alive` Coordinator sent Ollama is `seconds` long, stamped (see
+/// `coordinator::backend::keep_alive`): a duration string of that many whole seconds
+/// and less than one more.
+#[track_caller]
+pub fn assert_keep_alive(sent: &Value, seconds: u64) {
+    use coordinator::backend::keep_alive::KeepAlive;
+    assert!(
+        sent.is_string(),
+        "a stamped keep-alive is a duration string: {sent}"
+    );
+    match KeepAlive::parse(sent) {
+        Some(KeepAlive::For(d)) => assert!(
+            d.as_secs() == seconds && d.subsec_nanos() > 0,
+            "{sent}: not {seconds} s stamped"
+        ),
+        other => panic!("{sent}: {other:?}, not {seconds} s"),
+    }
+}

@@ -341,29 +341,29 @@ async fn a_configured_keep_alive_reaches_ollama_unless_the_request_sets_one() {
     };
     let res = app.post("/api/chat", ask(json!({}))).await;
     assert_eq!(res.status(), 200);
-    assert_eq!(
-        app.fake
+    crate::helpers::assert_keep_alive(
+        &app.fake
             .requests_to("/api/chat")
             .last()
             .unwrap()
             .body
             .as_ref()
             .unwrap()["keep_alive"],
-        "24h"
+        86400,
     );
     let res = app
         .post("/api/chat", ask(json!({"keep_alive": "1m"})))
         .await;
     assert_eq!(res.status(), 200);
-    assert_eq!(
-        app.fake
+    crate::helpers::assert_keep_alive(
+        &app.fake
             .requests_to("/api/chat")
             .last()
             .unwrap()
             .body
             .as_ref()
             .unwrap()["keep_alive"],
-        "1m"
+        60,
     );
     app.stop().await;
 }
@@ -685,5 +685,127 @@ async fn a_turn_goes_to_another_machine_when_the_fast_one_owes_work_in_another_l
     assert_eq!(next_on, "moon", "moon owes nothing now");
     assert_eq!(ran_on(app.finished_task(&next).await), "moon");
     assert_eq!(ai_core.stats().requests, 2, "the warm-up and the chat turn");
+    app.stop().await;
+}
+
+/// A realistic machine keeping `max_loaded` models, whose loads take 300 ms and whose
+/// answers are a few tokens, in real time.
+async fn machine_of(models: &[&str], max_loaded: usize, keep_alive: Duration) -> FakeLlmServer {
+    models
+        .iter()
+        .fold(FakeLlm::builder(), |b, m| b.model(*m))
+        .realistic(Realism {
+            max_loaded,
+            keep_alive: coordinator::testkit::fake_llm::KeepAlive::For(keep_alive),
+            speed: Speed {
+                load: Duration::from_millis(300),
+                prompt_tps: 10_000.0,
+                eval_tps: 1_000.0,
+            },
+            answer_tokens: (4, 4),
+            ..Realism::default()
+        })
+        .spawn()
+        .await
+        .unwrap()
+}
+
+/// What the fake's `/api/ps` lists, by name.
+async fn listed(fake: &FakeLlmServer) -> Vec<String> {
+    let ps: Value = reqwest::get(format!("{}/api/ps", fake.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut names: Vec<String> = ps["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Ollama pushes out the idle model whose last request set the shortest keep-alive, then
+/// the first by model file path, not the least recently used. Coordinator stamps each
+/// keep-alive with the time it is sent, so that within one keep-alive the least recently
+/// used goes first, as placement weighs it. `alpha`'s file sorts before `beta`'s: sent as
+/// asked ("5m" each), the machine keeping two pushes out `alpha`, used last, to load
+/// `gamma`; stamped, it pushes out `beta`.
+#[tokio::test]
+async fn ollama_pushes_out_the_least_recently_used_model_once_keep_alives_are_stamped() {
+    let fake = machine_of(&["alpha", "beta", "gamma"], 2, Duration::from_secs(300)).await;
+    let app = spawn_app_with(fake, |c| c.backends[0].parallel = 1).await;
+    for model in ["alpha", "beta", "alpha", "gamma"] {
+        let res = app
+            .post(
+                "/api/chat",
+                json!({"model": model, "stream": false, "keep_alive": "5m",
+                       "messages": [{"role": "user", "content": format!("hello {model}")}]}),
+            )
+            .await;
+        assert_eq!(res.status(), 200, "{model}");
+    }
+    assert_eq!(listed(&app.fake).await, ["alpha", "gamma"]);
+    let stats = app.fake.stats();
+    assert_eq!((stats.loads, stats.evictions), (3, 1), "{stats:?}");
+    // Each request carried five minutes, stamped no earlier than the one before.
+    let sent: Vec<Value> = app
+        .fake
+        .requests_to("/api/chat")
+        .iter()
+        .map(|r| r.body.as_ref().unwrap()["keep_alive"].clone())
+        .collect();
+    let ranks: Vec<u64> = sent
+        .iter()
+        .map(|k| {
+            crate::helpers::assert_keep_alive(k, 300);
+            coordinator::backend::keep_alive::KeepAlive::parse(k)
+                .unwrap()
+                .rank()
+        })
+        .collect();
+    // Requests a tenth of a second apart are told apart (a load of 300 ms came between
+    // each of the first three); the last came at once after the third.
+    assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{sent:?}");
+    assert!(ranks[0] < ranks[1] && ranks[1] < ranks[2], "{sent:?}");
+    // `/workers` shows the order placement reads: `alpha` goes no later than `gamma`.
+    let w = crate::placement::worker_until(&app, "moon", |w| {
+        w["resident"].as_array().is_some_and(|r| r.len() == 2)
+    })
+    .await;
+    let rank_of = |m: &str| {
+        w["resident"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["model"] == m)
+            .and_then(|r| r["evict_rank"].as_u64())
+            .unwrap_or_else(|| panic!("{m}'s rank is shown: {w}"))
+    };
+    assert!(rank_of("alpha") <= rank_of("gamma"), "{w}");
+    app.stop().await;
+}
+
+/// Where neither the request nor the config sets a keep-alive, the server's own applies
+/// (`OLLAMA_KEEP_ALIVE`, seven minutes on this machine): Coordinator sends none until it
+/// has learned it from `/api/ps` after a load, shows it in `/workers`, and then sends it
+/// stamped.
+#[tokio::test]
+async fn the_servers_own_keep_alive_is_learned_and_then_sent_stamped() {
+    let fake = machine_of(&[MODEL], 1, Duration::from_secs(420)).await;
+    let app = spawn_app_with(fake, |_| {}).await;
+    let ask = |content: &str| {
+        json!({"model": MODEL, "stream": false,
+               "messages": [{"role": "user", "content": content}]})
+    };
+    assert_eq!(app.post("/api/chat", ask("first")).await.status(), 200);
+    let first = app.last_backend_body("/api/chat");
+    assert!(first.get("keep_alive").is_none(), "{first}");
+    crate::placement::worker_until(&app, "moon", |w| w["server_keep_alive_s"] == 420).await;
+    assert_eq!(app.post("/api/chat", ask("second")).await.status(), 200);
+    crate::helpers::assert_keep_alive(&app.last_backend_body("/api/chat")["keep_alive"], 420);
     app.stop().await;
 }

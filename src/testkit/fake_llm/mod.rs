@@ -202,6 +202,8 @@ pub struct Knobs {
     pub error_after: Option<usize>,
     /// Whether requests are kept for [`FakeLlmServer::requests`]; they are always counted.
     pub record: bool,
+    /// `/api/ps` answers 500 (a machine too busy to answer in time, say).
+    pub ps_fails: bool,
 }
 
 impl Default for Knobs {
@@ -218,6 +220,7 @@ impl Default for Knobs {
             stall_after: None,
             error_after: None,
             record: true,
+            ps_fails: false,
         }
     }
 }

@@ -18,7 +18,7 @@ use super::gate::{self, Api, Ask, STREAM_ERROR};
 use super::reply::{self, Finish, Last, Prompt, Reply, Timings};
 use super::sim::{KeepAlive, SimMessage};
 use super::stream::{self, Frames, Pace, to_vec};
-use super::{Call, Model, Shared};
+use super::{Call, Model, Shared, lock};
 
 /// The fixed timestamp of every record.
 pub(crate) const CREATED_AT: &str = "2025-01-01T00:00:00Z";
@@ -127,6 +127,12 @@ async fn tags(State(shared): State<Arc<Shared>>) -> Response {
 /// expiry on the wall clock (a model kept forever expires in 2099); otherwise the models
 /// used since start count as loaded, expiring five minutes after their last use.
 async fn ps(State(shared): State<Arc<Shared>>) -> Response {
+    if lock(&shared.live).knobs.ps_fails {
+        return Api::Ollama.error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the fake's /api/ps fails",
+        );
+    }
     fn entry(m: &Model, expires_at: String, context_length: Option<u32>) -> PsEntry<'_> {
         PsEntry {
             name: &m.spec.name,

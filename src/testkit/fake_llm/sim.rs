@@ -5,14 +5,16 @@
 //!   server answers 503 (Ollama's `OLLAMA_NUM_PARALLEL`, `OLLAMA_MAX_QUEUE`).
 //! - At most [`Realism::max_loaded`] models are resident. Requests are admitted in arrival
 //!   order, one at a time, as Ollama's scheduler does: a request for a model that is not
-//!   resident waits until a resident one is idle, evicts the least recently used idle one,
-//!   then pays the model's load time; the requests behind it wait meanwhile. With
-//!   [`Eviction::Ollama`] the victim is the one Ollama's scheduler picks instead: the idle
-//!   model whose last request set the shortest `keep_alive`, then the first by model file
-//!   path, which is not always the least recently used (docs/BENCHMARKS.md, thirty-second
-//!   session; the household still runs the least recently used one).
-//! - An idle model unloads when its keep-alive ends (the request's `keep_alive`, else
-//!   [`Realism::keep_alive`]); `keep_alive: 0` unloads it as soon as it is idle.
+//!   resident waits until a resident one is idle, evicts an idle one, then pays the
+//!   model's load time; the requests behind it wait meanwhile. The victim is the one
+//!   Ollama's scheduler picks ([`Eviction::Ollama`]): the idle model whose last request set
+//!   the shortest `keep_alive`, then the first by model file path, which is not always the
+//!   least recently used (Coordinator stamps its keep-alives so that it is:
+//!   `crate::backend::keep_alive`); [`Eviction::LeastRecentlyUsed`] evicts by recency
+//!   alone.
+//! - An idle model unloads when its keep-alive ends (the `keep_alive` of the last request
+//!   that set one, else [`Realism::keep_alive`] from its load on); `keep_alive: 0` unloads
+//!   it as soon as it is idle.
 //! - Prompt processing and generation take the model's [`Speed`]; a runner keeps the prompt
 //!   it processed last per slot, so a follow-up that extends it only pays for the new part.
 //! - The context window is `options.num_ctx`, else [`Realism::num_ctx`], capped at the
@@ -99,13 +101,13 @@ impl KeepAlive {
 /// Which idle model a load evicts on a full machine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Eviction {
-    /// The least recently used: what placement assumes.
-    #[default]
+    /// The least recently used, whatever keep-alive each request set.
     LeastRecentlyUsed,
     /// Ollama's scheduler (`findRunnerToUnload`): the loaded runners sorted by the
     /// `keep_alive` of the last request each served, shortest first (a negative one, kept
     /// until evicted, last), then by model file path (here the model's digest, as the
-    /// blob's name is), and the first idle one unloaded.
+    /// blob's name is), and the first idle one unloaded. The default.
+    #[default]
     Ollama,
 }
 
@@ -191,7 +193,7 @@ impl Default for Realism {
             speed: Speed::DESKTOP,
             answer_tokens: (120, 400),
             give_up_within: Duration::from_millis(250),
-            eviction: Eviction::LeastRecentlyUsed,
+            eviction: Eviction::Ollama,
         }
     }
 }
@@ -609,7 +611,8 @@ impl Sim {
                 r.refs += 1;
                 r.idle_since = None;
                 r.last_used = now;
-                r.keep_alive = keep_alive;
+                // A request that sets none leaves the model the keep-alive it had.
+                r.keep_alive = want.keep_alive.unwrap_or(r.keep_alive);
                 let attached = (r.id, r.slots.clone(), r.ready_at);
                 self.attached(&mut state, pending, attached.0);
                 return Some(attached);

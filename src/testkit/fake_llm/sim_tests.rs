@@ -680,7 +680,7 @@ async fn show_reports_the_context_length_and_stats_are_served() {
 /// With Ollama's eviction a load on a full machine evicts the idle model whose last
 /// request set the shortest keep-alive, then the first by model file path, not the least
 /// recently used: with equal keep-alives the model used last may go, and a longer
-/// keep-alive keeps it. The least recently used rule (the default) evicts the other.
+/// keep-alive keeps it. The least recently used rule evicts the other.
 #[tokio::test]
 async fn ollamas_eviction_goes_by_keep_alive_then_model_path() {
     const SMALL: &str = "llama3.2:3b";
@@ -734,4 +734,56 @@ async fn ollamas_eviction_goes_by_keep_alive_then_model_path() {
         sorted(vec![first, SMALL]),
         "the least recently used went"
     );
+}
+
+/// A request that sets no keep-alive leaves a resident model the one it had, as Ollama
+/// does (it changes the runner's only when the request sets one): `first`, kept an hour
+/// by its first request and used again without one, stays over `second`, kept five
+/// minutes, when a third model loads, though `first` sorts first by path and `second`
+/// was used last.
+#[tokio::test]
+async fn a_request_without_a_keep_alive_leaves_the_one_the_model_had() {
+    const SMALL: &str = "llama3.2:3b";
+    let server = FakeLlm::builder()
+        .model(CHAT)
+        .model(CODER)
+        .model(SMALL)
+        .realistic(Realism {
+            max_loaded: 2,
+            ..realism()
+        })
+        .spawn()
+        .await
+        .unwrap();
+    let mut two = [CHAT, CODER];
+    two.sort_by_key(|m| sim::model_path(m));
+    let [first, second] = two;
+    let mut kept = chat(first, "kept an hour", false);
+    kept["keep_alive"] = json!("1h");
+    ollama_whole(&server, kept).await;
+    ollama_whole(&server, chat(first, "again, saying nothing", false)).await;
+    ollama_whole(&server, chat(second, "used last", false)).await;
+    ollama_whole(&server, chat(SMALL, "a third model", false)).await;
+    let mut resident = ps_models(&server).await;
+    resident.sort();
+    let mut want = vec![first.to_owned(), SMALL.to_owned()];
+    want.sort();
+    assert_eq!(resident, want);
+}
+
+/// `ps_fails` makes `/api/ps` answer 500, and only it.
+#[tokio::test]
+async fn ps_fails_on_demand() {
+    let server = machine(realism()).await;
+    server.update_knobs(|k| k.ps_fails = true);
+    let ps = reqwest::get(format!("{}/api/ps", server.base_url()))
+        .await
+        .unwrap();
+    assert_eq!(ps.status(), 500);
+    let tags = reqwest::get(format!("{}/api/tags", server.base_url()))
+        .await
+        .unwrap();
+    assert_eq!(tags.status(), 200);
+    server.update_knobs(|k| k.ps_fails = false);
+    assert!(ps_models(&server).await.is_empty());
 }

@@ -1,0 +1,254 @@
+//! How long Ollama keeps a model resident after a request (`keep_alive`), and how
+//! Coordinator makes Ollama's choice of which model to push out the one placement weighs.
+//!
+//! Ollama does not evict the least recently used model. When a load needs room it sorts
+//! the resident models by the `keep_alive` of the last request each served, shortest
+//! first (one kept forever last), then by model file path, and unloads the first idle one
+//! (`findRunnerToUnload` in its `server/sched.go`). With one keep-alive for every model,
+//! the victim is the same model every time, however recently someone used it.
+//!
+//! So every request Coordinator sends an Ollama machine carries its keep-alive
+//! *stamped*: the duration the person, the config or the server asked for, plus one
+//! nanosecond per tenth of a second of the clock since [`EPOCH_MS`]. Within one keep-alive
+//! the model last asked for then has the longest, and Ollama's order becomes the least
+//! recently used first, as placement assumes ([`crate::placement::pushes_out`]); a
+//! shorter keep-alive still goes before a longer one, as Ollama means it to. Requests a
+//! tenth of a second apart are told apart; the stamp grows by a third of a second a year,
+//! which nobody sees in how long a model stays (five minutes, and a third of a second in
+//! 2027).
+//!
+//! Where neither the request nor the config sets a keep-alive, the server's own default
+//! (`OLLAMA_KEEP_ALIVE`, five minutes unless set) applies; Coordinator learns it from
+//! `/api/ps` once a load that a request setting none began has ended
+//! ([`learned_default`]), and stamps from then on. Until then it sends none, so as never
+//! to shorten what the machine's owner set.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// The stamp's zero: 2026-01-01T00:00:00Z, as Unix milliseconds.
+pub const EPOCH_MS: i64 = 1_767_225_600_000;
+
+/// Clock milliseconds per nanosecond of stamp.
+const MS_PER_STAMP_NS: i64 = 100;
+
+/// A `keep_alive` as Ollama reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeepAlive {
+    /// Unload as soon as the request is done (`0`).
+    Unload,
+    /// Keep resident this long after the request.
+    For(std::time::Duration),
+    /// A negative value: keep until pushed out.
+    Forever,
+}
+
+impl KeepAlive {
+    /// Ollama's `keep_alive`: a number of seconds, or a Go duration (`"5m"`, `"1h30m"`,
+    /// `"1.5s"`, `"-1m"`); a bare number in a string is taken as seconds. `None` when it is
+    /// neither.
+    pub fn parse(value: &Value) -> Option<Self> {
+        let seconds = match value {
+            Value::Number(n) => n.as_f64()?,
+            Value::String(s) => go_duration_s(s.trim())?,
+            _ => return None,
+        };
+        Some(if seconds < 0.0 {
+            Self::Forever
+        } else if seconds == 0.0 {
+            Self::Unload
+        } else {
+            Self::For(std::time::Duration::try_from_secs_f64(seconds).ok()?)
+        })
+    }
+
+    /// What Ollama's eviction order compares: the duration in nanoseconds, one kept
+    /// forever as the longest (Ollama stores it as the largest duration).
+    pub fn rank(self) -> u64 {
+        match self {
+            Self::Unload => 0,
+            Self::For(d) => u64::try_from(d.as_nanos()).unwrap_or(i64::MAX as u64),
+            Self::Forever => i64::MAX as u64,
+        }
+    }
+
+    /// This keep-alive stamped with `at` (see the module doc): a positive duration grows
+    /// by one nanosecond per tenth of a second since [`EPOCH_MS`]; `0` and forever are
+    /// sent as they are.
+    pub fn stamped(self, at: DateTime<Utc>) -> Self {
+        match self {
+            Self::For(d) => Self::For(d + std::time::Duration::from_nanos(stamp_ns(at))),
+            other => other,
+        }
+    }
+
+    /// As sent to Ollama: seconds with nanoseconds in a duration string for a positive
+    /// one (exact, where a floating-point number of seconds may lose the stamp), `0` or
+    /// `-1` else.
+    pub fn to_json(self) -> Value {
+        match self {
+            Self::Unload => Value::from(0),
+            Self::For(d) => Value::from(format!("{}.{:09}s", d.as_secs(), d.subsec_nanos())),
+            Self::Forever => Value::from(-1),
+        }
+    }
+}
+
+/// Nanoseconds of stamp at `at`: tenths of a second since [`EPOCH_MS`] (none before).
+fn stamp_ns(at: DateTime<Utc>) -> u64 {
+    u64::try_from((at.timestamp_millis() - EPOCH_MS) / MS_PER_STAMP_NS).unwrap_or(0)
+}
+
+/// The server's default keep-alive, from a model that a request setting none loaded,
+/// left idle at `ended`, and that `/api/ps` says unloads at `expires_at`: the difference,
+/// to the whole second (a server's default is whole seconds, and the look is a few
+/// milliseconds off). `None` when it makes no sense (the look came before Ollama had set
+/// the expiry: not a second after the end).
+pub fn learned_default(ended: DateTime<Utc>, expires_at: DateTime<Utc>) -> Option<KeepAlive> {
+    let d = expires_at.signed_duration_since(ended);
+    if d > chrono::Duration::days(365 * 100) {
+        return Some(KeepAlive::Forever);
+    }
+    let seconds = (d.num_milliseconds() as f64 / 1000.0).round();
+    (seconds >= 1.0).then(|| KeepAlive::For(std::time::Duration::from_secs_f64(seconds)))
+}
+
+/// Seconds in a Go duration (`"5m"`, `"1h30m"`, `"1.5s"`, `"300ms"`, `"-1m"`), or a bare
+/// number of seconds.
+fn go_duration_s(s: &str) -> Option<f64> {
+    if let Ok(n) = s.parse::<f64>() {
+        return Some(n);
+    }
+    let (sign, mut rest) = match s.strip_prefix('-') {
+        Some(r) => (-1.0, r),
+        None => (1.0, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let n: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, scale) = [
+            ("ns", 1e-9),
+            ("us", 1e-6),
+            ("µs", 1e-6),
+            ("ms", 1e-3),
+            ("h", 3600.0),
+            ("m", 60.0),
+            ("s", 1.0),
+        ]
+        .into_iter()
+        .find(|(u, _)| rest.starts_with(u))?;
+        rest = &rest[unit.len()..];
+        total += n * scale;
+    }
+    Some(sign * total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+    }
+
+    #[test]
+    fn reads_what_ollama_reads() {
+        let cases = [
+            (json!("5m"), KeepAlive::For(Duration::from_secs(300))),
+            (json!("1h30m"), KeepAlive::For(Duration::from_secs(5400))),
+            (json!("1.5s"), KeepAlive::For(Duration::from_millis(1500))),
+            (json!("300ms"), KeepAlive::For(Duration::from_millis(300))),
+            (json!(600), KeepAlive::For(Duration::from_secs(600))),
+            (json!("600"), KeepAlive::For(Duration::from_secs(600))),
+            (json!(0), KeepAlive::Unload),
+            (json!("0s"), KeepAlive::Unload),
+            (json!(-1), KeepAlive::Forever),
+            (json!("-1m"), KeepAlive::Forever),
+        ];
+        for (value, want) in cases {
+            assert_eq!(KeepAlive::parse(&value), Some(want), "{value}");
+        }
+        for bad in [
+            json!("soon"),
+            json!("5x"),
+            json!(true),
+            json!(null),
+            json!(""),
+        ] {
+            assert_eq!(KeepAlive::parse(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_later_stamp_ranks_longer_within_one_keep_alive_and_below_a_longer_one() {
+        let five = KeepAlive::For(Duration::from_secs(300));
+        let early = five.stamped(at("2026-12-06T10:00:00.000Z"));
+        let later = five.stamped(at("2026-12-06T10:00:00.100Z"));
+        assert!(early.rank() < later.rank(), "a tenth of a second apart");
+        assert!(early.rank() > five.rank());
+        // A year adds about a third of a second.
+        let a_year_on = five.stamped(at("2027-12-06T10:00:00.000Z"));
+        let grown = a_year_on.rank() - early.rank();
+        assert!((315_000_000..316_000_000).contains(&grown), "{grown} ns");
+        // Years on, a five-minute keep-alive still ranks below a five-minute-and-one-
+        // second one sent at the epoch.
+        let far = five.stamped(at("2028-12-31T23:59:59Z"));
+        let longer = KeepAlive::For(Duration::from_secs(301)).stamped(at("2026-01-01T00:00:00Z"));
+        assert!(far.rank() < longer.rank());
+        // Before the epoch (a clock set wrong) the stamp is none, never negative.
+        assert_eq!(five.stamped(at("2020-01-01T00:00:00Z")), five);
+        // Zero and forever are what they say, whenever sent.
+        assert_eq!(
+            KeepAlive::Unload.stamped(at("2026-12-06T10:00:00Z")),
+            KeepAlive::Unload
+        );
+        assert_eq!(
+            KeepAlive::Forever
+                .stamped(at("2026-12-06T10:00:00Z"))
+                .rank(),
+            i64::MAX as u64
+        );
+    }
+
+    #[test]
+    fn a_stamped_keep_alive_is_sent_exactly_and_reads_back_the_same() {
+        let sent = KeepAlive::For(Duration::from_secs(300)).stamped(at("2026-12-06T10:00:00Z"));
+        let json = sent.to_json();
+        // 339 days and 10 hours after the epoch: 293,256,000 tenths of a second, one
+        // nanosecond each.
+        assert_eq!(json, json!("300.293256000s"));
+        assert_eq!(KeepAlive::parse(&json), Some(sent));
+        assert_eq!(KeepAlive::Unload.to_json(), json!(0));
+        assert_eq!(KeepAlive::Forever.to_json(), json!(-1));
+    }
+
+    #[test]
+    fn the_servers_default_is_learned_to_the_second_from_an_idle_models_expiry() {
+        let ended = at("2026-12-06T10:00:00.000Z");
+        assert_eq!(
+            learned_default(ended, at("2026-12-06T10:05:00.012Z")),
+            Some(KeepAlive::For(Duration::from_secs(300)))
+        );
+        assert_eq!(
+            learned_default(ended, at("2026-12-06T10:04:59.990Z")),
+            Some(KeepAlive::For(Duration::from_secs(300)))
+        );
+        // Kept forever: Ollama's expiry is centuries away.
+        assert_eq!(
+            learned_default(ended, at("2318-01-01T00:00:00Z")),
+            Some(KeepAlive::Forever)
+        );
+        // An expiry from before the answer ended (Ollama had not yet set the new one).
+        assert_eq!(learned_default(ended, at("2026-12-06T09:59:00Z")), None);
+        assert_eq!(learned_default(ended, at("2026-12-06T10:00:00.300Z")), None);
+    }
+}
