@@ -412,6 +412,34 @@ async fn a_turn_for_a_resident_model_beside_a_busy_one_stays() {
 /// `a_turn_waiting_for_the_answer_ahead_moves_to_a_machine_that_frees_up_sooner`.
 #[tokio::test]
 async fn a_load_tried_beside_a_busy_model_that_has_begun_stays() {
+    let (app, laptop) = ai_core_and_a_laptop_taught().await;
+    small_beside_a_chat_answer(&app, "ai-core").await;
+    assert_eq!(
+        laptop.stats().requests,
+        2,
+        "the day's two teaching turns and nothing more"
+    );
+    app.stop().await;
+}
+
+/// A look at the resident models that fails shows nothing: the load the turn tried
+/// beside a busy model is taken as waiting for room, as it was before the rule looked,
+/// not as begun because this process counted the model resident as its load began. As
+/// `a_load_tried_beside_a_busy_model_that_has_begun_stays`, but ai-core's `/api/ps`
+/// fails once the day's teaching turns are done: the turn moves to the laptop. (Reading
+/// what this process had counted, the rule kept it on ai-core.)
+#[tokio::test]
+async fn a_look_that_fails_shows_no_load_begun() {
+    let (app, _laptop) = ai_core_and_a_laptop_taught().await;
+    app.fake.update_knobs(|k| k.ps_fails = true);
+    small_beside_a_chat_answer(&app, "laptop").await;
+    app.stop().await;
+}
+
+/// ai-core, keeping two models (placement has not learned how many), has run the small
+/// model once and let it go (keep_alive 0) and holds the chat model; the laptop, known
+/// to keep one, has shown its speed for the small model and the coder.
+async fn ai_core_and_a_laptop_taught() -> (TestApp, FakeLlmServer) {
     let ai_core = machine_running(
         2,
         &[(MODEL, 300, 1000.0, 25.0), (SMALL, 500, 2000.0, 500.0)],
@@ -455,82 +483,19 @@ async fn a_load_tried_beside_a_busy_model_that_has_begun_stays() {
         rates_shown(w) == 2 && w["max_loaded"] == 1
     })
     .await;
-    let busy = begun(&app, MODEL, "a long chat turn").await;
-    let small = streamed_turn(
-        &app.http,
-        app.url("/v1/chat/completions"),
-        SMALL,
-        "a quick one",
-    );
-    done_by(&app, small, "ai-core").await;
-    assert_eq!(
-        laptop.stats().requests,
-        2,
-        "the day's two teaching turns and nothing more"
-    );
-    drain(busy).await;
-    app.stop().await;
+    (app, laptop)
 }
 
-/// A look at the resident models that fails shows nothing: the load the turn tried
-/// beside a busy model is taken as waiting for room, as it was before the rule looked,
-/// not as begun because this process counted the model resident as its load began. As
-/// `a_load_tried_beside_a_busy_model_that_has_begun_stays`, but ai-core's `/api/ps`
-/// fails once the day's teaching turns are done: the turn moves to the laptop. (Reading
-/// what this process had counted, the rule kept it on ai-core.)
-#[tokio::test]
-async fn a_look_that_fails_shows_no_load_begun() {
-    let ai_core = machine_running(
-        2,
-        &[(MODEL, 300, 1000.0, 25.0), (SMALL, 500, 2000.0, 500.0)],
-    )
-    .await;
-    let laptop = machine_running(
-        1,
-        &[
-            (SMALL, 2000, 1000.0, 500.0),
-            (crate::household::CODER, 500, 1000.0, 50.0),
-        ],
-    )
-    .await;
-    let laptop_url = laptop.base_url();
-    let app = spawn_app_with(ai_core, |c| {
-        machines(c, "ai-core", &[("laptop", laptop_url)]);
-    })
-    .await;
-    let res = app
-        .http
-        .post(app.url("/api/chat"))
-        .json(&json!({
-            "model": format!("{SMALL}@ai-core"),
-            "messages": [{"role": "user", "content": "hello"}],
-            "stream": false,
-            "keep_alive": 0,
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    teach(&app, "ai-core", &[MODEL]).await;
-    teach(&app, "laptop", &[SMALL, crate::household::CODER]).await;
-    worker_until(&app, "ai-core", |w| {
-        rates_shown(w) == 2 && w["loaded"] == json!([MODEL])
-    })
-    .await;
-    worker_until(&app, "laptop", |w| {
-        rates_shown(w) == 2 && w["max_loaded"] == 1
-    })
-    .await;
-    app.fake.update_knobs(|k| k.ps_fails = true);
-    let busy = begun(&app, MODEL, "a long chat turn").await;
+/// A streamed small-model turn sent while ai-core answers a long chat turn: answered by
+/// `by`; then the chat answer is read to its end.
+async fn small_beside_a_chat_answer(app: &TestApp, by: &str) {
+    let busy = begun(app, MODEL, "a long chat turn").await;
     let small = streamed_turn(
         &app.http,
         app.url("/v1/chat/completions"),
         SMALL,
         "a quick one",
     );
-    done_by(&app, small, "laptop").await;
-    app.fake.update_knobs(|k| k.ps_fails = false);
+    done_by(app, small, by).await;
     drain(busy).await;
-    app.stop().await;
 }

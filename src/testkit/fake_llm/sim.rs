@@ -77,16 +77,12 @@ impl KeepAlive {
     /// Ollama's `keep_alive`: a duration string (`"5m"`, `"1h30m"`, `"10s"`, `"-1"`), a
     /// number of seconds, or 0. `None` when it is neither.
     pub fn parse(value: &serde_json::Value) -> Option<Self> {
-        let seconds = match value {
-            serde_json::Value::Number(n) => n.as_f64()?,
-            serde_json::Value::String(s) => parse_go_duration(s.trim())?,
-            _ => return None,
-        };
-        if seconds < 0.0 {
-            Some(Self::Forever)
-        } else {
-            Some(Self::For(Duration::try_from_secs_f64(seconds).ok()?))
-        }
+        use crate::backend::keep_alive::KeepAlive as Read;
+        Some(match Read::parse(value)? {
+            Read::Unload => Self::For(Duration::ZERO),
+            Read::For(d) => Self::For(d),
+            Read::Forever => Self::Forever,
+        })
     }
 
     /// Ollama's order of keep-alives for eviction: a negative one counts as the longest.
@@ -109,44 +105,6 @@ pub enum Eviction {
     /// blob's name is), and the first idle one unloaded. The default.
     #[default]
     Ollama,
-}
-
-/// Seconds in a Go-style duration (`"5m"`, `"1h30m"`, `"1.5s"`, `"300ms"`, `"-1m"`), or a
-/// bare number of seconds.
-fn parse_go_duration(s: &str) -> Option<f64> {
-    if let Ok(n) = s.parse::<f64>() {
-        return Some(n);
-    }
-    let (sign, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (-1.0, r),
-        None => (1.0, s),
-    };
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0.0;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let number: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return None,
-        };
-        total += number * factor;
-        rest = &rest[unit_len..];
-    }
-    Some(sign * total)
 }
 
 /// The file Ollama keeps `model`'s weights in, as far as its eviction order goes: named by
