@@ -362,13 +362,14 @@ impl BackendHandle {
                 .or(*lock(&self.default_keep_alive)),
         };
         let sent = base.map(|k| k.stamped(Utc::now()));
+        let resident = self.has_loaded(model);
         let mut all = lock(&self.sent);
         let before = all.iter().position(|s| &s.model == model);
         let rank = match sent {
             Some(k) => Some(k.rank()),
             // Ollama keeps the resident model's last keep-alive; a load takes the
             // server's default, unknown here.
-            None if self.has_loaded(model) => before.and_then(|i| all[i].rank),
+            None if resident => before.and_then(|i| all[i].rank),
             None => None,
         };
         let record = Sent {
