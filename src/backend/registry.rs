@@ -54,8 +54,9 @@ pub struct BackendHandle {
     perf: Mutex<Vec<ModelPerf>>,
     /// What it runs now and served lately, and how many models it keeps resident.
     activity: Mutex<Activity>,
-    /// `keep_alive` per model from the config, for requests that set none.
-    keep_alive: Vec<(ModelName, serde_json::Value)>,
+    /// `keep_alive` per model from the config, for requests that set none (read once, at
+    /// start).
+    keep_alive: Vec<(ModelName, KeepAlive)>,
     /// The server's own keep-alive (Ollama's `OLLAMA_KEEP_ALIVE`), once learned (see
     /// [`super::keep_alive`]).
     default_keep_alive: Mutex<Option<KeepAlive>>,
@@ -328,16 +329,16 @@ impl BackendHandle {
     /// Keeps these models resident for as long as given (Ollama's `keep_alive`), unless a
     /// request says otherwise.
     #[must_use]
-    pub fn with_keep_alive(self, keep_alive: Vec<(ModelName, serde_json::Value)>) -> Self {
+    pub fn with_keep_alive(self, keep_alive: Vec<(ModelName, KeepAlive)>) -> Self {
         Self { keep_alive, ..self }
     }
 
     /// The configured `keep_alive` for `model`, if any.
-    pub fn keep_alive_for(&self, model: &ModelName) -> Option<&serde_json::Value> {
+    fn keep_alive_for(&self, model: &ModelName) -> Option<KeepAlive> {
         self.keep_alive
             .iter()
             .find(|(m, _)| m == model)
-            .map(|(_, k)| k)
+            .map(|(_, k)| *k)
     }
 
     /// The `keep_alive` a request for `model` carries to this machine, given the one it
@@ -358,7 +359,6 @@ impl BackendHandle {
             Some(v) => KeepAlive::parse(v),
             None => self
                 .keep_alive_for(model)
-                .and_then(KeepAlive::parse)
                 .or(*lock(&self.default_keep_alive)),
         };
         let sent = base.map(|k| k.stamped(Utc::now()));

@@ -9,6 +9,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::backend::keep_alive::KeepAlive;
 use crate::backend::{Backend, BackendHandle, Registry};
 use crate::cluster::RedisDirectory;
 use crate::config::{BackendConfig, Config, InternalTasksMode, QueueConfig, StoreConfig};
@@ -72,8 +73,16 @@ pub fn build_registry(config: &Config, rename: Option<&str>) -> anyhow::Result<R
         let keep_alive = b
             .keep_alive
             .iter()
-            .map(|(m, k)| Ok((ModelName::parse(m)?, k.to_json())))
-            .collect::<Result<Vec<_>, crate::domain::ParseError>>()?;
+            .map(|(m, k)| {
+                let keep = KeepAlive::parse(&k.to_json()).with_context(|| {
+                    format!(
+                        "backend {}: keep_alive for {m}: not a duration Ollama reads",
+                        b.name
+                    )
+                })?;
+                Ok((ModelName::parse(m)?, keep))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let windows = crate::backend::registry::ConfiguredWindows::from_config(&b);
         handles.push(
             BackendHandle::new(backend, b.parallel, models)
