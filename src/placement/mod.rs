@@ -192,6 +192,9 @@ pub struct Estimate {
     /// Seconds the task would wait there for a slot (or for a busy model to make room)
     /// before its load or prompt begins.
     pub wait_s: f64,
+    /// Whether the figures are a guess: the machine has shown nothing of the model nor
+    /// anything that compares it with the others ([`rates_shown`]).
+    pub guessed: bool,
 }
 
 impl Estimate {
@@ -214,6 +217,13 @@ impl Estimate {
 /// evicts nothing, then one with the model resident, then the worker configured (or, in a
 /// cluster, heard from) first: with nothing learned yet the first machine in the config is
 /// preferred, and noise in the figures does not move work around.
+///
+/// After the first two, a machine whose figures are a guess ([`Estimate::guessed`]) is
+/// not preferred to one whose figures it has shown: a close call is close only as far as
+/// both figures hold. (Seed 6: a paste found moon's chat model pushed out; moon's reload
+/// and the untried laptop's load from the fleet's figures were close, and the laptop,
+/// which pushed out nothing, took it; its load took 10 s, not the 6.6 s assumed, and the
+/// turn moved back to moon after 13 s.)
 ///
 /// A machine that is free now goes before a busy one expected as soon: the task waiting
 /// for the busy one would hold its slot next, and whoever asks after it would wait for
@@ -248,13 +258,15 @@ pub fn best_among(estimates: &[Estimate]) -> Option<WorkerName> {
         .iter()
         .filter(|e| e.score() <= best * factor + seconds)
         .collect();
+    let shown: Vec<&Estimate> = close.iter().copied().filter(|e| !e.guessed).collect();
+    let trusted = if shown.is_empty() { &close } else { &shown };
     close
         .iter()
         .find(|e| e.cached)
         .or_else(|| close.iter().find(|e| e.resident && !e.waits()))
-        .or_else(|| close.iter().find(|e| !e.waits() && e.evicts.is_none()))
-        .or_else(|| close.iter().find(|e| e.resident))
-        .or(close.first())
+        .or_else(|| trusted.iter().find(|e| !e.waits() && e.evicts.is_none()))
+        .or_else(|| trusted.iter().find(|e| e.resident))
+        .or(trusted.first())
         .map(|e| e.worker.clone())
 }
 
@@ -418,6 +430,7 @@ fn estimate_after(
         evicts: start.evicts,
         resident: start.resident,
         cached: start.cached,
+        guessed: start.guessed,
     }
 }
 
@@ -432,6 +445,8 @@ pub struct Start {
     pub evicts: Option<ModelName>,
     pub resident: bool,
     pub cached: bool,
+    /// Whether the rates are a guess ([`rates_shown`]).
+    pub guessed: bool,
 }
 
 /// The start of `ask` on `s`: see [`Start`].
@@ -454,7 +469,7 @@ fn start_after(
     pushed_out: bool,
     same_model: usize,
 ) -> Start {
-    let rates = rates_on(s, ask.model, statuses);
+    let (rates, shown) = rates_shown(s, ask.model, statuses);
     // Resident with a window the request must change counts as not resident: Ollama
     // reloads it, and its prompt cache goes with the old one.
     let resident = !pushed_out
@@ -483,12 +498,24 @@ fn start_after(
         evicts,
         resident,
         cached: held.is_some(),
+        guessed: !shown,
     }
 }
 
 /// The rates placement assumes for `model` on `s`: what it has shown, the rest from the
 /// fleet's best scaled to this machine.
 pub fn rates_on(s: &WorkerStatus, model: &ModelName, statuses: &[WorkerStatus]) -> Rates {
+    rates_shown(s, model, statuses).0
+}
+
+/// [`rates_on`], and whether they rest on what `s` has shown: figures of the model, or of
+/// other models that compare it with the machines that ran this one or scale to it by
+/// size. Otherwise they are the fleet's, taken as they are or with caution: a guess.
+pub fn rates_shown(
+    s: &WorkerStatus,
+    model: &ModelName,
+    statuses: &[WorkerStatus],
+) -> (Rates, bool) {
     let fleet = fleet_best(statuses, model);
     let compared = Compared::of(s, statuses);
     let mut base = match machine_factor(s, statuses, compared) {
@@ -507,8 +534,14 @@ pub fn rates_on(s: &WorkerStatus, model: &ModelName, statuses: &[WorkerStatus]) 
         },
     };
     let own = s.perf.iter().find(|p| &p.model == model);
-    scale_by_size(&mut base, s, model, own, statuses, compared);
-    own.map_or(base, |p| p.rates(base))
+    let scaled = scale_by_size(&mut base, s, model, own, statuses, compared);
+    // Compared with the others on a model both ran (a load only bounded included), not
+    // with itself alone.
+    let compares = compared.prompt.is_some()
+        || compared.eval.is_some()
+        || relative(s, statuses, Among::Others, load_speed).is_some();
+    let shown = compares || scaled || own.is_some_and(perf::ModelPerf::known);
+    (own.map_or(base, |p| p.rates(base)), shown)
 }
 
 /// How `s` compares with the others on the models both ran ([`relative`] among the
@@ -539,6 +572,7 @@ impl Compared {
 /// coder of that size is taken at the coder's rates, not at the mini PC's for the chat
 /// model, and a mini PC that has run only a 7B model loads and runs a 3B one about twice
 /// as fast. Nothing changes where the sizes are not known (OpenAI-compatible servers).
+/// Whether a figure was scaled.
 fn scale_by_size(
     base: &mut Rates,
     s: &WorkerStatus,
@@ -546,13 +580,13 @@ fn scale_by_size(
     own: Option<&perf::ModelPerf>,
     statuses: &[WorkerStatus],
     compared: Compared,
-) {
+) -> bool {
     let compares = compared.prompt.is_some() && compared.eval.is_some() && compared.load.is_some();
     if compares || s.perf.iter().all(|p| &p.model == model) {
-        return;
+        return false;
     }
     let Some(bytes) = bytes_of(s, statuses, model) else {
-        return;
+        return false;
     };
     let shown = |figure: fn(&perf::ModelPerf) -> Option<f64>| own.and_then(figure).is_some();
     // A figure times its model's bytes, over the machine's other models (geometric mean),
@@ -569,24 +603,29 @@ fn scale_by_size(
             .collect();
         (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp() / bytes)
     };
+    let mut any = false;
     if compared.prompt.is_none()
         && !shown(|p| p.prompt_tps)
         && let Some(tps) = scaled(|p| p.prompt_tps)
     {
         base.prompt_tps = tps;
+        any = true;
     }
     if compared.eval.is_none()
         && !shown(|p| p.eval_tps)
         && let Some(tps) = scaled(|p| p.eval_tps)
     {
         base.eval_tps = tps;
+        any = true;
     }
     if compared.load.is_none()
         && !shown(seen_load_speed)
         && let Some(speed) = scaled(seen_load_speed)
     {
         base.load_s = speed.recip();
+        any = true;
     }
+    any
 }
 
 /// Bytes of `model`'s weights on `s` (one tag may name another quantization elsewhere),

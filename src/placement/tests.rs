@@ -974,3 +974,64 @@ fn a_load_known_only_as_a_bound_is_at_least_what_the_machines_other_loads_say_by
     let r = rates_on(&statuses[1], &model("chat"), &statuses);
     assert!((r.load_s - 9.0).abs() < 1e-6, "{r:?}");
 }
+
+#[test]
+fn a_close_call_goes_to_the_machine_whose_figures_are_shown_not_guessed() {
+    // Moon holds two models at most, `a` and `b` resident, one conversation came back to
+    // each lately, to `a` first; it has run `c` (a 3 s load). The laptop has run nothing: its load of `c`
+    // is moon's taken with caution (4.5 s), a guess. For a 3,000-token prompt moon's
+    // reload and what it costs `a` (3 + 2 + 3 s) and the laptop's guess (4.5 + 3 s) are
+    // close: moon's shown figures go before the guess that pushes out nothing.
+    let now = Utc::now();
+    let c = model("c");
+    let ask = Ask::fresh(&c, 3000);
+    let (mut moon, _) = full_moon(0);
+    moon.models.push(c.clone());
+    moon.perf.push(rates("c", 3.0, 1500.0, 80.0));
+    moon.recent = vec![
+        Recent {
+            thread: thread("t"),
+            model: model("a"),
+            at: now - Duration::seconds(30),
+            tokens: 100,
+        },
+        Recent {
+            thread: thread("u"),
+            model: model("b"),
+            at: now - Duration::seconds(20),
+            tokens: 100,
+        },
+    ];
+    let mut laptop = status("laptop", false, 0);
+    laptop.models = vec![c.clone()];
+    let statuses = [moon.clone(), laptop.clone()];
+    let e = estimates(&statuses, &ask, now);
+    let (shown, guess) = (&e[0], &e[1]);
+    assert!(!shown.guessed && guess.guessed, "{e:?}");
+    assert_eq!(shown.evicts, Some(model("a")));
+    assert!(guess.evicts.is_none() && !guess.waits(), "{e:?}");
+    let (factor, seconds) = SAME_WITHIN;
+    assert!(
+        guess.score() < shown.score() && shown.score() <= guess.score() * factor + seconds,
+        "close, the guess ahead: {e:?}"
+    );
+    assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "moon");
+
+    // Once the laptop has shown its figures for `c` (the same ones), they are no guess
+    // and the machine that pushes out nothing takes the close call.
+    laptop.perf = vec![rates("c", 4.5, 1000.0, 50.0)];
+    let statuses = [moon.clone(), laptop.clone()];
+    let e = estimates(&statuses, &ask, now);
+    assert!(!e[1].guessed, "{e:?}");
+    assert!((e[1].score() - guess.score()).abs() < 1e-6, "{e:?}");
+    assert_eq!(best_of(&statuses, &ask).unwrap().to_string(), "laptop");
+
+    // A machine that has shown only another model is no guess once it compares with
+    // another machine that ran that model too; until then its figures are the fleet's.
+    let mut ai_core = status("ai-core", false, 0);
+    ai_core.models = vec![c.clone(), model("small")];
+    ai_core.perf = vec![rates("small", 3.0, 600.0, 50.0)];
+    assert!(!rates_shown(&ai_core, &c, &[laptop, ai_core.clone()]).1);
+    // Moon ran `small` too.
+    assert!(rates_shown(&ai_core, &c, &[moon, ai_core.clone()]).1);
+}
