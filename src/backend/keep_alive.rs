@@ -17,6 +17,11 @@
 //! which nobody sees in how long a model stays (five minutes, and a third of a second in
 //! 2027).
 //!
+//! A model kept forever (`-1`) is sent as [`FOREVER_SENT`], stamped: Ollama ranks every
+//! `-1` alike and goes by file path among them, so a household that keeps two chat
+//! models resident on one desktop would otherwise see the same one pushed out whenever a
+//! third loads, the one used a moment ago included.
+//!
 //! Where neither the request nor the config sets a keep-alive, the server's own default
 //! (`OLLAMA_KEEP_ALIVE`, five minutes unless set) applies; Coordinator learns it from
 //! `/api/ps` once a load that a request setting none began has ended
@@ -31,6 +36,12 @@ pub const EPOCH_MS: i64 = 1_767_225_600_000;
 
 /// Clock milliseconds per nanosecond of stamp.
 const MS_PER_STAMP_NS: i64 = 100;
+
+/// A keep-alive of forever as sent, before its stamp: two hundred years. Longer than any
+/// a person sets as a duration, so it still ranks after them all; within Go's largest
+/// duration (292 years), stamp included. Ollama's `/api/ps` shows its expiry two
+/// centuries ahead, which [`learned_default`] reads back as forever.
+pub const FOREVER_SENT: std::time::Duration = std::time::Duration::from_secs(200 * 365 * 86_400);
 
 /// A `keep_alive` as Ollama reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,17 +59,27 @@ impl KeepAlive {
     /// `"1.5s"`, `"-1m"`); a bare number in a string is taken as seconds. `None` when it is
     /// neither.
     pub fn parse(value: &Value) -> Option<Self> {
-        let seconds = match value {
-            Value::Number(n) => n.as_f64()?,
-            Value::String(s) => go_duration_s(s.trim())?,
+        let nanos = match value {
+            // Ollama takes a number as seconds.
+            Value::Number(n) => {
+                let seconds = n.as_f64()?;
+                if seconds < 0.0 {
+                    return Some(Self::Forever);
+                }
+                let nanos = seconds * 1e9;
+                // NaN and infinities are not JSON numbers; only too large is left.
+                if nanos.is_nan() || nanos > i64::MAX as f64 {
+                    return None;
+                }
+                nanos as i128
+            }
+            Value::String(s) => go_duration_ns(s.trim())?,
             _ => return None,
         };
-        Some(if seconds < 0.0 {
-            Self::Forever
-        } else if seconds == 0.0 {
-            Self::Unload
-        } else {
-            Self::For(std::time::Duration::try_from_secs_f64(seconds).ok()?)
+        Some(match u64::try_from(nanos) {
+            Err(_) => Self::Forever,
+            Ok(0) => Self::Unload,
+            Ok(n) => Self::For(std::time::Duration::from_nanos(n)),
         })
     }
 
@@ -73,12 +94,14 @@ impl KeepAlive {
     }
 
     /// This keep-alive stamped with `at` (see the module doc): a positive duration grows
-    /// by one nanosecond per tenth of a second since [`EPOCH_MS`]; `0` and forever are
-    /// sent as they are.
+    /// by one nanosecond per tenth of a second since [`EPOCH_MS`], forever becomes
+    /// [`FOREVER_SENT`] grown so; `0` is sent as it is.
     pub fn stamped(self, at: DateTime<Utc>) -> Self {
+        let stamp = std::time::Duration::from_nanos(stamp_ns(at));
         match self {
-            Self::For(d) => Self::For(d + std::time::Duration::from_nanos(stamp_ns(at))),
-            other => other,
+            Self::For(d) => Self::For(d + stamp),
+            Self::Forever => Self::For(FOREVER_SENT + stamp),
+            Self::Unload => Self::Unload,
         }
     }
 
@@ -113,41 +136,80 @@ pub fn learned_default(ended: DateTime<Utc>, expires_at: DateTime<Utc>) -> Optio
     (seconds >= 1.0).then(|| KeepAlive::For(std::time::Duration::from_secs_f64(seconds)))
 }
 
-/// Seconds in a Go duration (`"5m"`, `"1h30m"`, `"1.5s"`, `"300ms"`, `"-1m"`), or a bare
-/// number of seconds.
-fn go_duration_s(s: &str) -> Option<f64> {
-    if let Ok(n) = s.parse::<f64>() {
-        return Some(n);
-    }
-    let (sign, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (-1.0, r),
-        None => (1.0, s.strip_prefix('+').unwrap_or(s)),
+/// Nanoseconds in a Go duration (`"5m"`, `"1h30m"`, `"1.5s"`, `"300ms"`, `"-1m"`), or a
+/// bare number of seconds, exact as Go's `time.ParseDuration` reads it: a stamped
+/// keep-alive of two hundred years differs from the next in its last nanosecond, which a
+/// floating-point number of seconds cannot hold. `None` beyond Go's largest duration.
+fn go_duration_ns(s: &str) -> Option<i128> {
+    let (sign, rest) = match s.strip_prefix('-') {
+        Some(r) => (-1, r),
+        None => (1, s.strip_prefix('+').unwrap_or(s)),
     };
     if rest.is_empty() {
         return None;
     }
-    let mut total = 0.0;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let n: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let (unit, scale) = [
-            ("ns", 1e-9),
-            ("us", 1e-6),
-            ("µs", 1e-6),
-            ("ms", 1e-3),
-            ("h", 3600.0),
-            ("m", 60.0),
-            ("s", 1.0),
-        ]
-        .into_iter()
-        .find(|(u, _)| rest.starts_with(u))?;
-        rest = &rest[unit.len()..];
-        total += n * scale;
+    let total = match decimal_ns(rest, NS_PER_S) {
+        Some(bare) => bare,
+        None => {
+            let mut rest = rest;
+            let mut total = 0i128;
+            while !rest.is_empty() {
+                let digits = rest
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(rest.len());
+                let number = &rest[..digits];
+                rest = &rest[digits..];
+                let (unit, scale) = [
+                    ("ns", 1),
+                    ("us", 1_000),
+                    ("µs", 1_000),
+                    ("ms", 1_000_000),
+                    ("h", 3_600 * NS_PER_S),
+                    ("m", 60 * NS_PER_S),
+                    ("s", NS_PER_S),
+                ]
+                .into_iter()
+                .find(|(u, _)| rest.starts_with(u))?;
+                rest = &rest[unit.len()..];
+                total += decimal_ns(number, scale)?;
+                if total > i128::from(i64::MAX) {
+                    return None;
+                }
+            }
+            total
+        }
+    };
+    (total <= i128::from(i64::MAX)).then_some(sign * total)
+}
+
+const NS_PER_S: i128 = 1_000_000_000;
+
+/// A decimal number (`"300"`, `"1.5"`, `".5"`) of units of `scale` nanoseconds, in
+/// nanoseconds, the fraction's part of a nanosecond dropped (as Go does); `None` when it
+/// is no such number or too large.
+fn decimal_ns(number: &str, scale: i128) -> Option<i128> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return None;
     }
-    Some(sign * total)
+    // Past twenty digits the whole part is beyond any duration; past eighteen the
+    // fraction adds nothing a nanosecond shows.
+    if whole.len() > 20 {
+        return None;
+    }
+    let whole: i128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let fraction = &fraction[..fraction.len().min(18)];
+    let part = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse::<i128>().ok()? * scale / 10i128.pow(fraction.len() as u32)
+    };
+    Some(whole * scale + part)
 }
 
 #[cfg(test)]
@@ -177,7 +239,33 @@ mod tests {
         for (value, want) in cases {
             assert_eq!(KeepAlive::parse(&value), Some(want), "{value}");
         }
+        // Exact to the nanosecond, as Go reads it, however long.
+        assert_eq!(
+            KeepAlive::parse(&json!("6307200000.293256001s")),
+            Some(KeepAlive::For(Duration::new(6_307_200_000, 293_256_001)))
+        );
+        assert_eq!(
+            KeepAlive::parse(&json!(".5s")),
+            Some(KeepAlive::For(Duration::from_millis(500)))
+        );
+        assert_eq!(
+            KeepAlive::parse(&json!("1.0000000019s")),
+            Some(KeepAlive::For(Duration::new(1, 1)))
+        );
+        assert_eq!(
+            KeepAlive::parse(&json!("+1m1.5s")),
+            Some(KeepAlive::For(Duration::from_millis(61_500)))
+        );
+        assert_eq!(KeepAlive::parse(&json!("-1ns")), Some(KeepAlive::Forever));
+        assert_eq!(KeepAlive::parse(&json!(-0.5)), Some(KeepAlive::Forever));
+        assert_eq!(KeepAlive::parse(&json!("-0s")), Some(KeepAlive::Unload));
         for bad in [
+            json!("9223372036.854775808s"),
+            json!("3000000h"),
+            json!(1e300),
+            json!("1..5s"),
+            json!("."),
+            json!("5m3"),
             json!("soon"),
             json!("5x"),
             json!(true),
@@ -206,17 +294,23 @@ mod tests {
         assert!(far.rank() < longer.rank());
         // Before the epoch (a clock set wrong) the stamp is none, never negative.
         assert_eq!(five.stamped(at("2020-01-01T00:00:00Z")), five);
-        // Zero and forever are what they say, whenever sent.
+        // Zero is what it says, whenever sent.
         assert_eq!(
             KeepAlive::Unload.stamped(at("2026-12-06T10:00:00Z")),
             KeepAlive::Unload
         );
-        assert_eq!(
-            KeepAlive::Forever
-                .stamped(at("2026-12-06T10:00:00Z"))
-                .rank(),
-            i64::MAX as u64
-        );
+        // Forever is two hundred years, stamped: models kept forever go least recently
+        // used first among themselves, after every model kept for a while, and before a
+        // `-1` another client sent (Ollama's largest duration).
+        let forever = KeepAlive::Forever;
+        let early = forever.stamped(at("2026-12-06T10:00:00.000Z"));
+        let later = forever.stamped(at("2026-12-06T10:00:00.100Z"));
+        assert!(early.rank() < later.rank());
+        let a_year = KeepAlive::For(Duration::from_secs(365 * 86_400));
+        assert!(a_year.stamped(at("2030-01-01T00:00:00Z")).rank() < early.rank());
+        assert!(later.rank() < forever.rank());
+        // Centuries on, still within Go's largest duration.
+        assert!(forever.stamped(at("2300-01-01T00:00:00Z")).rank() < i64::MAX as u64);
     }
 
     #[test]
@@ -229,6 +323,10 @@ mod tests {
         assert_eq!(KeepAlive::parse(&json), Some(sent));
         assert_eq!(KeepAlive::Unload.to_json(), json!(0));
         assert_eq!(KeepAlive::Forever.to_json(), json!(-1));
+        // Forever, stamped: a duration Go's ParseDuration reads (under 2^63 ns).
+        let forever = KeepAlive::Forever.stamped(at("2026-12-06T10:00:00Z"));
+        assert_eq!(forever.to_json(), json!("6307200000.293256000s"));
+        assert_eq!(KeepAlive::parse(&forever.to_json()), Some(forever));
     }
 
     #[test]
@@ -242,9 +340,13 @@ mod tests {
             learned_default(ended, at("2026-12-06T10:04:59.990Z")),
             Some(KeepAlive::For(Duration::from_secs(300)))
         );
-        // Kept forever: Ollama's expiry is centuries away.
+        // Kept forever: Ollama's expiry is centuries away (two, where Coordinator sent it).
         assert_eq!(
             learned_default(ended, at("2318-01-01T00:00:00Z")),
+            Some(KeepAlive::Forever)
+        );
+        assert_eq!(
+            learned_default(ended, at("2226-12-06T10:00:00Z")),
             Some(KeepAlive::Forever)
         );
         // An expiry from before the answer ended (Ollama had not yet set the new one).

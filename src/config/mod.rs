@@ -193,36 +193,10 @@ impl KeepAliveSetting {
     }
 
     /// Whether Ollama reads it: seconds, or a Go duration such as `"5m"`, `"1h30m"`,
-    /// `"-1"`.
+    /// `"-1"` ([`crate::backend::keep_alive::KeepAlive::parse`], which start-up reads it
+    /// with).
     pub fn is_valid(&self) -> bool {
-        let Self::Duration(s) = self else {
-            return true;
-        };
-        let s = s.strip_prefix('-').unwrap_or(s);
-        if s.parse::<f64>().is_ok() {
-            return true;
-        }
-        let mut rest = s;
-        if rest.is_empty() {
-            return false;
-        }
-        while !rest.is_empty() {
-            let digits = rest
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .unwrap_or(rest.len());
-            if digits == 0 || rest[..digits].parse::<f64>().is_err() {
-                return false;
-            }
-            rest = &rest[digits..];
-            let unit = ["ms", "h", "m", "s"]
-                .into_iter()
-                .find(|u| rest.starts_with(u));
-            match unit {
-                Some(u) => rest = &rest[u.len()..],
-                None => return false,
-            }
-        }
-        true
+        crate::backend::keep_alive::KeepAlive::parse(&self.to_json()).is_some()
     }
 }
 
@@ -578,6 +552,37 @@ mod tests {
             problems.iter().any(|p| p.contains("log_format")),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn a_models_keep_alive_must_be_one_ollama_reads() {
+        let text = |k: &str| {
+            format!(
+                "[[backends]]\nname = \"moon\"\nkind = \"ollama\"\nurl = \"http://127.0.0.1:11434\"\nkeep_alive = {{ \"chat\" = {k} }}\n"
+            )
+        };
+        for good in [
+            "\"24h\"",
+            "\"-1\"",
+            "-1",
+            "600",
+            "\"1h30m\"",
+            "\"+5m\"",
+            "\"0\"",
+        ] {
+            let c = load::load_str(&text(good), Vec::new());
+            assert!(c.is_ok(), "{good}: {:?}", c.err().map(|e| e.problems()));
+        }
+        // What start-up could not read is refused by the check, not at start.
+        for bad in ["\"soon\"", "\"5 min\"", "\"inf\"", "\"NaN\"", "\"\""] {
+            let problems = load::load_str(&text(bad), Vec::new())
+                .unwrap_err()
+                .problems();
+            assert!(
+                problems.iter().any(|p| p.contains("keep_alive")),
+                "{bad}: {problems:?}"
+            );
+        }
     }
 
     #[test]

@@ -736,18 +736,7 @@ async fn listed(fake: &FakeLlmServer) -> Vec<String> {
 /// `gamma`; stamped, it pushes out `beta`.
 #[tokio::test]
 async fn ollama_pushes_out_the_least_recently_used_model_once_keep_alives_are_stamped() {
-    let fake = machine_of(&["alpha", "beta", "gamma"], 2, Duration::from_secs(300)).await;
-    let app = spawn_app_with(fake, |c| c.backends[0].parallel = 1).await;
-    for model in ["alpha", "beta", "alpha", "gamma"] {
-        let res = app
-            .post(
-                "/api/chat",
-                json!({"model": model, "stream": false, "keep_alive": "5m",
-                       "messages": [{"role": "user", "content": format!("hello {model}")}]}),
-            )
-            .await;
-        assert_eq!(res.status(), 200, "{model}");
-    }
+    let app = alpha_beta_alpha_gamma(json!("5m")).await;
     assert_eq!(listed(&app.fake).await, ["alpha", "gamma"]);
     let stats = app.fake.stats();
     assert_eq!((stats.loads, stats.evictions), (3, 1), "{stats:?}");
@@ -786,6 +775,50 @@ async fn ollama_pushes_out_the_least_recently_used_model_once_keep_alives_are_st
             .unwrap_or_else(|| panic!("{m}'s rank is shown: {w}"))
     };
     assert!(rank_of("alpha") <= rank_of("gamma"), "{w}");
+    app.stop().await;
+}
+
+/// A machine keeping two of `alpha`, `beta` and `gamma` after a chat with each of
+/// `alpha`, `beta`, `alpha`, `gamma` in turn, every request asking for `keep_alive`.
+async fn alpha_beta_alpha_gamma(keep_alive: Value) -> crate::helpers::TestApp {
+    let fake = machine_of(&["alpha", "beta", "gamma"], 2, Duration::from_secs(300)).await;
+    let app = spawn_app_with(fake, |c| c.backends[0].parallel = 1).await;
+    for model in ["alpha", "beta", "alpha", "gamma"] {
+        let res = app
+            .post(
+                "/api/chat",
+                json!({"model": model, "stream": false, "keep_alive": keep_alive,
+                       "messages": [{"role": "user", "content": format!("hello {model}")}]}),
+            )
+            .await;
+        assert_eq!(res.status(), 200, "{model}");
+    }
+    app
+}
+
+/// Models kept forever (`keep_alive: -1`) all rank alike in Ollama, which then goes by
+/// file path: Coordinator sends two hundred years, stamped, and the least recently used
+/// of them goes first.
+#[tokio::test]
+async fn models_kept_forever_are_pushed_out_least_recently_used_first() {
+    let app = alpha_beta_alpha_gamma(json!(-1)).await;
+    assert_eq!(listed(&app.fake).await, ["alpha", "gamma"]);
+    let sent = app.last_backend_body("/api/chat")["keep_alive"].clone();
+    match coordinator::backend::keep_alive::KeepAlive::parse(&sent) {
+        Some(coordinator::backend::keep_alive::KeepAlive::For(d)) => {
+            assert_eq!(d.as_secs(), 200 * 365 * 86_400, "{sent}")
+        }
+        other => panic!("{sent}: {other:?}"),
+    }
+    // `/api/ps` shows the expiry two centuries ahead; `/workers` keeps it.
+    let ps: Value = reqwest::get(format!("{}/api/ps", app.fake.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let expires = ps["models"][0]["expires_at"].as_str().unwrap().to_owned();
+    assert!(expires.starts_with("22"), "{expires}");
     app.stop().await;
 }
 

@@ -116,8 +116,8 @@ impl ChatWire for OllamaGenerate {
         if !req.loads_only() {
             return None;
         }
-        let unload = req.keep_alive.as_ref().and_then(Value::as_f64) == Some(0.0)
-            || req.keep_alive.as_ref().and_then(Value::as_str) == Some("0");
+        use crate::backend::keep_alive::KeepAlive;
+        let unload = req.keep_alive.as_ref().and_then(KeepAlive::parse) == Some(KeepAlive::Unload);
         let line = serde_json::json!({
             "model": req.model.clone().unwrap_or_default(),
             "created_at": timestamp(Utc::now()),

@@ -152,7 +152,7 @@ pub(crate) fn sampling_params(
         format: answer_format(format)?,
         keep_alive: match keep_alive {
             None | Some(Value::Null) => None,
-            Some(v @ (Value::String(_) | Value::Number(_))) => Some(v),
+            Some(v) if crate::backend::keep_alive::KeepAlive::parse(&v).is_some() => Some(v),
             Some(_) => {
                 return Err(BodyError::new(
                     "keep_alive",
@@ -316,9 +316,18 @@ mod tests {
         };
         let i = parse(&body(r#""keep_alive":-1,"think":"max""#)).unwrap();
         assert_eq!(i.params.keep_alive, Some(serde_json::json!(-1)));
+        for good in [r#""1h30m""#, r#""300ms""#, r#""+5m""#, "0", r#""600""#] {
+            let i = parse(&body(&format!(r#""keep_alive":{good}"#))).unwrap();
+            assert!(i.params.keep_alive.is_some(), "{good}");
+        }
         assert_eq!(i.params.think, Some(Think::Level("max".into())));
         for (bad, field) in [
             (r#""keep_alive":{"m":5}"#, "keep_alive"),
+            // Strings Ollama's duration parser refuses: refused here, before a task is
+            // recorded, rather than by the machine once it runs.
+            (r#""keep_alive":"soon""#, "keep_alive"),
+            (r#""keep_alive":"5 minutes""#, "keep_alive"),
+            (r#""keep_alive":"inf""#, "keep_alive"),
             (r#""think":"hard""#, "think"),
             (r#""think":1"#, "think"),
         ] {
