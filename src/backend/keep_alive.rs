@@ -26,7 +26,9 @@
 //! (`OLLAMA_KEEP_ALIVE`, five minutes unless set) applies; Coordinator learns it from
 //! `/api/ps` once a load that a request setting none began has ended
 //! ([`learned_default`]), and stamps from then on. Until then it sends none, so as never
-//! to shorten what the machine's owner set.
+//! to shorten what the machine's owner set; and an hour on it learns it again
+//! ([`crate::backend::registry::RELEARN_KEEP_ALIVE_AFTER`]), the owner having perhaps
+//! changed it.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -81,6 +83,15 @@ impl KeepAlive {
             Ok(0) => Self::Unload,
             Ok(n) => Self::For(std::time::Duration::from_nanos(n)),
         })
+    }
+
+    /// How long the model stays resident once idle: none for `0`, `None` for forever.
+    pub fn lasts(self) -> Option<std::time::Duration> {
+        match self {
+            Self::Unload => Some(std::time::Duration::ZERO),
+            Self::For(d) => Some(d),
+            Self::Forever => None,
+        }
     }
 
     /// What Ollama's eviction order compares: the duration in nanoseconds, one kept

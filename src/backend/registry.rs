@@ -58,8 +58,8 @@ pub struct BackendHandle {
     /// start).
     keep_alive: Vec<(ModelName, KeepAlive)>,
     /// The server's own keep-alive (Ollama's `OLLAMA_KEEP_ALIVE`), once learned (see
-    /// [`super::keep_alive`]).
-    default_keep_alive: Mutex<Option<KeepAlive>>,
+    /// [`super::keep_alive`]), and when.
+    default_keep_alive: Mutex<Option<(KeepAlive, DateTime<Utc>)>>,
     /// Per model, the keep-alive its last request here carried (see [`Sent`]).
     sent: Mutex<Vec<Sent>>,
     /// Models loaded here with more than Ollama's default window: their next load gets the
@@ -206,6 +206,12 @@ const LOAD_GIVEN_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs
 /// teaches the server's default: Ollama sets the model's expiry as the request's
 /// connection closes, and a look before that reads the expiry an earlier request left.
 const DEFAULT_KEEP_ALIVE_LOOK: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// How long a learned server keep-alive is taken as the server's: after that, the next
+/// load of a model that neither the request nor the config keeps carries none again, and
+/// teaches it anew. The owner may have changed `OLLAMA_KEEP_ALIVE` and restarted Ollama
+/// meanwhile; sent on, an old five minutes would shorten a new day.
+pub const RELEARN_KEEP_ALIVE_AFTER: chrono::TimeDelta = chrono::TimeDelta::hours(1);
 
 /// Tokens into an answer after which its pace so far stands for the machine's generation
 /// rate, while nothing else is known of it.
@@ -355,14 +361,19 @@ impl BackendHandle {
         if self.backend.kind() != crate::config::BackendKind::Ollama {
             return requested.cloned();
         }
+        let now = Utc::now();
+        let resident = self.has_loaded(model);
         let base = match requested {
             Some(v) => KeepAlive::parse(v),
-            None => self
-                .keep_alive_for(model)
-                .or(*lock(&self.default_keep_alive)),
+            // A load takes the server's default: one learned long ago is learned again
+            // (none sent); a resident model keeps its stamp meanwhile.
+            None => self.keep_alive_for(model).or_else(|| {
+                self.default_learned_at(now)
+                    .filter(|(_, fresh)| *fresh || resident)
+                    .map(|(k, _)| k)
+            }),
         };
-        let sent = base.map(|k| k.stamped(Utc::now()));
-        let resident = self.has_loaded(model);
+        let sent = base.map(|k| k.stamped(now));
         let mut all = lock(&self.sent);
         let before = all.iter().position(|s| &s.model == model);
         let rank = match sent {
@@ -387,7 +398,18 @@ impl BackendHandle {
 
     /// The server's default keep-alive, once learned.
     pub fn default_keep_alive(&self) -> Option<KeepAlive> {
-        *lock(&self.default_keep_alive)
+        lock(&self.default_keep_alive).map(|(k, _)| k)
+    }
+
+    /// The server's default keep-alive, once learned, and whether it was learned within
+    /// [`RELEARN_KEEP_ALIVE_AFTER`] of `now`.
+    fn default_learned_at(&self, now: DateTime<Utc>) -> Option<(KeepAlive, bool)> {
+        lock(&self.default_keep_alive).map(|(k, at)| (k, now - at < RELEARN_KEEP_ALIVE_AFTER))
+    }
+
+    /// Whether the server's default keep-alive is known and not due to be learned again.
+    fn default_is_fresh(&self, now: DateTime<Utc>) -> bool {
+        self.default_learned_at(now).is_some_and(|(_, fresh)| fresh)
     }
 
     /// A request for `model` ended now, having loaded it (`cold`) or not: when it loaded
@@ -402,7 +424,7 @@ impl BackendHandle {
             s.ended = Some((Utc::now(), cold));
             s.plain
         };
-        if plain && cold && self.default_keep_alive().is_none() {
+        if plain && cold && !self.default_is_fresh(Utc::now()) {
             self.look_again_after(DEFAULT_KEEP_ALIVE_LOOK);
         }
     }
@@ -414,7 +436,7 @@ impl BackendHandle {
     /// [`DEFAULT_KEEP_ALIVE_LOOK`] ago (Ollama has set its expiry by then) and is idle,
     /// unloads that long after it ended.
     fn learn_default_keep_alive(&self, loaded: &[Loaded], now: DateTime<Utc>) {
-        if self.default_keep_alive().is_some() {
+        if self.default_is_fresh(now) {
             return;
         }
         let settled = now - chrono::Duration::from_std(DEFAULT_KEEP_ALIVE_LOOK).unwrap_or_default();
@@ -440,7 +462,7 @@ impl BackendHandle {
             };
             if let Some(k) = super::keep_alive::learned_default(ended, expires_at) {
                 tracing::info!(backend = %self.name(), keep_alive = ?k, "learned the server's keep-alive");
-                *lock(&self.default_keep_alive) = Some(k);
+                *lock(&self.default_keep_alive) = Some((k, now));
                 return;
             }
         }
@@ -1306,6 +1328,70 @@ mod tests {
             )),
         );
         assert_eq!(restarted.num_ctx_for(&short), Some(limit));
+    }
+
+    #[test]
+    fn the_servers_keep_alive_is_learned_again_an_hour_on() {
+        use std::time::Duration;
+        let backend = Backend::from_config(
+            &BackendConfig {
+                url: "http://127.0.0.1:9".into(),
+                ..BackendConfig::default_ollama()
+            },
+            &TimeoutsConfig::default(),
+        )
+        .unwrap();
+        let (a, b) = (
+            ModelName::parse("a").unwrap(),
+            ModelName::parse("b").unwrap(),
+        );
+        let handle = BackendHandle::new(backend, 1, Some(vec![a.clone(), b.clone()]));
+        handle.set_loaded(vec![Loaded {
+            model: a.clone(),
+            num_ctx: None,
+            expires_at: None,
+        }]);
+        let five = KeepAlive::For(Duration::from_secs(300));
+        let seconds_sent = |m: &ModelName| {
+            handle
+                .keep_alive_to_send(m, None)
+                .map(|v| match KeepAlive::parse(&v) {
+                    Some(KeepAlive::For(d)) => d.as_secs(),
+                    other => panic!("{v}: {other:?}"),
+                })
+        };
+        // Learned ten minutes ago: sent, stamped, for a load and a resident model alike.
+        *lock(&handle.default_keep_alive) =
+            Some((five, Utc::now() - chrono::Duration::minutes(10)));
+        assert_eq!(seconds_sent(&b), Some(300));
+        assert_eq!(seconds_sent(&a), Some(300));
+        // Two hours ago: the load carries none (the server's own applies, and teaches it);
+        // the resident model keeps its stamp meanwhile.
+        *lock(&handle.default_keep_alive) = Some((five, Utc::now() - chrono::Duration::hours(2)));
+        assert_eq!(seconds_sent(&b), None);
+        assert_eq!(seconds_sent(&a), Some(300));
+        // That load ended ten seconds ago and `b` unloads seven minutes after: the owner
+        // has set seven minutes since.
+        let now = Utc::now();
+        let ended = now - chrono::Duration::seconds(10);
+        lock(&handle.sent)
+            .iter_mut()
+            .find(|s| s.model == b)
+            .unwrap()
+            .ended = Some((ended, true));
+        handle.learn_default_keep_alive(
+            &[Loaded {
+                model: b.clone(),
+                num_ctx: None,
+                expires_at: Some(ended + chrono::Duration::seconds(420)),
+            }],
+            now,
+        );
+        assert_eq!(
+            handle.default_keep_alive(),
+            Some(KeepAlive::For(Duration::from_secs(420)))
+        );
+        assert_eq!(seconds_sent(&b), Some(420));
     }
 
     #[test]

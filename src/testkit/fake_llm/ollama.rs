@@ -337,7 +337,9 @@ async fn realistic_chat(
     };
     let stream = req.stream.unwrap_or(true);
     let keep_alive = req.keep_alive.as_ref().and_then(KeepAlive::parse);
-    if req.messages.is_empty() && keep_alive == Some(KeepAlive::For(std::time::Duration::ZERO)) {
+    if req.messages.is_empty()
+        && keep_alive.and_then(KeepAlive::lasts) == Some(std::time::Duration::ZERO)
+    {
         // `keep_alive: 0` with no messages unloads the model.
         sim.unload(&model.spec.name);
         let line = done_record(model, &Reply::empty(), "unload", Timings::default());

@@ -65,34 +65,8 @@ impl Speed {
     };
 }
 
-/// How long an idle model stays resident.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeepAlive {
-    For(Duration),
-    /// A negative `keep_alive`: until evicted.
-    Forever,
-}
-
-impl KeepAlive {
-    /// Ollama's `keep_alive`: a duration string (`"5m"`, `"1h30m"`, `"10s"`, `"-1"`), a
-    /// number of seconds, or 0. `None` when it is neither.
-    pub fn parse(value: &serde_json::Value) -> Option<Self> {
-        use crate::backend::keep_alive::KeepAlive as Read;
-        Some(match Read::parse(value)? {
-            Read::Unload => Self::For(Duration::ZERO),
-            Read::For(d) => Self::For(d),
-            Read::Forever => Self::Forever,
-        })
-    }
-
-    /// Ollama's order of keep-alives for eviction: a negative one counts as the longest.
-    fn eviction_rank(self) -> Duration {
-        match self {
-            Self::For(d) => d,
-            Self::Forever => Duration::MAX,
-        }
-    }
-}
+/// How long an idle model stays resident: Ollama's `keep_alive`, read as Ollama reads it.
+pub use crate::backend::keep_alive::KeepAlive;
 
 /// Which idle model a load evicts on a full machine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -448,13 +422,10 @@ impl Sim {
             .map(|r| Resident {
                 model: r.model.clone(),
                 num_ctx: r.num_ctx,
-                expires_in: match r.keep_alive {
-                    KeepAlive::Forever => None,
-                    KeepAlive::For(d) => {
-                        let from = r.idle_since.unwrap_or(now);
-                        Some((from + self.wall(d)).saturating_duration_since(now))
-                    }
-                },
+                expires_in: r.keep_alive.lasts().map(|d| {
+                    let from = r.idle_since.unwrap_or(now);
+                    (from + self.wall(d)).saturating_duration_since(now)
+                }),
             })
             .collect()
     }
@@ -464,8 +435,8 @@ impl Sim {
         let before = state.runners.len();
         state
             .runners
-            .retain(|r| match (r.idle_since, r.keep_alive) {
-                (Some(idle), KeepAlive::For(d)) => idle + self.wall(d) > now,
+            .retain(|r| match (r.idle_since, r.keep_alive.lasts()) {
+                (Some(idle), Some(d)) => idle + self.wall(d) > now,
                 _ => true,
             });
         let gone = before - state.runners.len();
@@ -605,7 +576,7 @@ impl Sim {
             let victim = match self.realism.eviction {
                 Eviction::LeastRecentlyUsed => idle.min_by_key(|(_, r)| r.last_used),
                 Eviction::Ollama => idle.min_by(|(_, a), (_, b)| {
-                    let rank = |r: &Runner| (r.keep_alive.eviction_rank(), model_path(&r.model));
+                    let rank = |r: &Runner| (r.keep_alive.rank(), model_path(&r.model));
                     rank(a).cmp(&rank(b))
                 }),
             }
@@ -654,7 +625,7 @@ impl Sim {
                 }
             } else if r.refs == 0 {
                 r.idle_since = Some(now);
-                if r.keep_alive == KeepAlive::For(Duration::ZERO) {
+                if r.keep_alive.lasts() == Some(Duration::ZERO) {
                     state.runners.remove(i);
                     state.stats.expiries += 1;
                 }

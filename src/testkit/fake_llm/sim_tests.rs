@@ -301,26 +301,6 @@ async fn an_idle_model_unloads_when_its_keep_alive_ends() {
     assert!(nanos(&again, "load_duration") >= Duration::from_secs(3));
 }
 
-#[test]
-fn keep_alive_reads_ollamas_forms() {
-    let parse = |v: Value| KeepAlive::parse(&v);
-    let secs = |s| Some(KeepAlive::For(Duration::from_secs(s)));
-    assert_eq!(parse(json!("5m")), secs(300));
-    assert_eq!(parse(json!("1h30m")), secs(5400));
-    assert_eq!(parse(json!("10s")), secs(10));
-    assert_eq!(parse(json!(90)), secs(90));
-    assert_eq!(parse(json!(0)), secs(0));
-    assert_eq!(
-        parse(json!("300ms")),
-        Some(KeepAlive::For(Duration::from_millis(300)))
-    );
-    assert_eq!(parse(json!(-1)), Some(KeepAlive::Forever));
-    assert_eq!(parse(json!("-1m")), Some(KeepAlive::Forever));
-    assert_eq!(parse(json!("soon")), None);
-    assert_eq!(parse(json!("5x")), None);
-    assert_eq!(parse(json!(true)), None);
-}
-
 fn long_history(turns: usize) -> Vec<Value> {
     let filler = "The backup job copies the photo library to the NAS every night. ".repeat(20);
     let mut messages = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
