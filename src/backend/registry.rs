@@ -1102,12 +1102,8 @@ mod tests {
         assert!(handle.has_loaded(&m));
     }
 
-    /// A load on a machine known to keep one model pushes the resident one out: from the
-    /// load's start placement no longer counts it resident (the household's seed 6 placed
-    /// a turn on a model a load had just pushed out, as resident and cached). Where the
-    /// machine's room is not known, or the resident model is busy, it stays counted.
-    #[test]
-    fn a_load_on_a_full_machine_stops_counting_what_it_pushes_out() {
+    /// An Ollama backend nobody listens at, and the two models `a` and `b`.
+    fn ollama_serving_a_and_b() -> (Backend, ModelName, ModelName) {
         let backend = Backend::from_config(
             &BackendConfig {
                 url: "http://127.0.0.1:9".into(),
@@ -1116,10 +1112,17 @@ mod tests {
             &TimeoutsConfig::default(),
         )
         .unwrap();
-        let (a, b) = (
-            ModelName::parse("a").unwrap(),
-            ModelName::parse("b").unwrap(),
-        );
+        let model = |m: &str| ModelName::parse(m).unwrap();
+        (backend, model("a"), model("b"))
+    }
+
+    /// A load on a machine known to keep one model pushes the resident one out: from the
+    /// load's start placement no longer counts it resident (the household's seed 6 placed
+    /// a turn on a model a load had just pushed out, as resident and cached). Where the
+    /// machine's room is not known, or the resident model is busy, it stays counted.
+    #[test]
+    fn a_load_on_a_full_machine_stops_counting_what_it_pushes_out() {
+        let (backend, a, b) = ollama_serving_a_and_b();
         let resident_a = || Loaded {
             model: a.clone(),
             num_ctx: None,
@@ -1333,18 +1336,7 @@ mod tests {
     #[test]
     fn the_servers_keep_alive_is_learned_again_an_hour_on() {
         use std::time::Duration;
-        let backend = Backend::from_config(
-            &BackendConfig {
-                url: "http://127.0.0.1:9".into(),
-                ..BackendConfig::default_ollama()
-            },
-            &TimeoutsConfig::default(),
-        )
-        .unwrap();
-        let (a, b) = (
-            ModelName::parse("a").unwrap(),
-            ModelName::parse("b").unwrap(),
-        );
+        let (backend, a, b) = ollama_serving_a_and_b();
         let handle = BackendHandle::new(backend, 1, Some(vec![a.clone(), b.clone()]));
         handle.set_loaded(vec![Loaded {
             model: a.clone(),
@@ -1396,15 +1388,7 @@ mod tests {
 
     #[test]
     fn resident_models_carry_their_expiry_in_the_status_and_the_heartbeat() {
-        let config = BackendConfig {
-            url: "http://127.0.0.1:9".into(),
-            ..BackendConfig::default_ollama()
-        };
-        let backend = Backend::from_config(&config, &TimeoutsConfig::default()).unwrap();
-        let (a, b) = (
-            ModelName::parse("a").unwrap(),
-            ModelName::parse("b").unwrap(),
-        );
+        let (backend, a, b) = ollama_serving_a_and_b();
         let handle = BackendHandle::new(backend, 1, Some(vec![a.clone(), b.clone()]));
         let at = DateTime::parse_from_rfc3339("2026-12-02T14:05:00Z")
             .unwrap()
