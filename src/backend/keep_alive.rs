@@ -246,30 +246,24 @@ mod tests {
             (json!("0s"), KeepAlive::Unload),
             (json!(-1), KeepAlive::Forever),
             (json!("-1m"), KeepAlive::Forever),
+            // Exact to the nanosecond, as Go reads it, however long.
+            (
+                json!("6307200000.293256001s"),
+                KeepAlive::For(Duration::new(6_307_200_000, 293_256_001)),
+            ),
+            (json!(".5s"), KeepAlive::For(Duration::from_millis(500))),
+            (json!("1.0000000019s"), KeepAlive::For(Duration::new(1, 1))),
+            (
+                json!("+1m1.5s"),
+                KeepAlive::For(Duration::from_millis(61_500)),
+            ),
+            (json!("-1ns"), KeepAlive::Forever),
+            (json!(-0.5), KeepAlive::Forever),
+            (json!("-0s"), KeepAlive::Unload),
         ];
         for (value, want) in cases {
             assert_eq!(KeepAlive::parse(&value), Some(want), "{value}");
         }
-        // Exact to the nanosecond, as Go reads it, however long.
-        assert_eq!(
-            KeepAlive::parse(&json!("6307200000.293256001s")),
-            Some(KeepAlive::For(Duration::new(6_307_200_000, 293_256_001)))
-        );
-        assert_eq!(
-            KeepAlive::parse(&json!(".5s")),
-            Some(KeepAlive::For(Duration::from_millis(500)))
-        );
-        assert_eq!(
-            KeepAlive::parse(&json!("1.0000000019s")),
-            Some(KeepAlive::For(Duration::new(1, 1)))
-        );
-        assert_eq!(
-            KeepAlive::parse(&json!("+1m1.5s")),
-            Some(KeepAlive::For(Duration::from_millis(61_500)))
-        );
-        assert_eq!(KeepAlive::parse(&json!("-1ns")), Some(KeepAlive::Forever));
-        assert_eq!(KeepAlive::parse(&json!(-0.5)), Some(KeepAlive::Forever));
-        assert_eq!(KeepAlive::parse(&json!("-0s")), Some(KeepAlive::Unload));
         for bad in [
             json!("9223372036.854775808s"),
             json!("3000000h"),

@@ -184,19 +184,15 @@ pub enum KeepAliveSetting {
 }
 
 impl KeepAliveSetting {
-    /// The value sent to Ollama.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
+    /// The keep-alive as Ollama reads it: seconds, or a Go duration such as `"5m"`,
+    /// `"1h30m"`, `"-1"`; `None` when Ollama would not read it. The config check and
+    /// start-up both read it so.
+    pub fn read(&self) -> Option<crate::backend::keep_alive::KeepAlive> {
+        let json = match self {
             Self::Seconds(n) => serde_json::Value::from(*n),
             Self::Duration(s) => serde_json::Value::from(s.as_str()),
-        }
-    }
-
-    /// Whether Ollama reads it: seconds, or a Go duration such as `"5m"`, `"1h30m"`,
-    /// `"-1"` ([`crate::backend::keep_alive::KeepAlive::parse`], which start-up reads it
-    /// with).
-    pub fn is_valid(&self) -> bool {
-        crate::backend::keep_alive::KeepAlive::parse(&self.to_json()).is_some()
+        };
+        crate::backend::keep_alive::KeepAlive::parse(&json)
     }
 }
 
@@ -422,7 +418,7 @@ impl Config {
                 if let Err(e) = ModelName::parse(m) {
                     problems.push(format!("{at}.keep_alive: {e}"));
                 }
-                if !k.is_valid() {
+                if k.read().is_none() {
                     problems.push(format!(
                         "{at}.keep_alive.{m:?}: must be a duration such as \"30m\" or \"-1\", or a number of seconds"
                     ));

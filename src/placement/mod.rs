@@ -535,12 +535,15 @@ pub fn rates_shown(
     };
     let own = s.perf.iter().find(|p| &p.model == model);
     let scaled = scale_by_size(&mut base, s, model, own, statuses, compared);
-    // Compared with the others on a model both ran (a load only bounded included), not
-    // with itself alone.
-    let compares = compared.prompt.is_some()
+    // Its own figures of the model, or figures scaled to it by size, or compared with the
+    // others on a model both ran (a load only bounded included), not with itself alone;
+    // the cheapest first ([`rates_on`] reads none of it).
+    let shown = own.is_some_and(perf::ModelPerf::known)
+        || scaled
+        || compared.prompt.is_some()
         || compared.eval.is_some()
+        || compared.load.is_some()
         || relative(s, statuses, Among::Others, load_speed).is_some();
-    let shown = compares || scaled || own.is_some_and(perf::ModelPerf::known);
     (own.map_or(base, |p| p.rates(base)), shown)
 }
 

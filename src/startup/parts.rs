@@ -9,7 +9,6 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::backend::keep_alive::KeepAlive;
 use crate::backend::{Backend, BackendHandle, Registry};
 use crate::cluster::RedisDirectory;
 use crate::config::{BackendConfig, Config, InternalTasksMode, QueueConfig, StoreConfig};
@@ -74,7 +73,7 @@ pub fn build_registry(config: &Config, rename: Option<&str>) -> anyhow::Result<R
             .keep_alive
             .iter()
             .map(|(m, k)| {
-                let keep = KeepAlive::parse(&k.to_json()).with_context(|| {
+                let keep = k.read().with_context(|| {
                     format!(
                         "backend {}: keep_alive for {m}: not a duration Ollama reads",
                         b.name
