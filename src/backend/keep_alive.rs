@@ -133,6 +133,21 @@ fn stamp_ns(at: DateTime<Utc>) -> u64 {
     u64::try_from((at.timestamp_millis() - EPOCH_MS) / MS_PER_STAMP_NS).unwrap_or(0)
 }
 
+/// Where Ollama puts a resident model in its order of models to push out ([`KeepAlive::rank`]),
+/// as far as its expiry (`/api/ps` `expires_at`, seen at `now`) tells when no request from
+/// this process set its keep-alive: the nanoseconds it has left (none once past). That is
+/// at most the keep-alive Ollama holds for it (an idle model expires that long after its
+/// last request ended), so one the owner keeps for hours or forever ranks after those
+/// Coordinator stamps with minutes, and models that share a keep-alive rank in the order
+/// they were last used, as the stamp orders them.
+pub fn rank_from_expiry(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
+    let left = expires_at
+        .signed_duration_since(now)
+        .max(chrono::TimeDelta::zero());
+    left.num_nanoseconds()
+        .map_or(KeepAlive::Forever.rank(), i64::unsigned_abs)
+}
+
 /// The server's default keep-alive, from a model that a request setting none loaded,
 /// left idle at `ended`, and that `/api/ps` says unloads at `expires_at`: the difference,
 /// to the whole second (a server's default is whole seconds, and the look is a few
@@ -357,5 +372,26 @@ mod tests {
         // An expiry from before the answer ended (Ollama had not yet set the new one).
         assert_eq!(learned_default(ended, at("2026-12-06T09:59:00Z")), None);
         assert_eq!(learned_default(ended, at("2026-12-06T10:00:00.300Z")), None);
+    }
+
+    #[test]
+    fn a_model_no_request_here_kept_ranks_by_the_time_its_expiry_has_left() {
+        let now = at("2026-12-06T10:00:00Z");
+        let stamped = KeepAlive::For(Duration::from_secs(300)).stamped(now).rank();
+        // Loaded with five minutes and idle since: before the ones Coordinator stamps.
+        let five = rank_from_expiry(at("2026-12-06T10:04:00Z"), now);
+        assert_eq!(five, 240_000_000_000);
+        assert!(five < stamped);
+        // Kept for an hour, or forever (Ollama's expiry 292 years on): after them, and
+        // forever after what Coordinator sends for forever.
+        assert!(rank_from_expiry(at("2026-12-06T10:50:00Z"), now) > stamped);
+        let forever = rank_from_expiry(now + chrono::TimeDelta::nanoseconds(i64::MAX), now);
+        assert!(forever > KeepAlive::Forever.stamped(now).rank());
+        assert_eq!(
+            rank_from_expiry(at("2400-01-01T00:00:00Z"), now),
+            KeepAlive::Forever.rank()
+        );
+        // Expired, not yet gone: first.
+        assert_eq!(rank_from_expiry(at("2026-12-06T09:59:00Z"), now), 0);
     }
 }

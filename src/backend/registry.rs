@@ -156,8 +156,10 @@ pub struct Resident {
     pub expires_at: Option<DateTime<Utc>>,
     /// Where Ollama puts it in its order of models to push out, lowest first: the
     /// stamped keep-alive in nanoseconds that its last request from this process carried
-    /// (see [`super::keep_alive`]); `None` while unknown (none sent yet, or none known
-    /// to send).
+    /// (see [`super::keep_alive`]); where none did (it was resident before this process
+    /// started, another client loaded it, or it was loaded with the server's default
+    /// while that was unknown), the time its expiry has left
+    /// ([`super::keep_alive::rank_from_expiry`]); `None` while neither is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evict_rank: Option<u64>,
 }
@@ -931,17 +933,26 @@ impl BackendHandle {
     /// The resident models with their expiry, as far as `/api/ps` told it (a model this
     /// process just loaded has none until the next look).
     fn resident(&self) -> Vec<Resident> {
+        let now = Utc::now();
         let known = lock(&self.loaded_known).clone();
         let sent = lock(&self.sent).clone();
         lock(&self.loaded)
             .iter()
-            .map(|m| Resident {
-                model: m.clone(),
-                expires_at: known
+            .map(|m| {
+                let expires_at = known
                     .iter()
                     .find(|l| &l.model == m)
-                    .and_then(|l| l.expires_at),
-                evict_rank: sent.iter().find(|s| &s.model == m).and_then(|s| s.rank),
+                    .and_then(|l| l.expires_at);
+                let evict_rank = sent
+                    .iter()
+                    .find(|s| &s.model == m)
+                    .and_then(|s| s.rank)
+                    .or_else(|| expires_at.map(|e| super::keep_alive::rank_from_expiry(e, now)));
+                Resident {
+                    model: m.clone(),
+                    expires_at,
+                    evict_rank,
+                }
             })
             .collect()
     }

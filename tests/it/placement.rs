@@ -822,6 +822,56 @@ async fn models_kept_forever_are_pushed_out_least_recently_used_first() {
     app.stop().await;
 }
 
+/// Models resident before Coordinator started (or loaded by another client of the
+/// machine) rank in Ollama's order by the keep-alive they were loaded with, which
+/// `/api/ps` shows as their expiry: the owner keeps `alpha` forever and `beta` five
+/// minutes, so a load of `gamma` pushes out `beta`, as placement expects, although
+/// `alpha`'s file sorts first.
+#[tokio::test]
+async fn models_resident_before_start_rank_by_their_expiry() {
+    let fake = machine_of(&["alpha", "beta", "gamma"], 2, Duration::from_secs(300)).await;
+    // `alpha` loaded last: `/api/ps` lists it first.
+    for (model, keep_alive) in [("beta", json!("5m")), ("alpha", json!(-1))] {
+        let res = reqwest::Client::new()
+            .post(format!("{}/api/chat", fake.base_url()))
+            .json(&json!({"model": model, "messages": [], "keep_alive": keep_alive}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "{model}");
+    }
+    let app = spawn_app_with(fake, |c| {
+        c.backends[0].parallel = 1;
+        c.backends[0].max_loaded = Some(2);
+    })
+    .await;
+    let w = crate::placement::worker_until(&app, "moon", |w| {
+        w["resident"]
+            .as_array()
+            .is_some_and(|r| r.len() == 2 && r.iter().all(|r| r["expires_at"].is_string()))
+    })
+    .await;
+    let status: coordinator::backend::registry::WorkerStatus =
+        serde_json::from_value(w.clone()).unwrap();
+    let model = |m: &str| coordinator::domain::ModelName::parse(m).unwrap();
+    let beta = model("beta");
+    assert_eq!(
+        coordinator::placement::pushes_out(&status, &model("gamma")),
+        coordinator::placement::Pushes::Idle(&beta),
+        "{w}"
+    );
+    let res = app
+        .post(
+            "/api/chat",
+            json!({"model": "gamma", "stream": false,
+                   "messages": [{"role": "user", "content": "hello gamma"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(listed(&app.fake).await, ["alpha", "gamma"]);
+    app.stop().await;
+}
+
 /// Where neither the request nor the config sets a keep-alive, the server's own applies
 /// (`OLLAMA_KEEP_ALIVE`, seven minutes on this machine): Coordinator sends none until it
 /// has learned it from `/api/ps` after a load, shows it in `/workers`, and then sends it

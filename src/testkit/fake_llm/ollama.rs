@@ -22,7 +22,6 @@ use super::{Call, Model, Shared, lock};
 
 /// The fixed timestamp of every record.
 pub(crate) const CREATED_AT: &str = "2025-01-01T00:00:00Z";
-const EXPIRES_AT: &str = "2099-01-01T00:00:00Z";
 
 pub(super) fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -124,8 +123,9 @@ async fn tags(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// In the realistic mode, the resident models (most recently used first) with their
-/// expiry on the wall clock (a model kept forever expires in 2099); otherwise the models
-/// used since start count as loaded, expiring five minutes after their last use.
+/// expiry on the wall clock (a model kept forever some 292 years on, as in Ollama);
+/// otherwise the models used since start count as loaded, expiring five minutes after
+/// their last use.
 async fn ps(State(shared): State<Arc<Shared>>) -> Response {
     if lock(&shared.live).knobs.ps_fails {
         return Api::Ollama.error(
@@ -151,14 +151,15 @@ async fn ps(State(shared): State<Arc<Shared>>) -> Response {
             .iter()
             .filter_map(|r| {
                 let m = shared.model(&r.model)?;
-                let expires_at = r.expires_in.map_or_else(
-                    || EXPIRES_AT.to_owned(),
-                    |d| {
-                        let at =
-                            chrono::Utc::now() + chrono::Duration::from_std(d).unwrap_or_default();
-                        at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-                    },
-                );
+                // A model kept forever: Ollama holds Go's largest duration and shows
+                // its expiry that far ahead (some 292 years).
+                let left = r
+                    .expires_in
+                    .map_or(chrono::Duration::nanoseconds(i64::MAX), |d| {
+                        chrono::Duration::from_std(d).unwrap_or_default()
+                    });
+                let expires_at = (chrono::Utc::now() + left)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
                 Some(entry(m, expires_at, Some(r.num_ctx)))
             })
             .collect(),
