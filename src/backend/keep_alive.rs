@@ -133,13 +133,13 @@ fn stamp_ns(at: DateTime<Utc>) -> u64 {
     u64::try_from((at.timestamp_millis() - EPOCH_MS) / MS_PER_STAMP_NS).unwrap_or(0)
 }
 
-/// Where Ollama puts a resident model in its order of models to push out ([`KeepAlive::rank`]),
-/// as far as its expiry (`/api/ps` `expires_at`, seen at `now`) tells when no request from
-/// this process set its keep-alive: the nanoseconds it has left (none once past). That is
-/// at most the keep-alive Ollama holds for it (an idle model expires that long after its
-/// last request ended), so one the owner keeps for hours or forever ranks after those
-/// Coordinator stamps with minutes, and models that share a keep-alive rank in the order
-/// they were last used, as the stamp orders them.
+/// Where Ollama puts a resident model in its order of models to push out
+/// ([`KeepAlive::rank`]), as far as its expiry (`/api/ps` `expires_at`, seen at `now`)
+/// tells when no request from this process set its keep-alive: the nanoseconds it has
+/// left (none once past). That is at most the keep-alive Ollama holds for it (an idle
+/// model expires that long after its last request ended), so one the owner keeps for
+/// hours or forever ranks after those Coordinator stamps with minutes, and models that
+/// share a keep-alive rank in the order they were last used, as the stamp orders them.
 pub fn rank_from_expiry(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
     let left = expires_at
         .signed_duration_since(now)

@@ -11,7 +11,7 @@ use serde::Serialize;
 use chrono::{DateTime, Utc};
 
 use super::activity::{Activity, Recent, Running};
-use super::keep_alive::KeepAlive;
+use super::keep_alive::{KeepAlive, rank_from_expiry};
 use super::perf::{Began, ModelPerf, Rates, Sample};
 use super::slots::Slots;
 pub use super::windows::ConfiguredWindows;
@@ -943,11 +943,12 @@ impl BackendHandle {
                     .iter()
                     .find(|l| &l.model == m)
                     .and_then(|l| l.expires_at);
+                let from_expiry = || expires_at.map(|e| rank_from_expiry(e, now));
                 let evict_rank = sent
                     .iter()
                     .find(|s| &s.model == m)
                     .and_then(|s| s.rank)
-                    .or_else(|| expires_at.map(|e| super::keep_alive::rank_from_expiry(e, now)));
+                    .or_else(from_expiry);
                 Resident {
                     model: m.clone(),
                     expires_at,
