@@ -199,6 +199,11 @@ impl Activity {
             || (self.left_early.iter()).any(|r| &r.thread == thread && &r.model == model)
     }
 
+    /// Whether an answer of `model` runs here now.
+    pub fn runs(&self, model: &ModelName) -> bool {
+        self.running.iter().any(|(_, r)| &r.model == model)
+    }
+
     pub fn running(&self) -> Vec<Running> {
         self.running.iter().map(|(_, r)| r.clone()).collect()
     }

@@ -148,6 +148,27 @@ pub fn rank_from_expiry(expires_at: DateTime<Utc>, now: DateTime<Utc>) -> u64 {
         .map_or(KeepAlive::Forever.rank(), i64::unsigned_abs)
 }
 
+/// How far from the expiry a keep-alive set may `/api/ps` show one, and still be taken
+/// as set by it: Ollama sets the expiry as the request's connection closes, and this
+/// process notes the end as its answer's last piece arrives, milliseconds apart (more
+/// under load).
+pub const EXPIRY_SLACK: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+
+/// Whether the expiry `/api/ps` shows (`expires_at`) is the one a keep-alive of `rank`
+/// nanoseconds ([`KeepAlive::rank`]) set when the request that carried it ended at
+/// `ended`, give or take [`EXPIRY_SLACK`]. When it is not, another client's request set
+/// the model's keep-alive since (or loaded it again after it was pushed out).
+pub fn expiry_set_by(rank: u64, ended: DateTime<Utc>, expires_at: DateTime<Utc>) -> bool {
+    let Some(expected) = i64::try_from(rank)
+        .ok()
+        .and_then(|ns| ended.checked_add_signed(chrono::TimeDelta::nanoseconds(ns)))
+    else {
+        // Beyond the calendar: no expiry tells it apart.
+        return true;
+    };
+    (expires_at - expected).abs() <= EXPIRY_SLACK
+}
+
 /// The server's default keep-alive, from a model that a request setting none loaded,
 /// left idle at `ended`, and that `/api/ps` says unloads at `expires_at`: the difference,
 /// to the whole second (a server's default is whole seconds, and the look is a few
@@ -393,5 +414,44 @@ mod tests {
         );
         // Expired, not yet gone: first.
         assert_eq!(rank_from_expiry(at("2026-12-06T09:59:00Z"), now), 0);
+    }
+
+    #[test]
+    fn an_expiry_is_taken_as_set_by_a_keep_alive_only_within_the_slack() {
+        let sent = at("2026-12-06T10:00:00Z");
+        let ended = at("2026-12-06T10:00:07Z");
+        let rank = KeepAlive::For(Duration::from_secs(300))
+            .stamped(sent)
+            .rank();
+        let expected = ended + chrono::TimeDelta::nanoseconds(i64::try_from(rank).unwrap());
+        assert!(expiry_set_by(rank, ended, expected));
+        // Ollama set it a second after the answer's end here, or a little before.
+        assert!(expiry_set_by(
+            rank,
+            ended,
+            expected + chrono::TimeDelta::seconds(1)
+        ));
+        assert!(expiry_set_by(rank, ended, expected - EXPIRY_SLACK));
+        // Another client's request ended ten seconds later with the same five minutes,
+        // or kept it two hours.
+        assert!(!expiry_set_by(
+            rank,
+            ended,
+            expected + chrono::TimeDelta::seconds(10)
+        ));
+        assert!(!expiry_set_by(
+            rank,
+            ended,
+            ended + chrono::TimeDelta::hours(2)
+        ));
+        // Unloaded at the end (`0`): only an expiry at the end is its own.
+        assert!(expiry_set_by(KeepAlive::Unload.rank(), ended, ended));
+        assert!(!expiry_set_by(KeepAlive::Unload.rank(), ended, expected));
+        // Forever as sent (two hundred years): its expiry two centuries on.
+        let forever = KeepAlive::Forever.stamped(sent).rank();
+        let far = ended + chrono::TimeDelta::nanoseconds(i64::try_from(forever).unwrap());
+        assert!(far.to_rfc3339().starts_with("22"), "{far}");
+        assert!(expiry_set_by(forever, ended, far));
+        assert!(!expiry_set_by(forever, ended, expected));
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use chrono::{DateTime, Utc};
 
 use super::activity::{Activity, Recent, Running};
-use super::keep_alive::{KeepAlive, rank_from_expiry};
+use super::keep_alive::{KeepAlive, expiry_set_by, rank_from_expiry};
 use super::perf::{Began, ModelPerf, Rates, Sample};
 use super::slots::Slots;
 pub use super::windows::ConfiguredWindows;
@@ -156,9 +156,10 @@ pub struct Resident {
     pub expires_at: Option<DateTime<Utc>>,
     /// Where Ollama puts it in its order of models to push out, lowest first: the
     /// stamped keep-alive in nanoseconds that its last request from this process carried
-    /// (see [`super::keep_alive`]); where none did (it was resident before this process
-    /// started, another client loaded it, or it was loaded with the server's default
-    /// while that was unknown), the time its expiry has left
+    /// (see [`super::keep_alive`]), while `/api/ps` shows the expiry that set; where none
+    /// did (it was resident before this process started, another client loaded it, or it
+    /// was loaded with the server's default while that was unknown), or another client's
+    /// request has set its keep-alive since, the time its expiry has left
     /// ([`super::keep_alive::rank_from_expiry`]); `None` while neither is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evict_rank: Option<u64>,
@@ -470,6 +471,32 @@ impl BackendHandle {
         }
     }
 
+    /// Forgets the keep-alive a model's last request here carried once `/api/ps` (asked
+    /// at `asked_at`) shows it no longer holds: the model is not resident (unloaded or
+    /// pushed out; whoever loads it next sets its own), or its expiry is not the one that
+    /// keep-alive set as the request ended ([`expiry_set_by`]: another client's request
+    /// set its own since). The model then ranks by its expiry, like one no request here
+    /// set ([`Resident::evict_rank`]). A record stays while an answer of the model runs
+    /// here, or when its request ended within [`DEFAULT_KEEP_ALIVE_LOOK`] of the look
+    /// (Ollama may not have set the expiry yet).
+    fn forget_overtaken_keep_alives(&self, loaded: &[Loaded], asked_at: DateTime<Utc>) {
+        let settled =
+            asked_at - chrono::Duration::from_std(DEFAULT_KEEP_ALIVE_LOOK).unwrap_or_default();
+        let activity = lock(&self.activity);
+        lock(&self.sent).retain(|s| {
+            let (Some(rank), Some((ended, _))) = (s.rank, s.ended) else {
+                return true;
+            };
+            if ended > settled || activity.runs(&s.model) {
+                return true;
+            }
+            match loaded.iter().find(|l| l.model == s.model) {
+                None => false,
+                Some(l) => l.expires_at.is_none_or(|e| expiry_set_by(rank, ended, e)),
+            }
+        });
+    }
+
     /// Takes back what was learned of this machine before a restart, and keeps what it
     /// learns from now on in `store`.
     pub fn restore_learned(&self, learned: Option<Learned>, store: Arc<dyn LearnedStore>) {
@@ -733,9 +760,11 @@ impl BackendHandle {
     /// Reads the resident models again (Ollama's `/api/ps`), as after every task; whether
     /// the backend answered (else what was known stays).
     pub async fn refresh_loaded(&self) -> bool {
+        let asked_at = Utc::now();
         match self.backend.loaded_models().await {
             Ok(loaded) => {
                 self.learn_default_keep_alive(&loaded, Utc::now());
+                self.forget_overtaken_keep_alives(&loaded, asked_at);
                 self.set_loaded(loaded);
                 true
             }
@@ -1126,6 +1155,95 @@ mod tests {
         .unwrap();
         let model = |m: &str| ModelName::parse(m).unwrap();
         (backend, model("a"), model("b"))
+    }
+
+    /// The keep-alive a model's last request here carried ranks it while `/api/ps` shows
+    /// the expiry it set; once the model is gone, or another client's request has set its
+    /// own, the record is forgotten and the model ranks by its expiry. A running answer
+    /// of the model, or one that ended moments before the look, keeps its record.
+    #[test]
+    fn a_keep_alive_sent_here_is_forgotten_once_the_machine_shows_another() {
+        let backend = Backend::from_config(
+            &BackendConfig {
+                url: "http://127.0.0.1:9".into(),
+                ..BackendConfig::default_ollama()
+            },
+            &TimeoutsConfig::default(),
+        )
+        .unwrap();
+        let models: Vec<ModelName> = ["kept", "overtaken", "gone", "settling", "busy"]
+            .iter()
+            .map(|m| ModelName::parse(m).unwrap())
+            .collect();
+        let handle = Arc::new(BackendHandle::new(backend, 2, Some(models.clone())));
+        let [kept, overtaken, gone, settling, busy] = &models[..] else {
+            unreachable!()
+        };
+        let now = Utc::now();
+        let ten_ago = now - chrono::TimeDelta::seconds(10);
+        let ms = |n| chrono::TimeDelta::milliseconds(n);
+        let mut ranks = Vec::new();
+        for m in &models {
+            let sent = handle
+                .keep_alive_to_send(m, Some(&serde_json::json!("5m")))
+                .unwrap();
+            ranks.push(KeepAlive::parse(&sent).unwrap().rank());
+            let ended = if m == settling {
+                now - ms(500)
+            } else {
+                ten_ago
+            };
+            lock(&handle.sent)
+                .iter_mut()
+                .find(|s| &s.model == m)
+                .unwrap()
+                .ended = Some((ended, false));
+        }
+        // An answer of `busy` runs (another ended ten seconds ago): Ollama sets the expiry
+        // when both are done.
+        let running = handle.start_request(busy, None, 10, None, Priority::Interactive);
+        let set_by = |i: usize, ended| {
+            ended + chrono::TimeDelta::nanoseconds(i64::try_from(ranks[i]).unwrap())
+        };
+        let two_hours = now + chrono::TimeDelta::hours(2);
+        let listed = |model: &ModelName, expires_at| Loaded {
+            model: model.clone(),
+            num_ctx: None,
+            expires_at: Some(expires_at),
+        };
+        let look = vec![
+            listed(kept, set_by(0, ten_ago) + ms(300)),
+            listed(overtaken, two_hours),
+            listed(settling, two_hours),
+            listed(busy, two_hours),
+        ];
+        handle.forget_overtaken_keep_alives(&look, now);
+        handle.set_loaded(look);
+        let remembered: Vec<ModelName> =
+            lock(&handle.sent).iter().map(|s| s.model.clone()).collect();
+        assert!(!remembered.contains(gone) && !handle.has_loaded(gone));
+        assert_eq!(
+            remembered,
+            [kept.clone(), settling.clone(), busy.clone()],
+            "`gone` is not resident; `overtaken` shows another client's two hours"
+        );
+        let rank_of = |m: &ModelName| {
+            handle
+                .status()
+                .resident
+                .into_iter()
+                .find(|r| &r.model == m)
+                .and_then(|r| r.evict_rank)
+                .unwrap()
+        };
+        assert_eq!(rank_of(kept), ranks[0]);
+        assert_eq!(rank_of(settling), ranks[3]);
+        assert_eq!(rank_of(busy), ranks[4]);
+        // Ranked by its expiry: after the five minutes stamped here, as Ollama ranks it.
+        let from_expiry = rank_of(overtaken);
+        assert!(from_expiry > ranks[4], "{from_expiry} {ranks:?}");
+        assert!(from_expiry <= 7_200_000_000_000, "{from_expiry}");
+        drop(running);
     }
 
     /// A load on a machine known to keep one model pushes the resident one out: from the

@@ -872,6 +872,88 @@ async fn models_resident_before_start_rank_by_their_expiry() {
     app.stop().await;
 }
 
+/// A model another client of the machine asked to keep longer ranks by what that client
+/// set, not by the keep-alive Coordinator sent it before: Coordinator serves `alpha` and
+/// then `beta`, ten minutes each; then the owner's script chats with `alpha` straight on
+/// the machine and keeps it two hours. Ollama now pushes out `beta` to load `gamma`, and
+/// placement expects it to.
+#[tokio::test]
+async fn a_keep_alive_another_client_set_since_outranks_the_one_sent_here() {
+    let fake = machine_of(&["alpha", "beta", "gamma"], 2, Duration::from_secs(300)).await;
+    let app = spawn_app_with(fake, |c| {
+        c.backends[0].parallel = 1;
+        c.backends[0].max_loaded = Some(2);
+        c.timeouts.discovery_interval_s = 1;
+    })
+    .await;
+    let ask = |model: &str| {
+        json!({"model": model, "stream": false, "keep_alive": "10m",
+               "messages": [{"role": "user", "content": format!("hello {model}")}]})
+    };
+    for model in ["alpha", "beta"] {
+        assert_eq!(
+            app.post("/api/chat", ask(model)).await.status(),
+            200,
+            "{model}"
+        );
+    }
+    let sent = |model: &str| {
+        let body = app
+            .fake
+            .requests_to("/api/chat")
+            .into_iter()
+            .filter_map(|r| r.body)
+            .rfind(|b| b["model"] == model)
+            .unwrap();
+        let rank = coordinator::backend::keep_alive::KeepAlive::parse(&body["keep_alive"])
+            .unwrap()
+            .rank();
+        (body, rank)
+    };
+    let (alpha_body, _) = sent("alpha");
+    let (_, beta_rank) = sent("beta");
+    // The owner's script, with the window Coordinator loaded `alpha` with (another
+    // window would reload it).
+    let mut theirs = ask("alpha");
+    theirs["keep_alive"] = json!("2h");
+    if let Some(options) = alpha_body.get("options") {
+        theirs["options"] = options.clone();
+    }
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/chat", app.fake.base_url()))
+        .json(&theirs)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(app.fake.stats().loads, 2, "the owner's chat loaded nothing");
+    let rank_of = |w: &Value, m: &str| {
+        w["resident"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["model"] == m)
+            .and_then(|r| r["evict_rank"].as_u64())
+    };
+    let w = crate::placement::worker_until(&app, "moon", |w| {
+        rank_of(w, "alpha").is_some_and(|a| a > 3_600_000_000_000)
+    })
+    .await;
+    assert_eq!(rank_of(&w, "beta"), Some(beta_rank), "{w}");
+    let status: coordinator::backend::registry::WorkerStatus =
+        serde_json::from_value(w.clone()).unwrap();
+    let beta = coordinator::domain::ModelName::parse("beta").unwrap();
+    let gamma = coordinator::domain::ModelName::parse("gamma").unwrap();
+    assert_eq!(
+        coordinator::placement::pushes_out(&status, &gamma),
+        coordinator::placement::Pushes::Idle(&beta),
+        "{w}"
+    );
+    assert_eq!(app.post("/api/chat", ask("gamma")).await.status(), 200);
+    assert_eq!(listed(&app.fake).await, ["alpha", "gamma"]);
+    app.stop().await;
+}
+
 /// Where neither the request nor the config sets a keep-alive, the server's own applies
 /// (`OLLAMA_KEEP_ALIVE`, seven minutes on this machine): Coordinator sends none until it
 /// has learned it from `/api/ps` after a load, shows it in `/workers`, and then sends it
