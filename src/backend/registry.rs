@@ -264,10 +264,10 @@ impl Drop for InFlight {
         self.handle.request_ended(&self.model, self.cold);
         // However the answer ended (done, failed, stopped by its person, moved to another
         // machine), it may have loaded a model and pushed out another: look at the machine
-        // again now rather than at the next discovery tick (the household's warm row
+        // again now rather than at the next periodic look (the household's warm row
         // placed a turn on a machine still counted as holding a model that a stopped
         // answer's load had pushed out). Outside a runtime (shutdown, plain tests) the
-        // next tick does it.
+        // next periodic look does it.
         self.handle.look_again();
     }
 }
@@ -775,8 +775,9 @@ impl BackendHandle {
     /// Reads the resident models again soon, off the caller's path, as after every
     /// answer. One look runs at a time: the ends that come while it runs share one more
     /// look, begun after them all (under load an answer ends every few milliseconds, and
-    /// each does not need a look of its own). Outside a runtime (shutdown, plain tests) it
-    /// is left to the next discovery tick.
+    /// each does not need a look of its own). Discovery asks for one every
+    /// `[timeouts] look_interval_s` too ([`Registry::look_at_all`]). Outside a runtime
+    /// (shutdown, plain tests) it is left to the next periodic look.
     pub fn look_again(self: &Arc<Self>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -1010,6 +1011,17 @@ impl Registry {
     }
 
     /// Refreshes every backend concurrently.
+    /// Asks every reachable Ollama machine which models it holds, off the caller's path
+    /// ([`BackendHandle::look_again`]: a look already under way takes this one too).
+    /// Discovery notices an unreachable one coming back.
+    pub fn look_at_all(&self) {
+        for h in self.handles.iter() {
+            if h.backend.kind() == crate::config::BackendKind::Ollama && h.is_healthy() {
+                h.look_again();
+            }
+        }
+    }
+
     pub async fn refresh_all(&self) {
         futures::future::join_all(self.handles.iter().map(|h| h.refresh())).await;
     }

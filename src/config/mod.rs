@@ -336,6 +336,10 @@ pub struct TimeoutsConfig {
     pub answer_s: u64,
     /// How often backends' model lists are refreshed.
     pub discovery_interval_s: u64,
+    /// How often each Ollama machine is asked which models it holds (`/api/ps`), besides
+    /// the look after every answer: a model its keep-alive unloaded, or one another
+    /// client of the machine loaded or unloaded, shows in placement's view this soon.
+    pub look_interval_s: u64,
     /// How long a streamed chat waits for its first token before it answers 200 at once
     /// and tells the client it is queued (keep-alive frames) until the token comes.
     pub queued_head_ms: u64,
@@ -351,6 +355,7 @@ impl Default for TimeoutsConfig {
             stream_idle_s: 120,
             answer_s: 600,
             discovery_interval_s: 30,
+            look_interval_s: 5,
             queued_head_ms: 1000,
             keep_alive_s: 5,
         }
@@ -462,6 +467,9 @@ impl Config {
         }
         if self.timeouts.answer_s == 0 {
             problems.push("timeouts.answer_s: must be at least 1".to_owned());
+        }
+        if self.timeouts.look_interval_s == 0 {
+            problems.push("timeouts.look_interval_s: must be at least 1".to_owned());
         }
         if self.timeouts.queued_head_ms == 0 {
             problems.push("timeouts.queued_head_ms: must be at least 1".to_owned());
@@ -582,14 +590,19 @@ mod tests {
     }
 
     #[test]
-    fn the_queued_heads_delay_and_the_keep_alive_must_be_positive() {
-        let text = "[timeouts]\nqueued_head_ms = 250\nkeep_alive_s = 2\n";
+    fn the_queued_heads_delay_the_keep_alive_and_the_look_interval_must_be_positive() {
+        let text = "[timeouts]\nqueued_head_ms = 250\nkeep_alive_s = 2\nlook_interval_s = 3\n";
         let c = load::load_str(text, Vec::new()).unwrap();
         assert_eq!(
-            (c.timeouts.queued_head_ms, c.timeouts.keep_alive_s),
-            (250, 2)
+            (
+                c.timeouts.queued_head_ms,
+                c.timeouts.keep_alive_s,
+                c.timeouts.look_interval_s
+            ),
+            (250, 2, 3)
         );
-        let text = "[timeouts]\nqueued_head_ms = 0\nkeep_alive_s = 0\n";
+        assert_eq!(Config::default().timeouts.look_interval_s, 5);
+        let text = "[timeouts]\nqueued_head_ms = 0\nkeep_alive_s = 0\nlook_interval_s = 0\n";
         let problems = load::load_str(text, Vec::new()).unwrap_err().problems();
         assert!(
             problems
@@ -601,6 +614,12 @@ mod tests {
             problems
                 .iter()
                 .any(|p| p.starts_with("timeouts.keep_alive_s:")),
+            "{problems:?}"
+        );
+        assert!(
+            problems
+                .iter()
+                .any(|p| p == "timeouts.look_interval_s: must be at least 1"),
             "{problems:?}"
         );
     }

@@ -281,6 +281,7 @@ pub fn spawn_workers(
         tracker.spawn(discovery_loop(
             registry.clone(),
             Duration::from_secs(config.timeouts.discovery_interval_s.max(1)),
+            Duration::from_secs(config.timeouts.look_interval_s.max(1)),
             stop.clone(),
         ));
     }
@@ -316,14 +317,24 @@ async fn metrics_upkeep_loop(metrics: Arc<crate::metrics::Metrics>, stop: Cancel
     }
 }
 
-/// Refreshes backends' model lists and health until `stop`.
-async fn discovery_loop(registry: Registry, every: Duration, stop: CancellationToken) {
+/// Refreshes backends' model lists and health every `every`, and looks at the models
+/// each machine holds every `look_every`, until `stop`.
+async fn discovery_loop(
+    registry: Registry,
+    every: Duration,
+    look_every: Duration,
+    stop: CancellationToken,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut look = tokio::time::interval(look_every);
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    look.tick().await;
     loop {
         tokio::select! {
             _ = tick.tick() => registry.refresh_all().await,
+            _ = look.tick() => registry.look_at_all(),
             () = stop.cancelled() => return,
         }
     }

@@ -525,6 +525,7 @@ async fn a_stopped_answer_leaves_the_machine_shown_as_it_is() {
         machines(c, "moon", &[]);
         // Only the looks that follow answers.
         c.timeouts.discovery_interval_s = 3600;
+        c.timeouts.look_interval_s = 3600;
     })
     .await;
     worker_until(&app, "moon", |w| w["healthy"] == true).await;
@@ -574,6 +575,7 @@ async fn a_load_given_up_is_not_counted_resident_once_ollama_has_dropped_it() {
     let app = spawn_app_with(fake, |c| {
         machines(c, "moon", &[]);
         c.timeouts.discovery_interval_s = 3600;
+        c.timeouts.look_interval_s = 3600;
     })
     .await;
     worker_until(&app, "moon", |w| w["healthy"] == true).await;
@@ -951,6 +953,52 @@ async fn a_keep_alive_another_client_set_since_outranks_the_one_sent_here() {
     );
     assert_eq!(app.post("/api/chat", ask("gamma")).await.status(), 200);
     assert_eq!(listed(&app.fake).await, ["alpha", "gamma"]);
+    app.stop().await;
+}
+
+/// Between answers, Coordinator asks the machine which models it holds every
+/// `look_interval_s`: the owner unloads `alpha` straight on the machine (`ollama stop`)
+/// and later loads `beta` there, with no answer through Coordinator in between, and
+/// `/workers` shows each within the interval, although discovery comes once an hour.
+#[tokio::test]
+async fn the_machines_resident_models_are_looked_at_between_answers() {
+    let fake = machine_of(&["alpha", "beta"], 2, Duration::from_secs(300)).await;
+    let app = spawn_app_with(fake, |c| {
+        c.timeouts.discovery_interval_s = 3600;
+        c.timeouts.look_interval_s = 1;
+    })
+    .await;
+    let res = app
+        .post(
+            "/api/chat",
+            // A keep-alive of its own: no look comes to learn the server's.
+            json!({"model": "alpha", "stream": false, "keep_alive": "5m",
+                   "messages": [{"role": "user", "content": "hello alpha"}]}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    crate::placement::worker_until(&app, "moon", |w| w["loaded"] == json!(["alpha"])).await;
+    let looks = app.fake.requests_to("/api/ps").len();
+    let owner = |model: &str, keep_alive: Value| {
+        let fake = app.fake.base_url();
+        let body = json!({"model": model, "messages": [], "keep_alive": keep_alive});
+        async move {
+            let res = reqwest::Client::new()
+                .post(format!("{fake}/api/chat"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+        }
+    };
+    owner("alpha", json!(0)).await;
+    assert!(listed(&app.fake).await.is_empty());
+    crate::placement::worker_until(&app, "moon", |w| w["loaded"] == json!([])).await;
+    owner("beta", json!("5m")).await;
+    let w = crate::placement::worker_until(&app, "moon", |w| w["loaded"] == json!(["beta"])).await;
+    assert!(w["resident"][0]["expires_at"].is_string(), "{w}");
+    assert!(app.fake.requests_to("/api/ps").len() >= looks + 2);
     app.stop().await;
 }
 
