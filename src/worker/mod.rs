@@ -157,7 +157,11 @@ impl Worker {
             }
             drop(slot);
         };
-        tracker.spawn(job.instrument(span));
+        // Boxed: the job's state machine (the backend call, the late rule's race, the
+        // answer's forwarding) runs to some kilobytes, and the runtime moves a task's
+        // future by value several times as it spawns it and again as it ends it; the
+        // box is moved instead.
+        tracker.spawn(Box::pin(job).instrument(span));
     }
 
     /// The lanes this worker takes from, given the models its backend serves now.
