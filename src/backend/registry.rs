@@ -1155,18 +1155,22 @@ mod tests {
         assert!(handle.has_loaded(&m));
     }
 
-    /// An Ollama backend nobody listens at, and the two models `a` and `b`.
-    fn ollama_serving_a_and_b() -> (Backend, ModelName, ModelName) {
-        let backend = Backend::from_config(
+    /// An Ollama backend nobody listens at.
+    fn unreachable_ollama() -> Backend {
+        Backend::from_config(
             &BackendConfig {
                 url: "http://127.0.0.1:9".into(),
                 ..BackendConfig::default_ollama()
             },
             &TimeoutsConfig::default(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// An Ollama backend nobody listens at, and the two models `a` and `b`.
+    fn ollama_serving_a_and_b() -> (Backend, ModelName, ModelName) {
         let model = |m: &str| ModelName::parse(m).unwrap();
-        (backend, model("a"), model("b"))
+        (unreachable_ollama(), model("a"), model("b"))
     }
 
     /// The keep-alive a model's last request here carried ranks it while `/api/ps` shows
@@ -1175,19 +1179,15 @@ mod tests {
     /// of the model, or one that ended moments before the look, keeps its record.
     #[test]
     fn a_keep_alive_sent_here_is_forgotten_once_the_machine_shows_another() {
-        let backend = Backend::from_config(
-            &BackendConfig {
-                url: "http://127.0.0.1:9".into(),
-                ..BackendConfig::default_ollama()
-            },
-            &TimeoutsConfig::default(),
-        )
-        .unwrap();
         let models: Vec<ModelName> = ["kept", "overtaken", "gone", "settling", "busy"]
             .iter()
             .map(|m| ModelName::parse(m).unwrap())
             .collect();
-        let handle = Arc::new(BackendHandle::new(backend, 2, Some(models.clone())));
+        let handle = Arc::new(BackendHandle::new(
+            unreachable_ollama(),
+            2,
+            Some(models.clone()),
+        ));
         let [kept, overtaken, gone, settling, busy] = &models[..] else {
             unreachable!()
         };

@@ -712,6 +712,16 @@ async fn machine_of(models: &[&str], max_loaded: usize, keep_alive: Duration) ->
         .unwrap()
 }
 
+/// Where `/workers` shows machine `w`'s resident model `m` in Ollama's order of models
+/// to push out (`evict_rank`), if it does.
+fn evict_rank(w: &Value, m: &str) -> Option<u64> {
+    w["resident"]
+        .as_array()?
+        .iter()
+        .find(|r| r["model"] == m)
+        .and_then(|r| r["evict_rank"].as_u64())
+}
+
 /// What the fake's `/api/ps` lists, by name.
 async fn listed(fake: &FakeLlmServer) -> Vec<String> {
     let ps: Value = reqwest::get(format!("{}/api/ps", fake.base_url()))
@@ -767,15 +777,7 @@ async fn ollama_pushes_out_the_least_recently_used_model_once_keep_alives_are_st
         w["resident"].as_array().is_some_and(|r| r.len() == 2)
     })
     .await;
-    let rank_of = |m: &str| {
-        w["resident"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["model"] == m)
-            .and_then(|r| r["evict_rank"].as_u64())
-            .unwrap_or_else(|| panic!("{m}'s rank is shown: {w}"))
-    };
+    let rank_of = |m: &str| evict_rank(&w, m).unwrap_or_else(|| panic!("{m}'s rank is shown: {w}"));
     assert!(rank_of("alpha") <= rank_of("gamma"), "{w}");
     app.stop().await;
 }
@@ -929,19 +931,11 @@ async fn a_keep_alive_another_client_set_since_outranks_the_one_sent_here() {
         .unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(app.fake.stats().loads, 2, "the owner's chat loaded nothing");
-    let rank_of = |w: &Value, m: &str| {
-        w["resident"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["model"] == m)
-            .and_then(|r| r["evict_rank"].as_u64())
-    };
     let w = crate::placement::worker_until(&app, "moon", |w| {
-        rank_of(w, "alpha").is_some_and(|a| a > 3_600_000_000_000)
+        evict_rank(w, "alpha").is_some_and(|a| a > 3_600_000_000_000)
     })
     .await;
-    assert_eq!(rank_of(&w, "beta"), Some(beta_rank), "{w}");
+    assert_eq!(evict_rank(&w, "beta"), Some(beta_rank), "{w}");
     let status: coordinator::backend::registry::WorkerStatus =
         serde_json::from_value(w.clone()).unwrap();
     let beta = coordinator::domain::ModelName::parse("beta").unwrap();
