@@ -2,7 +2,10 @@
 //! words on word boundaries) and the prose extractor that keeps pasted code and logs out
 //! of web-search detection.
 
+use std::sync::LazyLock;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use memchr::memmem::Finder;
 
 /// Keywords in one or more groups, matched in one overlapping pass, ASCII
 /// case-insensitively (no lowercased copy of the text is made: Unicode lowercasing costs
@@ -207,6 +210,10 @@ pub(crate) fn prose(text: &str, max_chars: usize) -> Prose {
 const LOG_LEVELS: [&str; 8] = [
     "INFO", "ERROR", "WARN", "WARNING", "DEBUG", "TRACE", "FATAL", "CRITICAL",
 ];
+/// [`LOG_LEVELS`]' searchers, built once: building one per level for every line of every
+/// turn cost more than the searches.
+static LOG_LEVEL_FINDERS: LazyLock<[Finder<'static>; 8]> =
+    LazyLock::new(|| LOG_LEVELS.map(Finder::new));
 #[rustfmt::skip]
 const MACHINE_PREFIXES: [&str; 14] = [
     "File \"", "Traceback", "Caused by:", "$ ", ">>> ", "PS ", "C:\\", "/usr/", "/home/",
@@ -241,7 +248,10 @@ pub(crate) fn is_machine_line(line: &str) -> bool {
         return true;
     }
     let head = clip(t, 48);
-    if LOG_LEVELS.iter().any(|lvl| has_upper_token(head, lvl)) {
+    if LOG_LEVEL_FINDERS
+        .iter()
+        .any(|lvl| has_upper_token(head, lvl))
+    {
         return true;
     }
     // Code punctuation density, judged on the first 512 bytes of long lines.
@@ -287,10 +297,11 @@ fn is_timestamp(b: &[u8]) -> bool {
 }
 
 /// `word` appears in `s` as an uppercase token (not inside a longer word).
-fn has_upper_token(s: &str, word: &str) -> bool {
-    s.match_indices(word).any(|(i, _)| {
+/// Whether `word` (a searcher for an upper-case word) occurs in `s` as a word of its own.
+fn has_upper_token(s: &str, word: &Finder<'_>) -> bool {
+    word.find_iter(s.as_bytes()).any(|i| {
         let before = s[..i].chars().next_back();
-        let after = s[i + word.len()..].chars().next();
+        let after = s[i + word.needle().len()..].chars().next();
         before.is_none_or(|c| !c.is_alphanumeric()) && after.is_none_or(|c| !c.is_alphanumeric())
     })
 }

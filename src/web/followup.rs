@@ -3,6 +3,10 @@
 //! entity from the thread's history (千葉県柏市, Kyoto), so that "この市の特産物をおしえて"
 //! becomes a standalone search.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 use crate::chat::{ChatMessage, Role};
 
 /// Japanese demonstratives that take a noun after them.
@@ -39,6 +43,10 @@ const EN_ANAPHORA: [&str; 16] = [
     "they",
     "them",
 ];
+/// [`EN_ANAPHORA`]'s searchers, built once: building one per phrase for every turn cost
+/// more than the searches.
+static EN_ANAPHORA_FINDERS: LazyLock<[Finder<'static>; 16]> =
+    LazyLock::new(|| EN_ANAPHORA.map(Finder::new));
 /// Capitalised words that start sentences rather than name things.
 const EN_NOT_NAMES: [&str; 40] = [
     "What",
@@ -199,9 +207,9 @@ fn find_english_reference(text: &str) -> Option<(usize, usize, Wants)> {
     if lower.len() != text.len() {
         return None;
     }
-    EN_ANAPHORA.iter().find_map(|phrase| {
-        lower.match_indices(phrase).find_map(|(i, _)| {
-            let end = i + phrase.len();
+    EN_ANAPHORA_FINDERS.iter().find_map(|phrase| {
+        phrase.find_iter(lower.as_bytes()).find_map(|i| {
+            let end = i + phrase.needle().len();
             let before_ok = lower[..i]
                 .chars()
                 .next_back()
