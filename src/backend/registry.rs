@@ -210,6 +210,12 @@ const LOAD_GIVEN_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs
 /// connection closes, and a look before that reads the expiry an earlier request left.
 const DEFAULT_KEEP_ALIVE_LOOK: std::time::Duration = std::time::Duration::from_millis(1500);
 
+/// The latest end of a request whose expiry Ollama has surely set by a look at `/api/ps`
+/// at `at` ([`DEFAULT_KEEP_ALIVE_LOOK`] before it).
+fn expiry_settled_by(at: DateTime<Utc>) -> DateTime<Utc> {
+    at - chrono::Duration::from_std(DEFAULT_KEEP_ALIVE_LOOK).unwrap_or_default()
+}
+
 /// How long a learned server keep-alive is taken as the server's: after that, the next
 /// load of a model that neither the request nor the config keeps carries none again, and
 /// teaches it anew. The owner may have changed `OLLAMA_KEEP_ALIVE` and restarted Ollama
@@ -442,7 +448,7 @@ impl BackendHandle {
         if self.default_is_fresh(now) {
             return;
         }
-        let settled = now - chrono::Duration::from_std(DEFAULT_KEEP_ALIVE_LOOK).unwrap_or_default();
+        let settled = expiry_settled_by(now);
         let candidates: Vec<(ModelName, DateTime<Utc>)> = lock(&self.sent)
             .iter()
             .filter(|s| s.plain)
@@ -451,9 +457,8 @@ impl BackendHandle {
                 _ => None,
             })
             .collect();
-        let running = lock(&self.activity).running();
         for (model, ended) in candidates {
-            if running.iter().any(|r| r.model == model) {
+            if lock(&self.activity).runs(&model) {
                 continue;
             }
             let Some(expires_at) = loaded
@@ -480,8 +485,7 @@ impl BackendHandle {
     /// here, or when its request ended within [`DEFAULT_KEEP_ALIVE_LOOK`] of the look
     /// (Ollama may not have set the expiry yet).
     fn forget_overtaken_keep_alives(&self, loaded: &[Loaded], asked_at: DateTime<Utc>) {
-        let settled =
-            asked_at - chrono::Duration::from_std(DEFAULT_KEEP_ALIVE_LOOK).unwrap_or_default();
+        let settled = expiry_settled_by(asked_at);
         let activity = lock(&self.activity);
         lock(&self.sent).retain(|s| {
             let (Some(rank), Some((ended, _))) = (s.rank, s.ended) else {
@@ -1010,7 +1014,6 @@ impl Registry {
         self.handles.iter().find(|h| h.name() == name)
     }
 
-    /// Refreshes every backend concurrently.
     /// Asks every reachable Ollama machine which models it holds, off the caller's path
     /// ([`BackendHandle::look_again`]: a look already under way takes this one too).
     /// Discovery notices an unreachable one coming back.
@@ -1022,6 +1025,7 @@ impl Registry {
         }
     }
 
+    /// Refreshes every backend concurrently.
     pub async fn refresh_all(&self) {
         futures::future::join_all(self.handles.iter().map(|h| h.refresh())).await;
     }

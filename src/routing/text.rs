@@ -296,8 +296,8 @@ fn is_timestamp(b: &[u8]) -> bool {
     date || clock
 }
 
-/// `word` appears in `s` as an uppercase token (not inside a longer word).
-/// Whether `word` (a searcher for an upper-case word) occurs in `s` as a word of its own.
+/// `word` (a searcher for an uppercase word) appears in `s` as a token of its own (not
+/// inside a longer word).
 fn has_upper_token(s: &str, word: &Finder<'_>) -> bool {
     word.find_iter(s.as_bytes()).any(|i| {
         let before = s[..i].chars().next_back();

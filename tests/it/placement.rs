@@ -722,6 +722,18 @@ fn evict_rank(w: &Value, m: &str) -> Option<u64> {
         .and_then(|r| r["evict_rank"].as_u64())
 }
 
+/// Another client of the machine (the owner's script, `ollama run`) sends `body` to its
+/// `/api/chat` straight, past Coordinator; the machine answers it.
+async fn chat_on_the_machine(fake: &FakeLlmServer, body: Value) {
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/chat", fake.base_url()))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{body}");
+}
+
 /// What the fake's `/api/ps` lists, by name.
 async fn listed(fake: &FakeLlmServer) -> Vec<String> {
     let ps: Value = reqwest::get(format!("{}/api/ps", fake.base_url()))
@@ -836,13 +848,11 @@ async fn models_resident_before_start_rank_by_their_expiry() {
     let fake = machine_of(&["alpha", "beta", "gamma"], 2, Duration::from_secs(300)).await;
     // `alpha` loaded last: `/api/ps` lists it first.
     for (model, keep_alive) in [("beta", json!("5m")), ("alpha", json!(-1))] {
-        let res = reqwest::Client::new()
-            .post(format!("{}/api/chat", fake.base_url()))
-            .json(&json!({"model": model, "messages": [], "keep_alive": keep_alive}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200, "{model}");
+        chat_on_the_machine(
+            &fake,
+            json!({"model": model, "messages": [], "keep_alive": keep_alive}),
+        )
+        .await;
     }
     let app = spawn_app_with(fake, |c| {
         c.backends[0].parallel = 1;
@@ -923,13 +933,7 @@ async fn a_keep_alive_another_client_set_since_outranks_the_one_sent_here() {
     if let Some(options) = alpha_body.get("options") {
         theirs["options"] = options.clone();
     }
-    let res = reqwest::Client::new()
-        .post(format!("{}/api/chat", app.fake.base_url()))
-        .json(&theirs)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
+    chat_on_the_machine(&app.fake, theirs).await;
     assert_eq!(app.fake.stats().loads, 2, "the owner's chat loaded nothing");
     let w = crate::placement::worker_until(&app, "moon", |w| {
         evict_rank(w, "alpha").is_some_and(|a| a > 3_600_000_000_000)
@@ -974,17 +978,8 @@ async fn the_machines_resident_models_are_looked_at_between_answers() {
     crate::placement::worker_until(&app, "moon", |w| w["loaded"] == json!(["alpha"])).await;
     let looks = app.fake.requests_to("/api/ps").len();
     let owner = |model: &str, keep_alive: Value| {
-        let fake = app.fake.base_url();
         let body = json!({"model": model, "messages": [], "keep_alive": keep_alive});
-        async move {
-            let res = reqwest::Client::new()
-                .post(format!("{fake}/api/chat"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), 200);
-        }
+        chat_on_the_machine(&app.fake, body)
     };
     owner("alpha", json!(0)).await;
     assert!(listed(&app.fake).await.is_empty());
