@@ -223,6 +223,7 @@ fn household_fleet() -> Vec<WorkerStatus> {
                 })
                 .collect(),
             server_keep_alive_s: None,
+            clock_ahead_ms: None,
         };
     let now = Utc::now();
     let mut moon = machine(

@@ -5,6 +5,7 @@
 
 pub mod activity;
 pub mod classify;
+pub mod clock;
 #[cfg(test)]
 mod embed_tests;
 pub mod keep_alive;
@@ -286,6 +287,15 @@ impl Backend {
         match self {
             Self::Ollama(c) => c.loaded_models().await,
             Self::OpenAi(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// How far the server's clock reads ahead of this one's (negative: behind), where the
+    /// kind tells times on its own clock and an answer has shown it (Ollama's `/api/ps`).
+    pub fn clock_ahead(&self) -> Option<chrono::TimeDelta> {
+        match self {
+            Self::Ollama(c) => c.clock_ahead(),
+            Self::OpenAi(_) => None,
         }
     }
 

@@ -6,12 +6,15 @@
 //! [`super::wire`].
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::clock::{self, ClockOffset};
+use super::registry::lock;
 use super::wire::{self, Decoder, WireError};
 use super::{BackendError, BackendRequest, ChunkStream, ClientSettings, Loaded, ModelInfo};
 use crate::chat::{
@@ -28,6 +31,8 @@ pub struct OllamaClient {
     settings: ClientSettings,
     http: reqwest::Client,
     urls: Urls,
+    /// How far the machine's clock reads from this one's (from `/api/ps`'s `Date`s).
+    clock: Arc<Mutex<ClockOffset>>,
 }
 
 #[derive(Debug, Clone)]
@@ -55,6 +60,7 @@ impl OllamaClient {
             settings,
             http,
             urls,
+            clock: Arc::default(),
         })
     }
 
@@ -90,10 +96,24 @@ impl OllamaClient {
     }
 
     /// `GET /api/ps`: the models loaded in memory right now, with the window each was
-    /// loaded with.
+    /// loaded with and its expiry on this machine's clock (the answer's `Date` tells how
+    /// far the server's clock reads from it: see [`super::clock`]).
     pub async fn loaded_models(&self) -> Result<Vec<Loaded>, BackendError> {
         let url = &self.urls.ps;
-        let ps: ModelList = wire::fetch_json(&self.settings, url, self.get(url)).await?;
+        let sent = chrono::Utc::now();
+        let (ps, date): (ModelList, _) =
+            wire::fetch_json_with(&self.settings, url, self.get(url), |resp| {
+                resp.headers()
+                    .get(reqwest::header::DATE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(clock::parse_http_date)
+            })
+            .await?;
+        let offset = match date {
+            Some(date) => self.observe_clock(date, sent, chrono::Utc::now()),
+            None => self.clock_ahead(),
+        }
+        .unwrap_or_default();
         Ok(ps
             .models
             .iter()
@@ -101,10 +121,53 @@ impl OllamaClient {
                 Some(Loaded {
                     model: m.name()?,
                     num_ctx: m.context_length,
-                    expires_at: m.expires_at.as_deref().and_then(parse_expiry),
+                    expires_at: m
+                        .expires_at
+                        .as_deref()
+                        .and_then(parse_expiry)
+                        .and_then(|at| at.checked_sub_signed(offset)),
                 })
             })
             .collect())
+    }
+
+    /// How far the machine's clock reads ahead of this one's (negative: behind), as the
+    /// `Date`s of its answers to `/api/ps` tell; `None` before the first.
+    pub fn clock_ahead(&self) -> Option<chrono::TimeDelta> {
+        lock(&self.clock).offset()
+    }
+
+    /// Takes in one answer's `Date` (see [`ClockOffset::observe`]) and returns the offset
+    /// now; says so in the log when the clocks come to differ by more than a second, or
+    /// to agree again.
+    fn observe_clock(
+        &self,
+        date: chrono::DateTime<chrono::Utc>,
+        sent: chrono::DateTime<chrono::Utc>,
+        received: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::TimeDelta> {
+        let (before, after) = {
+            let mut clock = lock(&self.clock);
+            let before = clock.offset();
+            clock.observe(date, sent, received);
+            (before, clock.offset())
+        };
+        let apart = |o: Option<chrono::TimeDelta>| {
+            o.is_some_and(|o| o.abs() > chrono::TimeDelta::seconds(1))
+        };
+        match (apart(before), apart(after)) {
+            (false, true) => tracing::warn!(
+                backend = %self.settings.name,
+                "the machine's clock reads {} this one's; Coordinator reads its models' expiries on its own clock",
+                clock::describe(after.unwrap_or_default())
+            ),
+            (true, false) => tracing::info!(
+                backend = %self.settings.name,
+                "the machine's clock agrees with this one's again"
+            ),
+            _ => {}
+        }
+        after
     }
 
     /// `POST /api/chat` (or `/api/generate`) with `stream: false`, for a client that wants the whole answer:

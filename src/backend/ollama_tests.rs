@@ -589,3 +589,44 @@ async fn a_whole_answer_may_take_longer_than_a_stream_may_stay_silent() {
         Err(BackendError::Timeout { after_ms: 300, .. })
     ));
 }
+
+/// A machine whose clock reads 30 s ahead (a Windows box a few weeks from its last sync)
+/// says so in its answers' `Date`; the client reads its expiries on this machine's
+/// clock, and tells how far ahead it found it.
+#[tokio::test]
+async fn expiries_from_a_machine_whose_clock_is_ahead_are_read_on_this_clock() {
+    let ahead = chrono::TimeDelta::seconds(30);
+    let server = FakeLlm::builder()
+        .model("qwen2.5:7b")
+        .clock_ahead(ahead)
+        .spawn()
+        .await
+        .unwrap();
+    let client = client(&server, Duration::from_secs(10));
+    assert_eq!(client.clock_ahead(), None, "no look yet");
+    let req = request("qwen2.5:7b", vec![ChatMessage::user("hi")]);
+    collect(client.chat(&req).await.unwrap()).await;
+    let loaded = client.loaded_models().await.unwrap();
+    // One answer's whole-second `Date` places the clock within about half a second.
+    let found = client.clock_ahead().unwrap();
+    assert!(
+        (found - ahead).abs() <= chrono::TimeDelta::milliseconds(600),
+        "{found}"
+    );
+    // The fake's plain mode keeps a model five minutes after its last use, by its clock.
+    let left = loaded[0].expires_at.unwrap() - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::seconds(298) && left <= chrono::Duration::seconds(301),
+        "{loaded:?}"
+    );
+}
+
+/// A machine whose clock agrees with this one's reads as zero.
+#[tokio::test]
+async fn a_machine_whose_clock_agrees_reads_as_zero() {
+    let (_server, client) = setup().await;
+    for _ in 0..3 {
+        client.loaded_models().await.unwrap();
+    }
+    assert_eq!(client.clock_ahead(), Some(chrono::TimeDelta::zero()));
+}

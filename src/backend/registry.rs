@@ -119,6 +119,12 @@ pub struct WorkerStatus {
     /// [`super::keep_alive`]); `None` while unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_keep_alive_s: Option<i64>,
+    /// How far the machine's clock reads ahead of this process's, in milliseconds
+    /// (negative: behind; 0 when they agree as far as its answers' `Date`s tell); `None`
+    /// where the backend kind does not tell or before its first look. Its expiries above
+    /// are on this process's clock already (see [`super::clock`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_ahead_ms: Option<i64>,
 }
 
 impl WorkerStatus {
@@ -278,7 +284,7 @@ impl Drop for InFlight {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A poisoned lock only means another thread panicked while holding plain data.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -961,6 +967,7 @@ impl BackendHandle {
                 KeepAlive::Unload => 0,
                 KeepAlive::Forever => -1,
             }),
+            clock_ahead_ms: self.backend.clock_ahead().map(|d| d.num_milliseconds()),
         }
     }
 

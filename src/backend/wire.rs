@@ -100,13 +100,27 @@ pub(super) async fn fetch_json<T: DeserializeOwned>(
     url: &Url,
     req: reqwest::RequestBuilder,
 ) -> Result<T, BackendError> {
+    fetch_json_with(settings, url, req, |_| ())
+        .await
+        .map(|(answer, ())| answer)
+}
+
+/// [`fetch_json`], with what `head` takes from the answer's head (a header) beside it.
+pub(super) async fn fetch_json_with<T: DeserializeOwned, H>(
+    settings: &ClientSettings,
+    url: &Url,
+    req: reqwest::RequestBuilder,
+    head: impl FnOnce(&reqwest::Response) -> H,
+) -> Result<(T, H), BackendError> {
     let call = async {
         let resp = send(settings, url, req).await?;
+        let taken = head(&resp);
         let body = resp
             .bytes()
             .await
             .map_err(|e| protocol(settings, format!("reading {url}: {}", error_chain(&e))))?;
         serde_json::from_slice::<T>(&body)
+            .map(|answer| (answer, taken))
             .map_err(|e| protocol(settings, format!("unexpected answer from {url}: {e}")))
     };
     tokio::time::timeout(settings.idle_timeout, call)

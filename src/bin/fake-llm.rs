@@ -49,6 +49,10 @@ struct Args {
     /// Keep every request in memory (off by default: a long run would grow without bound).
     #[arg(long)]
     record: bool,
+    /// Seconds the machine's clock reads ahead of this host's (negative: behind), for the
+    /// expiries in `/api/ps` and every answer's `Date`: a machine whose clock drifted.
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    clock_ahead_s: f64,
     /// Behave like one Ollama machine (the flags below tune it).
     #[arg(long)]
     realistic: bool,
@@ -169,8 +173,18 @@ impl Args {
                 ..Knobs::default()
             },
             realism: self.realism()?,
+            clock_ahead: clock_ahead(self.clock_ahead_s)?,
         })
     }
+}
+
+/// `--clock-ahead-s` as a signed duration, to the millisecond.
+fn clock_ahead(seconds: f64) -> anyhow::Result<chrono::TimeDelta> {
+    let ms = seconds * 1000.0;
+    if !ms.is_finite() || ms.abs() > 1e12 {
+        anyhow::bail!("--clock-ahead-s must be a number of seconds, not {seconds}");
+    }
+    Ok(chrono::TimeDelta::milliseconds(ms.round() as i64))
 }
 
 #[tokio::main]

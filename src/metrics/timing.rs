@@ -312,6 +312,7 @@ mod tests {
             resident: vec![],
             sizes: vec![],
             server_keep_alive_s: None,
+            clock_ahead_ms: None,
         };
         let depths = [(Lane::Web, 1)];
         let text = metrics.render(&Household {

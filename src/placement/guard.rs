@@ -85,6 +85,7 @@ mod tests {
             resident: vec![],
             sizes: vec![],
             server_keep_alive_s: None,
+            clock_ahead_ms: None,
         }
     }
 

@@ -87,5 +87,6 @@ pub fn idle_worker(name: &str, models: &[&str]) -> WorkerStatus {
         resident: vec![],
         sizes: vec![],
         server_keep_alive_s: None,
+        clock_ahead_ms: None,
     }
 }

@@ -294,6 +294,7 @@ fn machine(name: &str, prompt_tps: f64, healthy: bool) -> WorkerStatus {
         resident: vec![],
         sizes: vec![],
         server_keep_alive_s: None,
+        clock_ahead_ms: None,
     }
 }
 

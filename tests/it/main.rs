@@ -21,6 +21,7 @@ mod foundation;
 mod front_door;
 mod helpers;
 mod household;
+mod keep_alive;
 mod late;
 mod leaks;
 mod limits;

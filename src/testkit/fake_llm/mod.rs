@@ -253,6 +253,10 @@ pub struct FakeLlmConfig {
     pub knobs: Knobs,
     /// The realistic mode (see [`Realism`]); `None`: instant answers, unlimited parallelism.
     pub realism: Option<Realism>,
+    /// How far the machine's clock reads ahead of the host's (negative: behind): the
+    /// expiries in `/api/ps` and every answer's `Date` are on it, as a home machine whose
+    /// clock drifted since its last sync tells them.
+    pub clock_ahead: chrono::TimeDelta,
 }
 
 /// Builds and starts a fake server: `FakeLlm::builder().model("m").spawn().await?`.
@@ -307,6 +311,12 @@ impl FakeLlm {
         self
     }
 
+    /// A machine whose clock reads `ahead` of the host's (see [`FakeLlmConfig::clock_ahead`]).
+    pub fn clock_ahead(mut self, ahead: chrono::TimeDelta) -> Self {
+        self.config.clock_ahead = ahead;
+        self
+    }
+
     /// Where to listen; `127.0.0.1:0` (a free port) by default.
     pub fn bind(mut self, addr: SocketAddr) -> Self {
         self.addr = addr;
@@ -356,6 +366,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .merge(openai::routes())
         .merge(generate::routes())
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), dated))
         .with_state(shared)
 }
 
@@ -530,6 +541,8 @@ pub(crate) struct Shared {
     shutdown: CancellationToken,
     /// While `true`, streams send nothing past their first token ([`FakeLlmServer::hold`]).
     held: tokio::sync::watch::Sender<bool>,
+    /// See [`FakeLlmConfig::clock_ahead`].
+    clock_ahead: chrono::TimeDelta,
 }
 
 impl std::fmt::Debug for Shared {
@@ -552,6 +565,11 @@ pub(crate) struct Call {
 }
 
 impl Shared {
+    /// The time on the machine's clock.
+    pub(crate) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + self.clock_ahead
+    }
+
     fn new(config: FakeLlmConfig, shutdown: CancellationToken) -> Self {
         let scripts = config
             .models
@@ -581,6 +599,7 @@ impl Shared {
             chats: AtomicU64::new(0),
             shutdown,
             held: tokio::sync::watch::Sender::new(false),
+            clock_ahead: config.clock_ahead,
         }
     }
 
@@ -692,6 +711,19 @@ async fn stats(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 /// Counts every request and records it (when recording is on) before routing.
+/// Every answer's `Date`, on the machine's clock when it is not the host's (hyper writes
+/// the host's otherwise).
+async fn dated(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    if shared.clock_ahead != chrono::TimeDelta::zero() {
+        let date = shared.now().format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+        if let Ok(value) = axum::http::HeaderValue::from_str(&date) {
+            resp.headers_mut().insert(axum::http::header::DATE, value);
+        }
+    }
+    resp
+}
+
 async fn record(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     shared.count.fetch_add(1, Ordering::Relaxed);
     if !lock(&shared.live).knobs.record {

@@ -158,8 +158,8 @@ async fn ps(State(shared): State<Arc<Shared>>) -> Response {
                     .map_or(chrono::Duration::nanoseconds(i64::MAX), |d| {
                         chrono::Duration::from_std(d).unwrap_or_default()
                     });
-                let expires_at = (chrono::Utc::now() + left)
-                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+                let expires_at =
+                    (shared.now() + left).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
                 Some(entry(m, expires_at, Some(r.num_ctx)))
             })
             .collect(),
@@ -168,7 +168,7 @@ async fn ps(State(shared): State<Arc<Shared>>) -> Response {
             .iter()
             .filter(|m| m.loaded.load(Ordering::Relaxed))
             .map(|m| {
-                let at = m.expires_at();
+                let at = m.expires_at() + shared.clock_ahead;
                 entry(
                     m,
                     at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

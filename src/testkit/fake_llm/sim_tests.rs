@@ -767,3 +767,38 @@ async fn ps_fails_on_demand() {
     server.update_knobs(|k| k.ps_fails = false);
     assert!(ps_models(&server).await.is_empty());
 }
+
+/// A machine whose clock drifted tells its expiries and its answers' `Date` on its own
+/// clock: thirty seconds ahead of the host's here.
+#[tokio::test]
+async fn a_machine_tells_times_on_its_own_clock() {
+    let ahead = chrono::TimeDelta::seconds(30);
+    let server = FakeLlm::builder()
+        .model(CHAT)
+        .realistic(realism())
+        .clock_ahead(ahead)
+        .spawn()
+        .await
+        .unwrap();
+    let before = chrono::Utc::now();
+    let res = post(&server, "/api/chat", &chat(CHAT, "hello", false)).await;
+    let after = chrono::Utc::now();
+    assert_eq!(res.status(), 200);
+    let date = res.headers()[axum::http::header::DATE].to_str().unwrap();
+    let date = crate::backend::clock::parse_http_date(date).unwrap();
+    // Whole seconds: the machine's clock read up to a second past what it says.
+    assert!(
+        date >= before + ahead - chrono::TimeDelta::seconds(1) && date <= after + ahead,
+        "{date} against {before}..{after}"
+    );
+    let ps = ps(&server).await;
+    let expires_at = ps["models"][0]["expires_at"].as_str().unwrap();
+    let expires_at = crate::backend::ollama::parse_expiry(expires_at).unwrap();
+    // Five minutes of keep-alive at 100 times: 3 s of wall clock after the answer, on a
+    // clock 30 s ahead.
+    let left = expires_at - chrono::Utc::now();
+    assert!(
+        left > ahead && left <= ahead + chrono::TimeDelta::seconds(3),
+        "{ps}"
+    );
+}
