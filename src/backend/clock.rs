@@ -1,4 +1,4 @@
-//! How far a machine's clock reads from this one's, from the `Date` of its answers.
+//! How far another machine's clock reads from this one's, from the times it tells.
 //!
 //! Ollama says when a resident model unloads (`/api/ps` `expires_at`) on its own clock,
 //! and Coordinator weighs that against its own: whether the expiry is the one its
@@ -6,6 +6,8 @@
 //! server's default keep-alive it learns, the time a model has left. Clocks at home drift
 //! apart between syncs (Windows syncs about once a week) by more than that slack, so each
 //! expiry is read on this machine's clock: less the offset the answers' `Date`s show.
+//! In cluster mode, Redis's `TIME` is the clock every process's heartbeat is read
+//! against (`crate::cluster`).
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -17,17 +19,24 @@ pub struct ClockOffset {
 }
 
 impl ClockOffset {
-    /// Takes in an answer whose `Date` read `date` (whole seconds, as HTTP has it), asked
-    /// at `sent` and received at `received` on this clock: the machine read `date` (or up
-    /// to a second more) at some moment between the two. An answer that no longer fits
-    /// what the earlier ones allowed (a clock was set meanwhile) starts the interval again.
-    pub fn observe(&mut self, date: DateTime<Utc>, sent: DateTime<Utc>, received: DateTime<Utc>) {
+    /// Takes in an answer whose clock read `reading`, told to `resolution` (a whole
+    /// second for an HTTP `Date`), asked at `sent` and received at `received` on this
+    /// clock: the machine read `reading` (or up to `resolution` more) at some moment
+    /// between the two. An answer that no longer fits what the earlier ones allowed (a
+    /// clock was set meanwhile) starts the interval again.
+    pub fn observe(
+        &mut self,
+        reading: DateTime<Utc>,
+        resolution: TimeDelta,
+        sent: DateTime<Utc>,
+        received: DateTime<Utc>,
+    ) {
         if received < sent {
             // This clock went back during the call: the answer places nothing.
             return;
         }
-        let lo = date - received;
-        let hi = date + TimeDelta::seconds(1) - sent;
+        let lo = reading - received;
+        let hi = reading + resolution - sent;
         self.bounds = Some(match self.bounds {
             Some((l, h)) if l.max(lo) <= h.min(hi) => (l.max(lo), h.min(hi)),
             _ => (lo, hi),
@@ -79,6 +88,17 @@ mod tests {
         DateTime::from_timestamp(theirs.timestamp(), 0).unwrap()
     }
 
+    impl ClockOffset {
+        fn observe_date(
+            &mut self,
+            date: DateTime<Utc>,
+            sent: DateTime<Utc>,
+            received: DateTime<Utc>,
+        ) {
+            self.observe(date, TimeDelta::seconds(1), sent, received);
+        }
+    }
+
     #[test]
     fn nothing_is_known_before_an_answer() {
         assert_eq!(ClockOffset::default().offset(), None);
@@ -88,7 +108,7 @@ mod tests {
     fn clocks_in_step_read_as_zero_whatever_the_answers_fraction_of_a_second() {
         let mut clock = ClockOffset::default();
         for ms in [0, 130, 480, 999, 1_500, 7_770] {
-            clock.observe(date(ms + 2, 0), at(ms), at(ms + 4));
+            clock.observe_date(date(ms + 2, 0), at(ms), at(ms + 4));
             assert_eq!(clock.offset(), Some(TimeDelta::zero()), "at {ms}");
         }
     }
@@ -97,14 +117,14 @@ mod tests {
     fn a_clock_ahead_or_behind_is_found_closer_with_every_answer() {
         for ahead_ms in [30_400, -12_250, 2_900] {
             let mut clock = ClockOffset::default();
-            clock.observe(date(0, ahead_ms), at(0), at(3));
+            clock.observe_date(date(0, ahead_ms), at(0), at(3));
             let first = clock.offset().unwrap().num_milliseconds();
             assert!((first - ahead_ms).abs() <= 503, "{ahead_ms}: {first}");
             // Answers at other fractions of a second (37 ms apart, as looks every 1.037 s
             // would come) narrow it to about that and the calls' length.
             for k in 1..=40 {
                 let ms = k * 1_037;
-                clock.observe(date(ms + 1, ahead_ms), at(ms), at(ms + 3));
+                clock.observe_date(date(ms + 1, ahead_ms), at(ms), at(ms + 3));
             }
             let later = clock.offset().unwrap().num_milliseconds();
             assert!((later - ahead_ms).abs() <= 25, "{ahead_ms}: {later}");
@@ -115,19 +135,31 @@ mod tests {
     fn a_clock_set_meanwhile_starts_the_estimate_again() {
         let mut clock = ClockOffset::default();
         for ms in [0, 1_300, 2_600, 3_900] {
-            clock.observe(date(ms, 20_000), at(ms), at(ms + 2));
+            clock.observe_date(date(ms, 20_000), at(ms), at(ms + 2));
         }
         assert!((clock.offset().unwrap().num_milliseconds() - 20_000).abs() <= 500);
         // The machine synced: its clock agrees with this one from now on.
-        clock.observe(date(5_000, 0), at(5_000), at(5_002));
+        clock.observe_date(date(5_000, 0), at(5_000), at(5_002));
         assert_eq!(clock.offset(), Some(TimeDelta::zero()));
     }
 
     #[test]
     fn a_call_during_which_this_clock_went_back_is_left_out() {
         let mut clock = ClockOffset::default();
-        clock.observe(date(0, 20_000), at(10), at(0));
+        clock.observe_date(date(0, 20_000), at(10), at(0));
         assert_eq!(clock.offset(), None);
+    }
+
+    #[test]
+    fn a_reading_to_the_microsecond_places_the_clock_within_the_calls_length() {
+        let mut clock = ClockOffset::default();
+        let reading = at(2_500) + TimeDelta::microseconds(1_250_001);
+        clock.observe(reading, TimeDelta::microseconds(1), at(2_000), at(2_003));
+        let found = clock.offset().unwrap();
+        assert!(
+            (found - TimeDelta::milliseconds(1_750)).abs() <= TimeDelta::milliseconds(2),
+            "{found}"
+        );
     }
 
     #[test]

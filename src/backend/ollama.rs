@@ -149,7 +149,7 @@ impl OllamaClient {
         let (before, after) = {
             let mut clock = lock(&self.clock);
             let before = clock.offset();
-            clock.observe(date, sent, received);
+            clock.observe(date, chrono::TimeDelta::seconds(1), sent, received);
             (before, clock.offset())
         };
         let apart = |o: Option<chrono::TimeDelta>| {

@@ -3,7 +3,10 @@
 //!
 //! A heartbeat is one key per worker, `<prefix>worker:<name>`, holding its status as JSON
 //! with a time to live, plus the worker's name in the set `<prefix>workers`. A worker
-//! whose heartbeat stops drops out when its key expires.
+//! whose heartbeat stops drops out when its key expires. Its times are on its sender's
+//! clock, read through Redis's onto the reader's ([`clock`]).
+
+mod clock;
 
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -32,6 +35,10 @@ pub struct Heartbeat {
     /// Models and whether each takes tools.
     pub tools: Vec<(ModelName, Option<bool>)>,
     pub at: chrono::DateTime<chrono::Utc>,
+    /// How far Redis's clock (`TIME`) read ahead of the sender's, in milliseconds (see
+    /// [`clock`]); older versions' heartbeats say nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_ahead_ms: Option<i64>,
 }
 
 /// [`WorkerStatus`] as it travels through Redis.
@@ -53,6 +60,8 @@ pub async fn publish_heartbeats(
     stop: CancellationToken,
 ) {
     let mut redis = None;
+    let clock = clock::RedisClock::default();
+    let mut redis_ahead = None;
     let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -76,9 +85,17 @@ pub async fn publish_heartbeats(
             }
         }
         let Some(r) = &redis else { continue };
-        let failed = match tokio::time::timeout(HEARTBEAT_EVERY, beat(r, &prefix, &registry)).await
+        let failed = match tokio::time::timeout(
+            HEARTBEAT_EVERY,
+            beat(r, &prefix, &registry, &clock),
+        )
+        .await
         {
-            Ok(Ok(())) => None,
+            Ok(Ok(ahead)) => {
+                clock::tell_apart(redis_ahead, ahead);
+                redis_ahead = Some(ahead);
+                None
+            }
             Ok(Err(e)) => Some(e.to_string()),
             Err(_) => Some("timed out".to_owned()),
         };
@@ -97,20 +114,29 @@ pub async fn publish_heartbeats(
     }
 }
 
-async fn beat(redis: &Redis, prefix: &str, registry: &Registry) -> redis::RedisResult<()> {
+/// Publishes one heartbeat per backend; returns how far Redis's clock reads ahead of
+/// this process's.
+async fn beat(
+    redis: &Redis,
+    prefix: &str,
+    registry: &Registry,
+    clock: &clock::RedisClock,
+) -> redis::RedisResult<chrono::TimeDelta> {
     let mut conn = redis.commands();
+    let redis_ahead = clock.ask(&mut conn).await?;
     for h in registry.handles() {
         let hb = Heartbeat {
             status: h.status(),
             tools: h.models().into_iter().map(|m| (m.name, m.tools)).collect(),
             at: chrono::Utc::now(),
+            redis_ahead_ms: Some(redis_ahead.num_milliseconds()),
         };
         let json = serde_json::to_string(&hb).unwrap_or_default();
         let ttl = HEARTBEAT_TTL.as_secs();
         let _: () = conn.set_ex(worker_key(prefix, h.name()), json, ttl).await?;
         let _: () = conn.sadd(workers_key(prefix), h.name().as_str()).await?;
     }
-    Ok(())
+    Ok(redis_ahead)
 }
 
 /// The workers of the whole cluster, as their heartbeats say. Refreshed in the background.
@@ -121,6 +147,8 @@ pub struct RedisDirectory {
     beats: Arc<RwLock<Vec<Heartbeat>>>,
     /// This process's own workers: known first-hand, whatever Redis says.
     local: Option<Registry>,
+    /// This process's clock against Redis's, to read the heartbeats' times on it.
+    clock: Arc<clock::RedisClock>,
 }
 
 impl RedisDirectory {
@@ -130,14 +158,17 @@ impl RedisDirectory {
             prefix: prefix.to_owned(),
             beats: Arc::default(),
             local: None,
+            clock: Arc::default(),
         };
         dir.refresh().await?;
         Ok(dir)
     }
 
-    /// Reads every live heartbeat; drops the names whose heartbeat expired.
+    /// Reads every live heartbeat, its times on this process's clock; drops the names
+    /// whose heartbeat expired.
     pub async fn refresh(&self) -> redis::RedisResult<()> {
         let mut conn = self.redis.commands();
+        let redis_ahead = self.clock.ask(&mut conn).await?;
         let names: Vec<String> = conn.smembers(workers_key(&self.prefix)).await?;
         let mut beats = Vec::new();
         if !names.is_empty() {
@@ -149,7 +180,10 @@ impl RedisDirectory {
                 redis::cmd("MGET").arg(&keys).query_async(&mut conn).await?;
             for (name, value) in names.iter().zip(values) {
                 match value.and_then(|v| serde_json::from_str::<Heartbeat>(&v).ok()) {
-                    Some(hb) => beats.push(hb),
+                    Some(mut hb) => {
+                        hb.onto_this_clock(redis_ahead);
+                        beats.push(hb);
+                    }
                     None => {
                         let _: () = conn.srem(workers_key(&self.prefix), name).await?;
                         tracing::info!(worker = %name, "worker's heartbeat stopped; it left the cluster");
@@ -213,6 +247,7 @@ impl RedisDirectory {
                     status: h.status(),
                     tools: h.models().into_iter().map(|m| (m.name, m.tools)).collect(),
                     at: chrono::Utc::now(),
+                    redis_ahead_ms: None,
                 });
             }
             beats.sort_by(|a, b| a.status.name.cmp(&b.status.name));

@@ -19,14 +19,14 @@ use crate::household::{CODER, stats_until};
 use crate::late::machine_loading_in;
 use crate::placement::{drain, long_prompt, machine_at, machine_with};
 
-type Running = (
+pub(crate) type Running = (
     oneshot::Sender<()>,
     tokio::task::JoinHandle<anyhow::Result<()>>,
 );
 
 /// A `coordinator worker` in this process for `fake`, named `name`, with one slot: the
 /// sender that stops it, and its task.
-async fn worker_on(env: &Env, name: &str, fake: &FakeLlmServer) -> Running {
+pub(crate) async fn worker_on(env: &Env, name: &str, fake: &FakeLlmServer) -> Running {
     let mut config = cluster_config(env, &env.redis);
     let mut b = backend(name, fake);
     b.parallel = 1;

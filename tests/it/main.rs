@@ -6,6 +6,7 @@
 mod anthropic;
 mod browsers;
 mod cluster;
+mod cluster_clock;
 mod cluster_metrics;
 mod cluster_placement;
 mod cluster_stop;
