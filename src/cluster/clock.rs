@@ -1,4 +1,5 @@
-//! The cluster's one clock: Redis's `TIME`.
+//! Heartbeats read on this process's clock, through Redis's (`TIME`, see
+//! [`crate::queue::redis::clock`]).
 //!
 //! A heartbeat tells its times (when each running answer began, its first token, the
 //! conversations served lately, when each resident model expires) on its sender's clock,
@@ -7,57 +8,9 @@
 //! about once a week) would show its running answers seconds further along than they
 //! are, or not begun, to placement in every other process.
 
-use std::sync::Mutex;
-
 use chrono::{DateTime, TimeDelta, Utc};
-use redis::aio::ConnectionLike;
 
 use super::Heartbeat;
-use crate::backend::clock::{self, ClockOffset};
-
-/// How far Redis's clock reads ahead of this process's, from its `TIME`.
-#[derive(Debug, Default)]
-pub(crate) struct RedisClock {
-    offset: Mutex<ClockOffset>,
-}
-
-impl RedisClock {
-    /// Asks Redis the time once more, and returns how far its clock reads ahead of this
-    /// process's (zero while they agree to within the call's length).
-    pub(crate) async fn ask(
-        &self,
-        conn: &mut impl ConnectionLike,
-    ) -> redis::RedisResult<TimeDelta> {
-        let sent = Utc::now();
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await?;
-        let received = Utc::now();
-        let reading = DateTime::from_timestamp(seconds, 0)
-            .and_then(|t| t.checked_add_signed(TimeDelta::microseconds(micros)));
-        let mut offset = self
-            .offset
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(reading) = reading {
-            offset.observe(reading, TimeDelta::microseconds(1), sent, received);
-        }
-        Ok(offset.offset().unwrap_or_default())
-    }
-}
-
-/// Says so in the log when this process's clock comes to differ from Redis's by more
-/// than a second (`before` and `after` are how far Redis's reads ahead), or to agree
-/// again.
-pub(crate) fn tell_apart(before: Option<TimeDelta>, after: TimeDelta) {
-    let apart = |o: TimeDelta| o.abs() > TimeDelta::seconds(1);
-    match (before.is_some_and(apart), apart(after)) {
-        (false, true) => tracing::warn!(
-            "this machine's clock reads {} Redis's; its heartbeats say so, and every process reads their times on its own clock",
-            clock::describe(-after)
-        ),
-        (true, false) => tracing::info!("this machine's clock agrees with Redis's again"),
-        _ => {}
-    }
-}
 
 impl Heartbeat {
     /// Moves the heartbeat's times from its sender's clock onto this process's, where

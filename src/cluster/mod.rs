@@ -19,6 +19,7 @@ use crate::backend::Registry;
 use crate::backend::registry::WorkerStatus;
 use crate::domain::{ModelName, WorkerName};
 use crate::placement::Ask;
+use crate::queue::redis::clock::{RedisClock, tell_apart};
 use crate::queue::redis::connection::Redis;
 use crate::routing::{Catalog, CatalogEntry};
 use crate::worker::Directory;
@@ -60,7 +61,7 @@ pub async fn publish_heartbeats(
     stop: CancellationToken,
 ) {
     let mut redis = None;
-    let clock = clock::RedisClock::default();
+    let clock = RedisClock::default();
     let mut redis_ahead = None;
     let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -92,7 +93,7 @@ pub async fn publish_heartbeats(
         .await
         {
             Ok(Ok(ahead)) => {
-                clock::tell_apart(redis_ahead, ahead);
+                tell_apart(redis_ahead, ahead);
                 redis_ahead = Some(ahead);
                 None
             }
@@ -120,7 +121,7 @@ async fn beat(
     redis: &Redis,
     prefix: &str,
     registry: &Registry,
-    clock: &clock::RedisClock,
+    clock: &RedisClock,
 ) -> redis::RedisResult<chrono::TimeDelta> {
     let mut conn = redis.commands();
     let redis_ahead = clock.ask(&mut conn).await?;
@@ -148,7 +149,7 @@ pub struct RedisDirectory {
     /// This process's own workers: known first-hand, whatever Redis says.
     local: Option<Registry>,
     /// This process's clock against Redis's, to read the heartbeats' times on it.
-    clock: Arc<clock::RedisClock>,
+    clock: Arc<RedisClock>,
 }
 
 impl RedisDirectory {

@@ -71,6 +71,23 @@ pub struct Job {
 }
 
 impl Job {
+    /// Moves the job's times by `by`: from the clock of the process that queued it onto
+    /// this one's (see [`redis::clock`]).
+    pub fn shift_times(&mut self, by: chrono::TimeDelta) {
+        let shift = |t: &mut DateTime<Utc>| {
+            if let Some(moved) = t.checked_add_signed(by) {
+                *t = moved;
+            }
+        };
+        shift(&mut self.created_at);
+        if let Some(t) = &mut self.avoid_until {
+            shift(t);
+        }
+        if let Some(t) = &mut self.waiting_since {
+            shift(t);
+        }
+    }
+
     /// Whether `worker` should leave the job to the others at `now`: it is in `avoid`,
     /// and the time the job was left for them until, if any, has not come.
     pub fn avoids(&self, worker: &WorkerName, now: DateTime<Utc>) -> bool {

@@ -53,6 +53,7 @@
 //! calls report [`QueueError::Backend`] and work again once Redis is back. Redis keeps no
 //! data the store lacks: start-up recovery queues unfinished tasks again from the store.
 
+pub(crate) mod clock;
 pub(crate) mod connection;
 mod inventory;
 mod lease;
@@ -82,6 +83,10 @@ pub const GROUP: &str = "workers";
 const FIELD_JOB: &str = "job";
 /// How often a job was put back because the consumer that got it was on its avoid list.
 const FIELD_PASSES: &str = "passes";
+/// How far Redis's clock read ahead of the clock of the process that wrote the entry, in
+/// milliseconds: the job's times are on that clock (see [`clock`]). Entries of older
+/// versions have none, and are read as on the reader's clock.
+const FIELD_AHEAD: &str = "redis_ahead_ms";
 /// What the streams of jobs queued again start with, after the prefix.
 const REQUEUED: &str = "requeued:";
 
@@ -139,6 +144,8 @@ struct Inner {
     held: Mutex<HashMap<WorkerName, Vec<Taken>>>,
     /// Every entry this instance holds (held or running): (stream key, id) → consumer.
     leases: Mutex<HashMap<(String, String), String>>,
+    /// This process's clock against Redis's, which stream ids and entries are read by.
+    clock: clock::RedisClock,
 }
 
 impl RedisQueue {
@@ -161,6 +168,7 @@ impl RedisQueue {
             cursors: Mutex::default(),
             held: Mutex::default(),
             leases: Mutex::default(),
+            clock: clock::RedisClock::default(),
         });
         let every = (inner.options.lease / 3).max(Duration::from_millis(10));
         let keeper = tokio::spawn(keep_leases(Arc::downgrade(&inner), every));
@@ -328,11 +336,13 @@ impl Inner {
     /// came or what came was not for this worker.
     async fn next(&self, worker: &WorkerName, keys: &[String]) -> RedisResult<Option<Delivery>> {
         let consumer = self.consumer(worker);
+        // Stream ids and the jobs' times are read on this clock through Redis's.
+        let ahead = self.clock.ask_if_stale(&mut self.redis.commands()).await?;
         let mut taken = self.pick(worker, keys, &consumer).await?;
         // From here until a delivery is returned or held, this instance keeps the
         // entries alive; the guard below gives the first one up on any exit.
         self.lease(&taken, &consumer);
-        let now = take::now_ms();
+        let now = take::now_ms(ahead);
         taken.sort_by_key(|t| t.order(self.options.aging, now));
         let mut taken = taken.into_iter();
         let Some(first) = taken.next() else {
@@ -358,10 +368,7 @@ impl Inner {
             self.remove(&t.key, &t.id).await?;
             return Ok(None);
         };
-        let job = Job {
-            waiting_since: Some(t.waiting_since()),
-            ..job
-        };
+        let job = t.on_this_clock(job, self.clock.ahead());
         if t.deliveries > self.options.max_deliveries {
             let reason = format!(
                 "the task was handed to a worker {} times and no worker finished it \
@@ -406,8 +413,15 @@ impl Inner {
             .arg(FIELD_JOB)
             .arg(text.as_deref().or(t.text.as_deref()).unwrap_or_default())
             .arg(FIELD_PASSES)
-            .arg(t.passes + 1)
-            .ignore()
+            .arg(t.passes + 1);
+        if text.is_some() {
+            // The job as read here: on this process's clock.
+            pipe.arg(FIELD_AHEAD)
+                .arg(self.clock.ahead().num_milliseconds());
+        } else if let Some(ahead) = t.writer_ahead_ms {
+            pipe.arg(FIELD_AHEAD).arg(ahead);
+        }
+        pipe.ignore()
             .cmd("XACK")
             .arg(&t.key)
             .arg(GROUP)
@@ -453,6 +467,8 @@ impl Queue for RedisQueue {
             .map_err(|e| QueueError::Backend(format!("cannot serialise the job: {e}")))?;
         with_retries(|| async {
             inner.ensure_groups(std::slice::from_ref(&key)).await?;
+            let mut conn = inner.redis.commands();
+            let ahead = inner.clock.ask_if_stale(&mut conn).await?;
             redis::cmd("XADD")
                 .arg(&key)
                 .arg("*")
@@ -460,7 +476,9 @@ impl Queue for RedisQueue {
                 .arg(&text)
                 .arg(FIELD_PASSES)
                 .arg(0)
-                .query_async::<String>(&mut inner.redis.commands())
+                .arg(FIELD_AHEAD)
+                .arg(ahead.num_milliseconds())
+                .query_async::<String>(&mut conn)
                 .await
         })
         .await

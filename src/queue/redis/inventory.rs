@@ -85,7 +85,7 @@ pub(super) async fn position(
         .flat_map(|p| inner.class_keys(lane, *p))
         .collect();
     let waiting = inner.waiting(&keys, 0).await.map_err(backend)?;
-    let (aging, now) = (inner.options.aging, now_ms());
+    let (aging, now) = (inner.options.aging, now_ms(inner.clock.ahead()));
     let Some(mine) = waiting
         .iter()
         .find(|t| t.job.as_ref().is_some_and(|j| j.task_id == task_id))

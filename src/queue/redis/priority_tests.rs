@@ -21,7 +21,7 @@ fn of(l: &Lane, priority: Priority) -> Job {
 /// enqueue time in ms.
 async fn enqueue_as_of(url: &str, q: &RedisQueue, job: &Job, ago: Duration) {
     let key = q.class_stream_key(&job.lane, job.priority);
-    let ms = now_ms() - u64::try_from(ago.as_millis()).unwrap();
+    let ms = now_ms(chrono::TimeDelta::zero()) - u64::try_from(ago.as_millis()).unwrap();
     q.inner
         .ensure_groups(std::slice::from_ref(&key))
         .await

@@ -7,17 +7,20 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use redis::RedisResult;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamReadReply};
 
 use super::connection::lock;
-use super::{Aging, FIELD_JOB, FIELD_PASSES, GROUP, Inner, Job, Lent, Priority, millis};
+use super::{
+    Aging, FIELD_AHEAD, FIELD_JOB, FIELD_PASSES, GROUP, Inner, Job, Lent, Priority, millis,
+};
 use crate::domain::WorkerName;
 
 /// The first waiting entry (after the group's last delivered id) of each stream in `KEYS`,
 /// at most `ARGV[2]` of them per stream (0: all), for group `ARGV[1]`: per stream, a list
-/// of `[id, job]`; empty when none waits or the stream or group does not exist.
+/// of `[id, job, ahead]` (fields `ARGV[3]` and `ARGV[4]`, `ahead` empty when the entry has
+/// none); empty when none waits or the stream or group does not exist.
 pub(super) const WAITING_SCRIPT: &str = r"
 local out = {}
 for i, key in ipairs(KEYS) do
@@ -41,11 +44,12 @@ for i, key in ipairs(KEYS) do
         entries = redis.call('XRANGE', key, '(' .. last, '+')
       end
       for _, e in ipairs(entries) do
-        local job = ''
+        local job, ahead = '', ''
         for j = 1, #e[2], 2 do
-          if e[2][j] == ARGV[3] then job = e[2][j + 1] end
+          if e[2][j] == ARGV[3] then job = e[2][j + 1]
+          elseif e[2][j] == ARGV[4] then ahead = e[2][j + 1] end
         end
-        found[#found + 1] = {e[1], job}
+        found[#found + 1] = {e[1], job, ahead}
       end
     end
   end
@@ -54,14 +58,12 @@ end
 return out
 ";
 
-/// Milliseconds since the epoch now, as stream ids count them. (Redis makes the ids with
-/// its own clock; a skew between machines shifts the aging by as much, never the order
-/// within a class.)
-pub(super) fn now_ms() -> u64 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+/// Milliseconds since the epoch now on Redis's clock, which makes the stream ids and
+/// reads `ahead` of this process's.
+pub(super) fn now_ms(ahead: TimeDelta) -> u64 {
+    let now = Utc::now();
+    let on_redis = now.checked_add_signed(ahead).unwrap_or(now);
+    u64::try_from(on_redis.timestamp_millis()).unwrap_or(0)
 }
 
 /// A stream entry taken by a consumer, before it becomes a [`super::Delivery`].
@@ -75,6 +77,9 @@ pub(super) struct Taken {
     pub(super) job: Option<Job>,
     pub(super) passes: u32,
     pub(super) deliveries: u32,
+    /// How far Redis's clock read ahead of the writer's, which the job's times are on
+    /// (`FIELD_AHEAD`); `None` for entries of older versions.
+    pub(super) writer_ahead_ms: Option<i64>,
 }
 
 /// The order in which entries are taken: smaller first.
@@ -107,17 +112,21 @@ impl Taken {
         )
     }
 
-    /// When the job began to wait: what it carries when it was queued again, else its
-    /// entry's time.
-    pub(super) fn waiting_since(&self) -> DateTime<Utc> {
+    /// The entry's `job` with its times on this process's clock, where Redis's reads
+    /// `ahead`: moved from its writer's, and when it began to wait (what it carries when
+    /// it was queued again, else its entry's time on Redis's clock).
+    pub(super) fn on_this_clock(&self, mut job: Job, ahead: TimeDelta) -> Job {
+        if let Some(writer) = self.writer_ahead_ms {
+            job.shift_times(TimeDelta::milliseconds(writer) - ahead);
+        }
         let queued = || {
             let ms = i64::try_from(id_order(&self.id).0).unwrap_or(i64::MAX);
-            DateTime::from_timestamp_millis(ms).unwrap_or_else(Utc::now)
+            DateTime::from_timestamp_millis(ms)
+                .and_then(|t| t.checked_sub_signed(ahead))
+                .unwrap_or_else(Utc::now)
         };
-        self.job
-            .as_ref()
-            .and_then(|j| j.waiting_since)
-            .unwrap_or_else(queued)
+        job.waiting_since = Some(job.waiting_since.unwrap_or_else(queued));
+        job
     }
 }
 
@@ -136,14 +145,24 @@ struct SetAside {
 }
 
 impl SetAside {
-    fn of(heads: &[Taken], worker: &WorkerName, now: DateTime<Utc>) -> Self {
+    /// The streams of `heads` set aside for `worker` at `now`, where Redis's clock reads
+    /// `ahead` of this one.
+    fn of(heads: &[Taken], worker: &WorkerName, now: DateTime<Utc>, ahead: TimeDelta) -> Self {
         let mut aside = Self {
             keys: Vec::new(),
             until: None,
         };
         for t in heads {
             let Some(job) = &t.job else { continue };
-            let Some(until) = job.avoid_until.filter(|_| job.avoids(worker, now)) else {
+            // The job's time on this clock, and `now` on its writer's.
+            let by = t
+                .writer_ahead_ms
+                .map_or(TimeDelta::zero(), |w| TimeDelta::milliseconds(w) - ahead);
+            let Some(until) = job
+                .avoid_until
+                .filter(|_| job.avoids(worker, now - by))
+                .map(|u| u + by)
+            else {
                 continue;
             };
             aside.keys.push(t.key.clone());
@@ -181,13 +200,16 @@ pub(super) fn id_order(id: &str) -> (u64, u64) {
 
 pub(super) fn entry(key: &str, e: &StreamId, deliveries: u32) -> Taken {
     let text: Option<String> = e.get(FIELD_JOB);
-    waiting_entry(
-        key,
-        e.id.clone(),
-        text,
-        e.get(FIELD_PASSES).unwrap_or(0),
-        deliveries,
-    )
+    Taken {
+        writer_ahead_ms: e.get(FIELD_AHEAD),
+        ..waiting_entry(
+            key,
+            e.id.clone(),
+            text,
+            e.get(FIELD_PASSES).unwrap_or(0),
+            deliveries,
+        )
+    }
 }
 
 fn waiting_entry(
@@ -204,6 +226,7 @@ fn waiting_entry(
         text,
         passes,
         deliveries,
+        writer_ahead_ms: None,
     }
 }
 
@@ -270,13 +293,14 @@ impl Inner {
         keys: &[String],
         per_stream: usize,
     ) -> RedisResult<Vec<Taken>> {
-        let found: Vec<Vec<(String, String)>> = redis::cmd("EVAL")
+        let found: Vec<Vec<(String, String, String)>> = redis::cmd("EVAL")
             .arg(WAITING_SCRIPT)
             .arg(keys.len())
             .arg(keys)
             .arg(GROUP)
             .arg(per_stream)
             .arg(FIELD_JOB)
+            .arg(FIELD_AHEAD)
             .query_async(&mut self.redis.commands())
             .await?;
         Ok(keys
@@ -285,7 +309,10 @@ impl Inner {
             .flat_map(|(key, entries)| {
                 entries
                     .into_iter()
-                    .map(|(id, text)| waiting_entry(key, id, Some(text), 0, 0))
+                    .map(|(id, text, ahead)| Taken {
+                        writer_ahead_ms: ahead.parse().ok(),
+                        ..waiting_entry(key, id, Some(text), 0, 0)
+                    })
                     .collect::<Vec<_>>()
             })
             .collect())
@@ -327,8 +354,9 @@ impl Inner {
         self.lease(&stale, consumer);
         self.hold(worker, stale);
         let heads = self.heads(keys).await?;
-        let aside = SetAside::of(&heads, worker, Utc::now());
-        let now = now_ms();
+        let ahead = self.clock.ahead();
+        let aside = SetAside::of(&heads, worker, Utc::now(), ahead);
+        let now = now_ms(ahead);
         let aging = self.options.aging;
         let best_head = heads
             .iter()

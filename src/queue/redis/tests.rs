@@ -459,3 +459,64 @@ async fn the_queue_recovers_from_a_redis_restart() {
     q.ack(&d).await.unwrap();
     assert!(q.depths().await.unwrap().is_empty());
 }
+
+/// An entry says how far Redis's clock read from its writer's, and a reader takes the
+/// job's times onto its own clock through it: this process's own entry says they agree;
+/// a job queued on a laptop whose clock reads 20 s ahead (made now and left for others
+/// for a second, by that clock) comes out made now and left until a second on by this
+/// one, not twenty seconds from now.
+#[tokio::test]
+async fn a_job_from_a_process_whose_clock_is_ahead_is_read_on_this_clock() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:a");
+    let key = q.class_stream_key(&l, Priority::Interactive);
+    q.enqueue(job(&l)).await.unwrap();
+    let mut conn = raw(&url).await;
+    let entries: redis::streams::StreamRangeReply = conn.xrange_all(&key).await.unwrap();
+    assert_eq!(entries.ids[0].get::<i64>(FIELD_AHEAD), Some(0));
+    let w = worker("w");
+    let ours = dequeue_within(&q, std::slice::from_ref(&l), &w, PATIENCE)
+        .await
+        .unwrap();
+    q.ack(&ours).await.unwrap();
+
+    let ahead = chrono::TimeDelta::seconds(20);
+    let laptop_now = chrono::Utc::now() + ahead;
+    let theirs = Job {
+        created_at: laptop_now,
+        avoid: vec![w.clone()],
+        avoid_until: Some(laptop_now + chrono::TimeDelta::seconds(1)),
+        ..job(&l)
+    };
+    let _: String = redis::cmd("XADD")
+        .arg(&key)
+        .arg("*")
+        .arg(FIELD_JOB)
+        .arg(serde_json::to_string(&theirs).unwrap())
+        .arg(FIELD_PASSES)
+        .arg(0)
+        .arg(FIELD_AHEAD)
+        .arg(-ahead.num_milliseconds())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let d = dequeue_within(&q, std::slice::from_ref(&l), &w, Duration::from_secs(5))
+        .await
+        .expect("left for others a second, not twenty");
+    let taken = chrono::Utc::now();
+    let made = d.job.created_at - (laptop_now - ahead);
+    assert!(made.abs() < chrono::TimeDelta::milliseconds(100), "{made}");
+    let until = d.job.avoid_until.unwrap();
+    assert!(until <= taken, "taken at {taken}, left until {until}");
+    let waiting_since = d.job.waiting_since.unwrap();
+    assert!(
+        (waiting_since - (laptop_now - ahead)).abs() < chrono::TimeDelta::seconds(1),
+        "{waiting_since}"
+    );
+    q.ack(&d).await.unwrap();
+    delete_keys(&url, &prefix).await.unwrap();
+}

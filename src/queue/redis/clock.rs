@@ -1,0 +1,91 @@
+//! Redis's clock (`TIME`), the one clock every process of a cluster shares: a stream
+//! entry and a heartbeat say how far it read from their writer's clock, and a reader
+//! moves their times onto its own through it (see `crate::cluster`). A household's
+//! machines drift apart by seconds a week between time syncs.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use redis::aio::ConnectionLike;
+
+use crate::backend::clock::{self, ClockOffset};
+
+/// How often a cached reading is asked again: drift is microseconds a second, so this
+/// only catches a clock that was set.
+const ASK_EVERY: Duration = Duration::from_secs(5);
+
+/// How far Redis's clock reads ahead of this process's, from its `TIME`.
+#[derive(Debug, Default)]
+pub(crate) struct RedisClock {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    offset: ClockOffset,
+    asked: Option<Instant>,
+}
+
+impl RedisClock {
+    /// Asks Redis the time once more, and returns how far its clock reads ahead of this
+    /// process's (zero while they agree to within the call's length).
+    pub(crate) async fn ask(
+        &self,
+        conn: &mut impl ConnectionLike,
+    ) -> redis::RedisResult<TimeDelta> {
+        let sent = Utc::now();
+        let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await?;
+        let received = Utc::now();
+        let reading = DateTime::from_timestamp(seconds, 0)
+            .and_then(|t| t.checked_add_signed(TimeDelta::microseconds(micros)));
+        let mut state = self.lock();
+        if let Some(reading) = reading {
+            state
+                .offset
+                .observe(reading, TimeDelta::microseconds(1), sent, received);
+        }
+        state.asked = Some(Instant::now());
+        Ok(state.offset.offset().unwrap_or_default())
+    }
+
+    /// [`Self::ask`] when the last answer is older than a few seconds (or there was
+    /// none); else what it said.
+    pub(crate) async fn ask_if_stale(
+        &self,
+        conn: &mut impl ConnectionLike,
+    ) -> redis::RedisResult<TimeDelta> {
+        let fresh = self.lock().asked.is_some_and(|at| at.elapsed() < ASK_EVERY);
+        if fresh {
+            Ok(self.ahead())
+        } else {
+            self.ask(conn).await
+        }
+    }
+
+    /// How far Redis's clock read ahead at the last answer; zero before any.
+    pub(crate) fn ahead(&self) -> TimeDelta {
+        self.lock().offset.offset().unwrap_or_default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Says so in the log when this process's clock comes to differ from Redis's by more
+/// than a second (`before` and `after` are how far Redis's reads ahead), or to agree
+/// again.
+pub(crate) fn tell_apart(before: Option<TimeDelta>, after: TimeDelta) {
+    let apart = |o: TimeDelta| o.abs() > TimeDelta::seconds(1);
+    match (before.is_some_and(apart), apart(after)) {
+        (false, true) => tracing::warn!(
+            "this machine's clock reads {} Redis's; the cluster reads its times on each process's own clock through Redis's",
+            clock::describe(-after)
+        ),
+        (true, false) => tracing::info!("this machine's clock agrees with Redis's again"),
+        _ => {}
+    }
+}
