@@ -124,7 +124,7 @@ async fn beat(
     clock: &RedisClock,
 ) -> redis::RedisResult<chrono::TimeDelta> {
     let mut conn = redis.commands();
-    let redis_ahead = clock.ask(&mut conn).await?;
+    let redis_ahead = clock.ask_if_stale(&mut conn).await;
     for h in registry.handles() {
         let hb = Heartbeat {
             status: h.status(),
@@ -169,7 +169,7 @@ impl RedisDirectory {
     /// whose heartbeat expired.
     pub async fn refresh(&self) -> redis::RedisResult<()> {
         let mut conn = self.redis.commands();
-        let redis_ahead = self.clock.ask(&mut conn).await?;
+        let redis_ahead = self.clock.ask_if_stale(&mut conn).await;
         let names: Vec<String> = conn.smembers(workers_key(&self.prefix)).await?;
         let mut beats = Vec::new();
         if !names.is_empty() {

@@ -28,39 +28,33 @@ struct State {
 }
 
 impl RedisClock {
-    /// Asks Redis the time once more, and returns how far its clock reads ahead of this
-    /// process's (zero while they agree to within the call's length).
-    pub(crate) async fn ask(
-        &self,
-        conn: &mut impl ConnectionLike,
-    ) -> redis::RedisResult<TimeDelta> {
-        let sent = Utc::now();
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(conn).await?;
-        let received = Utc::now();
-        let reading = DateTime::from_timestamp(seconds, 0)
-            .and_then(|t| t.checked_add_signed(TimeDelta::microseconds(micros)));
-        let mut state = self.lock();
-        if let Some(reading) = reading {
-            state
-                .offset
-                .observe(reading, TimeDelta::microseconds(1), sent, received);
-        }
-        state.asked = Some(Instant::now());
-        Ok(state.offset.offset().unwrap_or_default())
-    }
-
-    /// [`Self::ask`] when the last answer is older than a few seconds (or there was
-    /// none); else what it said.
-    pub(crate) async fn ask_if_stale(
-        &self,
-        conn: &mut impl ConnectionLike,
-    ) -> redis::RedisResult<TimeDelta> {
+    /// How far Redis's clock reads ahead of this process's (zero while they agree to
+    /// within a call's length): asked again when the last answer is older than a few
+    /// seconds (or there was none). A failed `TIME` changes nothing and is asked again
+    /// as late; it fails nothing else (the call it precedes meets its own errors).
+    pub(crate) async fn ask_if_stale(&self, conn: &mut impl ConnectionLike) -> TimeDelta {
         let fresh = self.lock().asked.is_some_and(|at| at.elapsed() < ASK_EVERY);
         if fresh {
-            Ok(self.ahead())
-        } else {
-            self.ask(conn).await
+            return self.ahead();
         }
+        let sent = Utc::now();
+        let answer: redis::RedisResult<(i64, i64)> = redis::cmd("TIME").query_async(conn).await;
+        let received = Utc::now();
+        let mut state = self.lock();
+        state.asked = Some(Instant::now());
+        match answer {
+            Ok((seconds, micros)) => {
+                let reading = DateTime::from_timestamp(seconds, 0)
+                    .and_then(|t| t.checked_add_signed(TimeDelta::microseconds(micros)));
+                if let Some(reading) = reading {
+                    state
+                        .offset
+                        .observe(reading, TimeDelta::microseconds(1), sent, received);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot ask Redis the time"),
+        }
+        state.offset.offset().unwrap_or_default()
     }
 
     /// How far Redis's clock read ahead at the last answer; zero before any.

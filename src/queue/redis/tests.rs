@@ -520,3 +520,49 @@ async fn a_job_from_a_process_whose_clock_is_ahead_is_read_on_this_clock() {
     q.ack(&d).await.unwrap();
     delete_keys(&url, &prefix).await.unwrap();
 }
+
+/// A Redis that does not let this process ask its time (an ACL without `TIME`) still
+/// queues and hands out jobs: their times are then read as on this process's clock.
+#[tokio::test]
+async fn jobs_travel_where_redis_will_not_tell_its_time() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let user = format!("no-time-{}", prefix.trim_end_matches(':'));
+    let mut admin = raw(&url).await;
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&user)
+        .arg("on")
+        .arg(">secret")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-time")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut as_user = reqwest::Url::parse(&url).unwrap();
+    as_user.set_username(&user).unwrap();
+    as_user.set_password(Some("secret")).unwrap();
+    let q = RedisQueue::connect(as_user.as_str(), &prefix, fast())
+        .await
+        .unwrap();
+    let l = lane("tasks:llm:a");
+    let sent = job(&l);
+    q.enqueue(sent.clone()).await.unwrap();
+    let d = dequeue_within(&q, std::slice::from_ref(&l), &worker("w"), PATIENCE)
+        .await
+        .expect("the job, though Redis keeps its time to itself");
+    assert_eq!(d.job.task_id, sent.task_id);
+    assert_eq!(d.job.created_at, sent.created_at);
+    q.ack(&d).await.unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg("DELUSER")
+        .arg(&user)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    delete_keys(&url, &prefix).await.unwrap();
+}
