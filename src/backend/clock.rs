@@ -64,6 +64,15 @@ pub fn parse_http_date(text: &str) -> Option<DateTime<Utc>> {
         .map(|d| d.with_timezone(&Utc))
 }
 
+/// Whether an offset (`None`: not known) moved across a second either way, for a log
+/// line: `Some(true)` when the clocks came to differ by more than a second, `Some(false)`
+/// when they came back within it.
+pub fn crossed_a_second(before: Option<TimeDelta>, after: Option<TimeDelta>) -> Option<bool> {
+    let apart = |o: Option<TimeDelta>| o.is_some_and(|o| o.abs() > TimeDelta::seconds(1));
+    let (was, is) = (apart(before), apart(after));
+    (was != is).then_some(is)
+}
+
 /// How an offset reads in a log line: "12.3 s ahead of", "0.8 s behind".
 pub fn describe(offset: TimeDelta) -> String {
     let s = offset.num_milliseconds() as f64 / 1000.0;
@@ -173,6 +182,17 @@ mod tests {
             )
         );
         assert_eq!(parse_http_date("yesterday"), None);
+    }
+
+    #[test]
+    fn an_offset_is_told_when_it_crosses_a_second_either_way() {
+        let ms = |n| Some(TimeDelta::milliseconds(n));
+        assert_eq!(crossed_a_second(None, ms(0)), None);
+        assert_eq!(crossed_a_second(None, ms(1_500)), Some(true));
+        assert_eq!(crossed_a_second(ms(400), ms(-2_000)), Some(true));
+        assert_eq!(crossed_a_second(ms(1_500), ms(30_000)), None);
+        assert_eq!(crossed_a_second(ms(-1_500), ms(0)), Some(false));
+        assert_eq!(crossed_a_second(ms(900), ms(1_000)), None);
     }
 
     #[test]

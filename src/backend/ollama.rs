@@ -152,20 +152,17 @@ impl OllamaClient {
             clock.observe(date, chrono::TimeDelta::seconds(1), sent, received);
             (before, clock.offset())
         };
-        let apart = |o: Option<chrono::TimeDelta>| {
-            o.is_some_and(|o| o.abs() > chrono::TimeDelta::seconds(1))
-        };
-        match (apart(before), apart(after)) {
-            (false, true) => tracing::warn!(
+        match clock::crossed_a_second(before, after) {
+            Some(true) => tracing::warn!(
                 backend = %self.settings.name,
                 "the machine's clock reads {} this one's; Coordinator reads its models' expiries on its own clock",
                 clock::describe(after.unwrap_or_default())
             ),
-            (true, false) => tracing::info!(
+            Some(false) => tracing::info!(
                 backend = %self.settings.name,
                 "the machine's clock agrees with this one's again"
             ),
-            _ => {}
+            None => {}
         }
         after
     }

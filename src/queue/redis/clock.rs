@@ -73,13 +73,12 @@ impl RedisClock {
 /// than a second (`before` and `after` are how far Redis's reads ahead), or to agree
 /// again.
 pub(crate) fn tell_apart(before: Option<TimeDelta>, after: TimeDelta) {
-    let apart = |o: TimeDelta| o.abs() > TimeDelta::seconds(1);
-    match (before.is_some_and(apart), apart(after)) {
-        (false, true) => tracing::warn!(
+    match clock::crossed_a_second(before, Some(after)) {
+        Some(true) => tracing::warn!(
             "this machine's clock reads {} Redis's; the cluster reads its times on each process's own clock through Redis's",
             clock::describe(-after)
         ),
-        (true, false) => tracing::info!("this machine's clock agrees with Redis's again"),
-        _ => {}
+        Some(false) => tracing::info!("this machine's clock agrees with Redis's again"),
+        None => {}
     }
 }
