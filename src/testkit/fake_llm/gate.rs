@@ -142,6 +142,7 @@ impl Api {
             Some(m) if m.role == "user" => m.text.clone(),
             _ => String::new(),
         };
+        let load_only = ask.messages.is_empty();
         let fitted = sim::fit(ask.messages, num_ctx);
         if let Last::User(text) = &mut prompt.last {
             fitted.last_user().unwrap_or_default().clone_into(text);
@@ -161,6 +162,7 @@ impl Api {
             speed,
             num_ctx,
             keep_alive: ask.keep_alive,
+            load_only,
         };
         let lease = tokio::select! {
             admitted = sim.admit(want) => admitted.map_err(|_| Box::new(self.busy()))?,

@@ -370,6 +370,10 @@ pub(crate) struct Want<'a> {
     pub speed: Speed,
     pub num_ctx: u32,
     pub keep_alive: Option<KeepAlive>,
+    /// A request with no messages, which only loads the model (and sets its keep-alive):
+    /// Ollama's scheduler answers it once the runner is ready, whether or not its slots
+    /// are busy (the slots are the runner's own, for generations).
+    pub load_only: bool,
 }
 
 impl Sim {
@@ -456,7 +460,8 @@ impl Sim {
         gone
     }
 
-    /// Waits, in arrival order, for the model to be resident and one of its slots free.
+    /// Waits, in arrival order, for the model to be resident and one of its slots free
+    /// (a load-only request: resident alone).
     pub async fn admit(self: &Arc<Self>, want: Want<'_>) -> Result<Lease, Busy> {
         let arrived = Instant::now();
         let mut pending = {
@@ -491,7 +496,11 @@ impl Sim {
         // the load awaited, so requests that wait for the same load start first come,
         // first served.
         let attached = Instant::now();
-        let permit = slots.acquire_owned().await.map_err(|_| Busy)?;
+        let permit = if want.load_only {
+            None
+        } else {
+            Some(slots.acquire_owned().await.map_err(|_| Busy)?)
+        };
         tokio::time::sleep_until(ready_at.into()).await;
         // As Ollama reports it, the load is the wait for the runner, not for its slot.
         let ready = ready_at.max(attached);
@@ -745,7 +754,8 @@ impl Drop for Pending {
 pub(crate) struct Lease {
     sim: Arc<Sim>,
     runner: u64,
-    _permit: OwnedSemaphorePermit,
+    /// The slot it generates in; none for a load-only request.
+    _permit: Option<OwnedSemaphorePermit>,
     arrived: Instant,
     ready: Instant,
     started: Instant,

@@ -802,3 +802,34 @@ async fn a_machine_tells_times_on_its_own_clock() {
         "{ps}"
     );
 }
+
+/// A request with no messages only loads the model: Ollama's scheduler answers it once
+/// the runner is ready, although its one slot is busy with another answer, and the
+/// keep-alive it carries applies. Here the answer is held after its first token, so only
+/// an answer that does not wait for the slot comes.
+#[tokio::test]
+async fn a_load_only_request_does_not_wait_for_a_busy_slot() {
+    let server = machine(realism()).await;
+    server.hold();
+    let res = post(&server, "/api/chat", &chat(CHAT, "a long answer", true)).await;
+    assert_eq!(res.status(), 200);
+    let mut running = res.bytes_stream();
+    // Its first token: the slot is taken, and stays so while held.
+    running.next().await.unwrap().unwrap();
+    let load = json!({"model": CHAT, "messages": [], "keep_alive": "2h"});
+    let answer = tokio::time::timeout(Duration::from_secs(10), post(&server, "/api/chat", &load))
+        .await
+        .expect("a load-only request answers while the slot is busy");
+    assert_eq!(answer.status(), 200);
+    let record: Value = answer.json().await.unwrap();
+    assert_eq!(record["done_reason"], "load");
+    // The keep-alive it carried: two hours of life, from when the held answer ends.
+    server.release();
+    while running.next().await.is_some() {}
+    let ps = ps(&server).await;
+    let expires_at = ps["models"][0]["expires_at"].as_str().unwrap();
+    let left = crate::backend::ollama::parse_expiry(expires_at).unwrap() - chrono::Utc::now();
+    // At 100 times faster than life, two hours are 72 s of wall clock.
+    assert!(left > chrono::TimeDelta::seconds(60), "{ps}");
+    assert_eq!(server.stats().loads, 1);
+}
