@@ -55,6 +55,21 @@ pub struct Machine {
     pub last_error: Option<String>,
     /// The latest finished answer's figures, per model served here.
     pub latest: Vec<ModelFigures>,
+    /// How far the machine's clock reads ahead of Coordinator's, in milliseconds
+    /// (negative: behind), where known ([`WorkerStatus::clock_ahead_ms`]).
+    #[serde(default)]
+    pub clock_ahead_ms: Option<i64>,
+}
+
+impl Machine {
+    /// How far the machine's clock reads from Coordinator's, when more than a second
+    /// (its expiries are shown on Coordinator's clock anyway): "30.0 s behind".
+    pub fn clock_apart(&self) -> Option<String> {
+        let ms = self.clock_ahead_ms.filter(|ms| ms.abs() > 1_000)?;
+        Some(crate::backend::clock::describe(
+            chrono::TimeDelta::milliseconds(ms),
+        ))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -249,6 +264,7 @@ fn machine(s: &WorkerStatus, recent: &[TaskRecord]) -> Machine {
         slots: s.slots(),
         last_error: s.last_error.clone(),
         latest,
+        clock_ahead_ms: s.clock_ahead_ms,
     }
 }
 

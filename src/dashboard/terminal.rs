@@ -179,6 +179,9 @@ pub fn render(s: &Snapshot, now: DateTime<Utc>) -> String {
                 .unwrap_or_default();
             let _ = writeln!(out, "    {resident} {model}{until}{figures}");
         }
+        if let Some(apart) = m.clock_apart() {
+            let _ = writeln!(out, "    clock {apart} Coordinator's");
+        }
         if let Some(e) = &m.last_error {
             let _ = writeln!(out, "    last error: {e}");
         }
@@ -263,6 +266,8 @@ mod tests {
                         ttft_ms: Some(420),
                         tokens_per_s: Some(38.5),
                     }],
+                    // Within a second: not worth a line.
+                    clock_ahead_ms: Some(400),
                 },
                 Machine {
                     name: "laptop".into(),
@@ -275,6 +280,7 @@ mod tests {
                     slots: 1,
                     last_error: Some("cannot connect".into()),
                     latest: vec![],
+                    clock_ahead_ms: Some(-30_000),
                 },
             ],
             queue: vec![Waiting {
@@ -314,6 +320,7 @@ MACHINES
       llama3.2:3b
     * phi4  kept
   laptop         openai DOWN slots 0/1
+    clock 30.0 s behind Coordinator's
     last error: cannot connect
 
 QUEUE (1 waiting)

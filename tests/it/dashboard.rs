@@ -35,7 +35,13 @@ pub async fn household(keys: bool) -> Household {
         .spawn()
         .await
         .unwrap();
-    let sun: FakeLlmServer = FakeLlm::builder().model(SMALL).spawn().await.unwrap();
+    // A mini PC whose clock reads 30 s behind Coordinator's.
+    let sun: FakeLlmServer = FakeLlm::builder()
+        .model(SMALL)
+        .clock_ahead(chrono::TimeDelta::seconds(-30))
+        .spawn()
+        .await
+        .unwrap();
     let sun_url = sun.base_url();
     let app = spawn_app_with(moon, move |c| {
         c.backends[0].parallel = 1;
@@ -201,6 +207,9 @@ async fn the_snapshot_shows_the_machines_the_queue_in_order_and_the_recent_tasks
     assert_eq!(machines["sun"]["models"], json!([SMALL]), "{s}");
     assert_eq!(machines["moon"]["in_flight"], 1, "{s}");
     assert_eq!(machines["moon"]["slots"], 1, "{s}");
+    assert_eq!(machines["moon"]["clock_ahead_ms"], 0, "{s}");
+    let sun_clock = machines["sun"]["clock_ahead_ms"].as_i64().unwrap();
+    assert!((sun_clock + 30_000).abs() <= 600, "{s}");
     let queue = s["queue"].as_array().unwrap();
     assert_eq!(queue.len(), 1, "{s}");
     assert_eq!(queue[0]["task_id"], queued, "{s}");
@@ -423,6 +432,7 @@ async fn coordinator_status_prints_the_household() {
     );
     assert!(text.starts_with("MACHINES\n  moon "), "{text}");
     assert!(text.contains("\n  sun "), "{text}");
+    assert!(text.contains(" s behind Coordinator's\n"), "{text}");
     assert!(text.contains(MODEL) && text.contains(SMALL), "{text}");
     assert!(
         text.contains("QUEUE (1 waiting)\n    1  tasks:llm:"),

@@ -175,11 +175,9 @@ async fn the_page_shows_the_household_live_in_a_real_browser() {
             .await
             .contains(MODEL)
     );
-    assert!(
-        text_of(&client, "[data-machine=\"sun\"]")
-            .await
-            .contains(SMALL)
-    );
+    let sun = text_of(&client, "[data-machine=\"sun\"]").await;
+    assert!(sun.contains(SMALL), "{sun}");
+    assert!(sun.contains(" s behind Coordinator's"), "{sun}");
     let stored = client
         .execute(
             "return sessionStorage.getItem('coordinator-admin-key');",
