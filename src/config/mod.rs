@@ -339,6 +339,8 @@ pub struct TimeoutsConfig {
     /// How often each Ollama machine is asked which models it holds (`/api/ps`), besides
     /// the look after every answer: a model its keep-alive unloaded, or one another
     /// client of the machine loaded or unloaded, shows in placement's view this soon.
+    /// Each look comes up to a second later than the interval alone would put it, at a
+    /// different fraction of a second each time (the machine's clock is read from them).
     pub look_interval_s: u64,
     /// How long a streamed chat waits for its first token before it answers 200 at once
     /// and tells the client it is queued (keep-alive frames) until the token comes.

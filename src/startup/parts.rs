@@ -318,7 +318,7 @@ async fn metrics_upkeep_loop(metrics: Arc<crate::metrics::Metrics>, stop: Cancel
 }
 
 /// Refreshes backends' model lists and health every `every`, and looks at the models
-/// each machine holds every `look_every`, until `stop`.
+/// each machine holds about every `look_every` (see [`look_phase`]), until `stop`.
 async fn discovery_loop(
     registry: Registry,
     every: Duration,
@@ -328,14 +328,45 @@ async fn discovery_loop(
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
-    let mut look = tokio::time::interval(look_every);
-    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    look.tick().await;
+    let start = tokio::time::Instant::now();
+    let mut looks: u32 = 1;
+    let next_look = |n: u32| start + look_every * n + look_phase(n);
+    let look = tokio::time::sleep_until(next_look(looks));
+    tokio::pin!(look);
     loop {
         tokio::select! {
             _ = tick.tick() => registry.refresh_all().await,
-            _ = look.tick() => registry.look_at_all(),
+            () = &mut look => {
+                registry.look_at_all();
+                looks = looks.saturating_add(1);
+                look.as_mut().reset(next_look(looks));
+            }
             () = stop.cancelled() => return,
         }
+    }
+}
+
+/// Where within its second the `n`-th periodic look comes, after `n` intervals. Looks at
+/// an exact period would read each machine's whole-second `Date` at one fraction of a
+/// second for ever, and the clock offset they place would stay a second wide (see
+/// [`crate::backend::clock`]); stepped by the golden ratio, the fractions spread evenly
+/// and a dozen looks place it to a tenth of a second.
+fn look_phase(n: u32) -> Duration {
+    Duration::from_millis(u64::from(n) * 618 % 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first dozen periodic looks come at twelve fractions of a second, none nearer
+    /// another than 50 ms, so that together they read a machine's whole-second `Date`
+    /// across its second.
+    #[test]
+    fn periodic_looks_spread_across_the_second() {
+        let mut phases: Vec<u128> = (1..=12).map(|n| look_phase(n).as_millis()).collect();
+        phases.sort_unstable();
+        assert!(phases.iter().all(|p| *p < 1000), "{phases:?}");
+        assert!(phases.windows(2).all(|w| w[1] - w[0] >= 50), "{phases:?}");
     }
 }

@@ -400,3 +400,33 @@ async fn a_machine_whose_clock_is_ahead_is_read_on_coordinators_clock() {
     );
     app.stop().await;
 }
+
+/// An idle machine's clock is placed closer with every look between answers: the looks
+/// come at fractions of a second that spread across it, so their whole-second `Date`s
+/// narrow the offset (20.3 s here) to a tenth of a second within a dozen looks.
+#[tokio::test]
+async fn an_idle_machines_clock_is_placed_closer_with_every_look() {
+    let ahead = chrono::TimeDelta::milliseconds(20_300);
+    let fake = machine_ahead(&["alpha"], 1, Duration::from_secs(300), ahead).await;
+    let app = spawn_app_with(fake, |c| {
+        c.timeouts.discovery_interval_s = 3600;
+        c.timeouts.look_interval_s = 1;
+    })
+    .await;
+    // Polled: the looks come on their own time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let workers: Value = app.get("/workers").await.json().await.unwrap();
+        let found = workers["workers"][0]["clock_ahead_ms"].as_i64();
+        if found.is_some_and(|ms| (ms - 20_300).abs() <= 100) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still {found:?} after {} looks",
+            app.fake.requests_to("/api/ps").len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    app.stop().await;
+}
