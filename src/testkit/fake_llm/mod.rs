@@ -710,7 +710,6 @@ async fn stats(State(shared): State<Arc<Shared>>) -> Response {
     .into_response()
 }
 
-/// Counts every request and records it (when recording is on) before routing.
 /// Every answer's `Date`, on the machine's clock when it is not the host's (hyper writes
 /// the host's otherwise).
 async fn dated(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
@@ -724,6 +723,7 @@ async fn dated(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> R
     resp
 }
 
+/// Counts every request and records it (when recording is on) before routing.
 async fn record(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     shared.count.fetch_add(1, Ordering::Relaxed);
     if !lock(&shared.live).knobs.record {
