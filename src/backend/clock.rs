@@ -56,6 +56,12 @@ impl ClockOffset {
     }
 }
 
+/// `t` moved by `by` (from one clock onto another), or `t` as it is where that would
+/// leave the calendar.
+pub fn moved(t: DateTime<Utc>, by: TimeDelta) -> DateTime<Utc> {
+    t.checked_add_signed(by).unwrap_or(t)
+}
+
 /// An HTTP `Date` header (`Mon, 07 Dec 2026 11:18:03 GMT`) in UTC; `None` when it does
 /// not parse.
 pub fn parse_http_date(text: &str) -> Option<DateTime<Utc>> {
@@ -168,6 +174,15 @@ mod tests {
         assert!(
             (found - TimeDelta::milliseconds(1_750)).abs() <= TimeDelta::milliseconds(2),
             "{found}"
+        );
+    }
+
+    #[test]
+    fn a_time_moves_by_an_offset_and_stays_where_the_calendar_ends() {
+        assert_eq!(moved(at(0), TimeDelta::milliseconds(-1_500)), at(-1_500));
+        assert_eq!(
+            moved(DateTime::<Utc>::MAX_UTC, TimeDelta::seconds(1)),
+            DateTime::<Utc>::MAX_UTC
         );
     }
 

@@ -8,9 +8,10 @@
 //! about once a week) would show its running answers seconds further along than they
 //! are, or not begun, to placement in every other process.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::TimeDelta;
 
 use super::Heartbeat;
+use crate::backend::clock::moved;
 
 impl Heartbeat {
     /// Moves the heartbeat's times from its sender's clock onto this process's, where
@@ -24,26 +25,17 @@ impl Heartbeat {
         if by == TimeDelta::zero() {
             return;
         }
-        let shift = |t: &mut DateTime<Utc>| {
-            if let Some(moved) = t.checked_add_signed(by) {
-                *t = moved;
-            }
-        };
-        shift(&mut self.at);
+        self.at = moved(self.at, by);
         let status = &mut self.status;
         for r in &mut status.running {
-            shift(&mut r.started_at);
-            if let Some(t) = &mut r.first_token_at {
-                shift(t);
-            }
+            r.started_at = moved(r.started_at, by);
+            r.first_token_at = r.first_token_at.map(|t| moved(t, by));
         }
         for r in &mut status.recent {
-            shift(&mut r.at);
+            r.at = moved(r.at, by);
         }
         for r in &mut status.resident {
-            if let Some(t) = &mut r.expires_at {
-                shift(t);
-            }
+            r.expires_at = r.expires_at.map(|t| moved(t, by));
         }
         // The backend's clock against the sender's, now against this process's.
         if let Some(ms) = &mut status.clock_ahead_ms {
@@ -56,6 +48,8 @@ impl Heartbeat {
 
 #[cfg(test)]
 mod tests {
+    use chrono::{DateTime, Utc};
+
     use super::*;
     use crate::backend::activity::{Recent, Running};
     use crate::backend::registry::Resident;

@@ -74,18 +74,10 @@ impl Job {
     /// Moves the job's times by `by`: from the clock of the process that queued it onto
     /// this one's (see [`redis::clock`]).
     pub fn shift_times(&mut self, by: chrono::TimeDelta) {
-        let shift = |t: &mut DateTime<Utc>| {
-            if let Some(moved) = t.checked_add_signed(by) {
-                *t = moved;
-            }
-        };
-        shift(&mut self.created_at);
-        if let Some(t) = &mut self.avoid_until {
-            shift(t);
-        }
-        if let Some(t) = &mut self.waiting_since {
-            shift(t);
-        }
+        use crate::backend::clock::moved;
+        self.created_at = moved(self.created_at, by);
+        self.avoid_until = self.avoid_until.map(|t| moved(t, by));
+        self.waiting_since = self.waiting_since.map(|t| moved(t, by));
     }
 
     /// Whether `worker` should leave the job to the others at `now`: it is in `avoid`,

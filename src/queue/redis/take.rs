@@ -15,6 +15,7 @@ use super::connection::lock;
 use super::{
     Aging, FIELD_AHEAD, FIELD_JOB, FIELD_PASSES, GROUP, Inner, Job, Lent, Priority, millis,
 };
+use crate::backend::clock::moved;
 use crate::domain::WorkerName;
 
 /// The first waiting entry (after the group's last delivered id) of each stream in `KEYS`,
@@ -160,8 +161,8 @@ impl SetAside {
                 .map_or(TimeDelta::zero(), |w| TimeDelta::milliseconds(w) - ahead);
             let Some(until) = job
                 .avoid_until
-                .filter(|_| job.avoids(worker, now - by))
-                .map(|u| u + by)
+                .filter(|_| job.avoids(worker, moved(now, -by)))
+                .map(|u| moved(u, by))
             else {
                 continue;
             };
