@@ -338,7 +338,7 @@ impl Inner {
         let consumer = self.consumer(worker);
         // Stream ids and the jobs' times are read on this clock through Redis's.
         let ahead = self.clock.ask_if_stale(&mut self.redis.commands()).await;
-        let mut taken = self.pick(worker, keys, &consumer).await?;
+        let mut taken = self.pick(worker, keys, &consumer, ahead).await?;
         // From here until a delivery is returned or held, this instance keeps the
         // entries alive; the guard below gives the first one up on any exit.
         self.lease(&taken, &consumer);
@@ -355,20 +355,26 @@ impl Inner {
             id: first.id.clone(),
             armed: true,
         };
-        let delivery = self.screen(first, worker).await?;
+        let delivery = self.screen(first, worker, ahead).await?;
         guard.armed = delivery.is_none();
         Ok(delivery)
     }
 
-    /// Turns an entry into a delivery, or deals with it here: an unreadable job is
-    /// dropped, a job that must avoid this worker is put back.
-    async fn screen(&self, t: Taken, worker: &WorkerName) -> RedisResult<Option<Delivery>> {
+    /// Turns an entry into a delivery (its times on this clock, where Redis's reads
+    /// `ahead`), or deals with it here: an unreadable job is dropped, a job that must
+    /// avoid this worker is put back.
+    async fn screen(
+        &self,
+        t: Taken,
+        worker: &WorkerName,
+        ahead: chrono::TimeDelta,
+    ) -> RedisResult<Option<Delivery>> {
         let Some(job) = t.job.clone() else {
             tracing::error!(stream = %t.key, entry = %t.id, "queue entry holds no readable job; dropped");
             self.remove(&t.key, &t.id).await?;
             return Ok(None);
         };
-        let job = t.on_this_clock(job, self.clock.ahead());
+        let job = t.on_this_clock(job, ahead);
         if t.deliveries > self.options.max_deliveries {
             let reason = format!(
                 "the task was handed to a worker {} times and no worker finished it \
@@ -386,7 +392,7 @@ impl Inner {
             }));
         }
         if job.avoids(worker, chrono::Utc::now()) && t.passes < self.options.max_avoid_passes {
-            self.pass_on(&t, &job).await?;
+            self.pass_on(&t, &job, ahead).await?;
             tracing::debug!(task_id = %job.task_id, worker = %worker, "job avoids this worker; put back in its lane");
             return Ok(None);
         }
@@ -400,10 +406,11 @@ impl Inner {
         }))
     }
 
-    /// Re-adds `job` (with when it began to wait) at the end of its stream and removes
-    /// the original, atomically. The end, not its place by age: the worker it avoids takes
-    /// others first, which gives the workers it waits for time to free up.
-    async fn pass_on(&self, t: &Taken, job: &Job) -> RedisResult<()> {
+    /// Re-adds `job` (with when it began to wait, its times on this clock, where Redis's
+    /// reads `ahead`) at the end of its stream and removes the original, atomically. The
+    /// end, not its place by age: the worker it avoids takes others first, which gives the
+    /// workers it waits for time to free up.
+    async fn pass_on(&self, t: &Taken, job: &Job, ahead: chrono::TimeDelta) -> RedisResult<()> {
         let text = serde_json::to_string(job).ok();
         let mut pipe = redis::pipe();
         pipe.atomic()
@@ -416,10 +423,9 @@ impl Inner {
             .arg(t.passes + 1);
         if text.is_some() {
             // The job as read here: on this process's clock.
-            pipe.arg(FIELD_AHEAD)
-                .arg(self.clock.ahead().num_milliseconds());
-        } else if let Some(ahead) = t.writer_ahead_ms {
-            pipe.arg(FIELD_AHEAD).arg(ahead);
+            pipe.arg(FIELD_AHEAD).arg(ahead.num_milliseconds());
+        } else if let Some(writer) = t.writer_ahead_ms {
+            pipe.arg(FIELD_AHEAD).arg(writer);
         }
         pipe.ignore()
             .cmd("XACK")

@@ -342,20 +342,20 @@ impl Inner {
 
     /// What one round of `dequeue` takes (see [`Inner::next`]): the best of the entries
     /// held for `worker` (stale ones of dead consumers taken over now among them) and the
-    /// first waiting entry of each stream, else new ones (blocking). The held entry comes
-    /// out of its hold; the others are taken now.
+    /// first waiting entry of each stream, else new ones (blocking), Redis's clock reading
+    /// `ahead` of this one. The held entry comes out of its hold; the others are taken now.
     pub(super) async fn pick(
         &self,
         worker: &WorkerName,
         keys: &[String],
         consumer: &str,
+        ahead: TimeDelta,
     ) -> RedisResult<Vec<Taken>> {
         self.ensure_groups(keys).await?;
         let stale = self.reclaim(keys, consumer).await?;
         self.lease(&stale, consumer);
         self.hold(worker, stale);
         let heads = self.heads(keys).await?;
-        let ahead = self.clock.ahead();
         let aside = SetAside::of(&heads, worker, Utc::now(), ahead);
         let now = now_ms(ahead);
         let aging = self.options.aging;
