@@ -59,17 +59,20 @@ pub struct Machine {
     /// (negative: behind), where known ([`WorkerStatus::clock_ahead_ms`]).
     #[serde(default)]
     pub clock_ahead_ms: Option<i64>,
+    /// The line the page and `coordinator status` show for a clock that reads more than
+    /// a second from Coordinator's ("clock 30.0 s behind Coordinator's"); none within a
+    /// second. Told here, once, so that the two say the same.
+    #[serde(default)]
+    pub clock_apart: Option<String>,
 }
 
-impl Machine {
-    /// How far the machine's clock reads from Coordinator's, when more than a second
-    /// (its expiries are shown on Coordinator's clock anyway): "30.0 s behind".
-    pub fn clock_apart(&self) -> Option<String> {
-        let ms = self.clock_ahead_ms.filter(|ms| ms.abs() > 1_000)?;
-        Some(crate::backend::clock::describe(
-            chrono::TimeDelta::milliseconds(ms),
-        ))
-    }
+/// The line for a machine whose clock reads `ahead_ms` ahead of Coordinator's (negative:
+/// behind), when more than a second (its expiries are shown on Coordinator's clock
+/// anyway).
+pub fn clock_apart(ahead_ms: Option<i64>) -> Option<String> {
+    let ms = ahead_ms.filter(|ms| ms.abs() > 1_000)?;
+    let apart = crate::backend::clock::describe(chrono::TimeDelta::milliseconds(ms));
+    Some(format!("clock {apart} Coordinator's"))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -265,6 +268,7 @@ fn machine(s: &WorkerStatus, recent: &[TaskRecord]) -> Machine {
         last_error: s.last_error.clone(),
         latest,
         clock_ahead_ms: s.clock_ahead_ms,
+        clock_apart: clock_apart(s.clock_ahead_ms),
     }
 }
 

@@ -179,8 +179,8 @@ pub fn render(s: &Snapshot, now: DateTime<Utc>) -> String {
                 .unwrap_or_default();
             let _ = writeln!(out, "    {resident} {model}{until}{figures}");
         }
-        if let Some(apart) = m.clock_apart() {
-            let _ = writeln!(out, "    clock {apart} Coordinator's");
+        if let Some(apart) = &m.clock_apart {
+            let _ = writeln!(out, "    {apart}");
         }
         if let Some(e) = &m.last_error {
             let _ = writeln!(out, "    last error: {e}");
@@ -237,7 +237,7 @@ fn ms(v: Option<i64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dashboard::snapshot::{Machine, ModelFigures, RecentTask, Waiting};
+    use crate::dashboard::snapshot::{Machine, ModelFigures, RecentTask, Waiting, clock_apart};
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
@@ -268,6 +268,7 @@ mod tests {
                     }],
                     // Within a second: not worth a line.
                     clock_ahead_ms: Some(400),
+                    clock_apart: clock_apart(Some(400)),
                 },
                 Machine {
                     name: "laptop".into(),
@@ -281,6 +282,7 @@ mod tests {
                     last_error: Some("cannot connect".into()),
                     latest: vec![],
                     clock_ahead_ms: Some(-30_000),
+                    clock_apart: clock_apart(Some(-30_000)),
                 },
             ],
             queue: vec![Waiting {

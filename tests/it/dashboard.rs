@@ -210,6 +210,13 @@ async fn the_snapshot_shows_the_machines_the_queue_in_order_and_the_recent_tasks
     assert_eq!(machines["moon"]["clock_ahead_ms"], 0, "{s}");
     let sun_clock = machines["sun"]["clock_ahead_ms"].as_i64().unwrap();
     assert!((sun_clock + 30_000).abs() <= 600, "{s}");
+    assert_eq!(machines["moon"]["clock_apart"], Value::Null, "{s}");
+    let sun_line = machines["sun"]["clock_apart"].as_str().unwrap();
+    assert!(
+        sun_line.starts_with("clock 29.") || sun_line.starts_with("clock 30."),
+        "{s}"
+    );
+    assert!(sun_line.ends_with(" s behind Coordinator's"), "{s}");
     let queue = s["queue"].as_array().unwrap();
     assert_eq!(queue.len(), 1, "{s}");
     assert_eq!(queue[0]["task_id"], queued, "{s}");

@@ -51,12 +51,11 @@ function until(iso) {
   return "until " + at + " · in " + (left < 60 ? left + " s" : Math.ceil(left / 60) + " min");
 }
 
-// A machine whose clock reads more than a second from Coordinator's: "clock 30 s behind
-// Coordinator's" (its expiries above are on Coordinator's clock already); null otherwise.
-function clockApart(ms) {
-  if (ms === null || ms === undefined || Math.abs(ms) <= 1000) return null;
-  const s = (Math.abs(ms) / 1000).toFixed(1) + " s ";
-  return el("div", { class: "quiet clock" }, "clock " + s + (ms > 0 ? "ahead of" : "behind") + " Coordinator's");
+// A machine whose clock reads more than a second from Coordinator's: the snapshot's line,
+// "clock 30.0 s behind Coordinator's" (its expiries above are on Coordinator's clock
+// already); null otherwise.
+function clockApart(line) {
+  return line ? el("div", { class: "quiet clock" }, line) : null;
 }
 
 function drawMachines(machines) {
@@ -80,7 +79,7 @@ function drawMachines(machines) {
         el("span", { class: "quiet slots" }, m.in_flight + "/" + m.slots + " slots")),
       el("div", { class: "quiet" }, m.kind + (m.healthy ? "" : " · unhealthy")),
       ...models,
-      clockApart(m.clock_ahead_ms),
+      clockApart(m.clock_apart),
       m.last_error ? el("div", { class: "problem" }, m.last_error) : null);
   }));
 }
