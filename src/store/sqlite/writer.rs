@@ -294,6 +294,12 @@ fn open(path: &Path, synchronous: Synchronous, cache_kib: u32) -> Result<Connect
         }
     };
     conn.execute_batch(pragmas)?;
+    // The tasks table's CHECK on `status` (five constants, `IN`) makes SQLite build and
+    // drop a temporary table at every insert and every change of status. This
+    // connection writes only the statuses of `TaskStatus` and the constants above, so
+    // the check cannot fail here; the pool's connections and any other program still
+    // meet it. (docs/BENCHMARKS.md, thirty-eighth session.)
+    conn.pragma_update(None, "ignore_check_constraints", true)?;
     conn.pragma_update(None, "cache_size", -i64::from(cache_kib))?;
     conn.set_prepared_statement_cache_capacity(8);
     Ok(conn)
@@ -384,18 +390,43 @@ fn ts(at: &DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::AutoSi, false)
 }
 
+// The writer's statements. None may open a temporary table as it runs (SQLite codes an
+// `IN` of three or more constants as one, built and dropped at every execution: a
+// fifth of the writer's work when the tasks table's `status` CHECK did it; pinned by
+// `tests::the_writers_statements_build_no_temporary_table`).
+
+const INSERT: &str = "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
+     worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, \
+     history_dropped, memory_dropped, estimated_prompt_tokens, priority, conversation) \
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+const CLAIM: &str = "UPDATE tasks SET status = 'running', worker_id = ?, updated_at = ?, attempts = attempts + 1 \
+     WHERE task_id = ? AND status IN ('queued', 'running')";
+const EXISTS: &str = "SELECT 1 FROM tasks WHERE task_id = ?";
+const REQUEUE: &str = "UPDATE tasks SET status = 'queued', job = ?, updated_at = ? \
+     WHERE task_id = ? AND status IN ('queued', 'running')";
+const FINISH: &str = "UPDATE tasks SET status = ?, updated_at = ?, worker_id = COALESCE(?, worker_id), \
+     response = ?, error = ?, fallback_used = ?, fallback_reason = ?, \
+     queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
+     prompt_tokens = ?, completion_tokens = ?, job = NULL, num_ctx = ? \
+     WHERE task_id = ? AND status IN ('queued', 'running')";
+const CANCEL: &str = "UPDATE tasks SET status = 'cancelled', error = ?, updated_at = ?, job = NULL \
+     WHERE task_id = ? AND (status IN ('queued', 'running') \
+     OR (status = 'cancelled' AND error IS NULL))";
+/// Queued, running or cancelled: written as "not ended otherwise" so that the list has
+/// two terms (see above).
+const PARTIAL: &str = "UPDATE tasks SET status = 'cancelled', job = NULL, updated_at = ?, \
+     worker_id = COALESCE(?, worker_id), \
+     response = ?, fallback_used = ?, fallback_reason = ?, \
+     queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
+     prompt_tokens = ?, completion_tokens = ? \
+     WHERE task_id = ? AND status NOT IN ('done', 'failed')";
+
 fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
     match op {
         Op::Insert(t) => {
             let reasons = serde_json::to_string(&t.reasons).unwrap_or_else(|_| "[]".to_owned());
             let created = ts(&t.created_at);
-            conn.prepare_cached(
-                "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, \
-                 worker_id, attempts, queue, status, response, internal_task, web_search, reasons, job, remember, person, \
-                 history_dropped, memory_dropped, estimated_prompt_tokens, priority, conversation) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )?
-            .execute(params![
+            conn.prepare_cached(INSERT)?.execute(params![
                 t.task_id.to_string(),
                 created,
                 created,
@@ -425,16 +456,13 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
         Op::Claim { id, worker, at } => {
             let id = id.to_string();
             let changed = conn
-                .prepare_cached(
-                    "UPDATE tasks SET status = 'running', worker_id = ?, updated_at = ?, attempts = attempts + 1 \
-                     WHERE task_id = ? AND status IN ('queued', 'running')",
-                )?
+                .prepare_cached(CLAIM)?
                 .execute(params![worker, ts(at), id])?;
             if changed == 1 {
                 return Ok(Done::Claim(Claim::Claimed));
             }
             let exists = conn
-                .prepare_cached("SELECT 1 FROM tasks WHERE task_id = ?")?
+                .prepare_cached(EXISTS)?
                 .query_row([&id], |_| Ok(()))
                 .optional()?;
             Ok(Done::Claim(if exists.is_some() {
@@ -444,73 +472,49 @@ fn apply(conn: &Connection, op: &Op) -> rusqlite::Result<Done> {
             }))
         }
         Op::Requeue { id, job, at } => {
-            conn.prepare_cached(
-                "UPDATE tasks SET status = 'queued', job = ?, updated_at = ? \
-                 WHERE task_id = ? AND status IN ('queued', 'running')",
-            )?
-            .execute(params![job, ts(at), id.to_string()])?;
+            conn.prepare_cached(REQUEUE)?
+                .execute(params![job, ts(at), id.to_string()])?;
             Ok(Done::Requeued)
         }
         Op::Finish { id, outcome: o } => {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE tasks SET status = ?, updated_at = ?, worker_id = COALESCE(?, worker_id), \
-                     response = ?, error = ?, fallback_used = ?, fallback_reason = ?, \
-                     queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
-                     prompt_tokens = ?, completion_tokens = ?, job = NULL, num_ctx = ? \
-                     WHERE task_id = ? AND status IN ('queued', 'running')",
-                )?
-                .execute(params![
-                    o.status.as_str(),
-                    ts(&o.at),
-                    o.worker_id.as_ref().map(WorkerName::as_str),
-                    o.response,
-                    o.error,
-                    o.fallback_used,
-                    o.fallback_reason,
-                    o.queue_wait_ms,
-                    o.first_token_ms,
-                    o.total_ms,
-                    o.prompt_tokens,
-                    o.completion_tokens,
-                    o.num_ctx,
-                    id.to_string(),
-                ])?;
+            let changed = conn.prepare_cached(FINISH)?.execute(params![
+                o.status.as_str(),
+                ts(&o.at),
+                o.worker_id.as_ref().map(WorkerName::as_str),
+                o.response,
+                o.error,
+                o.fallback_used,
+                o.fallback_reason,
+                o.queue_wait_ms,
+                o.first_token_ms,
+                o.total_ms,
+                o.prompt_tokens,
+                o.completion_tokens,
+                o.num_ctx,
+                id.to_string(),
+            ])?;
             Ok(Done::Finished(changed == 1))
         }
         Op::Cancel { id, at, reason } => {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE tasks SET status = 'cancelled', error = ?, updated_at = ?, job = NULL \
-                     WHERE task_id = ? AND (status IN ('queued', 'running') \
-                     OR (status = 'cancelled' AND error IS NULL))",
-                )?
-                .execute(params![reason, ts(at), id.to_string()])?;
+            let changed =
+                conn.prepare_cached(CANCEL)?
+                    .execute(params![reason, ts(at), id.to_string()])?;
             Ok(Done::Finished(changed == 1))
         }
         Op::Partial { id, outcome: o } => {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE tasks SET status = 'cancelled', job = NULL, updated_at = ?, \
-                     worker_id = COALESCE(?, worker_id), \
-                     response = ?, fallback_used = ?, fallback_reason = ?, \
-                     queue_wait_ms = COALESCE(?, queue_wait_ms), first_token_ms = ?, total_ms = ?, \
-                     prompt_tokens = ?, completion_tokens = ? \
-                     WHERE task_id = ? AND status IN ('queued', 'running', 'cancelled')",
-                )?
-                .execute(params![
-                    ts(&o.at),
-                    o.worker_id.as_ref().map(WorkerName::as_str),
-                    o.response,
-                    o.fallback_used,
-                    o.fallback_reason,
-                    o.queue_wait_ms,
-                    o.first_token_ms,
-                    o.total_ms,
-                    o.prompt_tokens,
-                    o.completion_tokens,
-                    id.to_string(),
-                ])?;
+            let changed = conn.prepare_cached(PARTIAL)?.execute(params![
+                ts(&o.at),
+                o.worker_id.as_ref().map(WorkerName::as_str),
+                o.response,
+                o.fallback_used,
+                o.fallback_reason,
+                o.queue_wait_ms,
+                o.first_token_ms,
+                o.total_ms,
+                o.prompt_tokens,
+                o.completion_tokens,
+                id.to_string(),
+            ])?;
             Ok(Done::Finished(changed == 1))
         }
         Op::Barrier => Ok(Done::Settled),
@@ -532,5 +536,53 @@ mod tests {
             .pragma_query_value(None, "cache_size", |row| row.get(0))
             .unwrap();
         assert_eq!(size, -384);
+    }
+
+    /// Every statement the writer runs is coded without a temporary table: a list of
+    /// three or more constants (an `IN`, in a statement or in a CHECK it must meet) would
+    /// build one at every execution.
+    #[tokio::test]
+    async fn the_writers_statements_build_no_temporary_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        drop(super::super::SqliteStore::open(&path).await.unwrap());
+        let conn = open(&path, Synchronous::Normal, 384).unwrap();
+        for sql in [INSERT, CLAIM, EXISTS, REQUEUE, FINISH, CANCEL, PARTIAL] {
+            let mut explain = conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+            let n = explain.parameter_count();
+            let ops: Vec<String> = explain
+                .query_map(
+                    rusqlite::params_from_iter(vec![rusqlite::types::Null; n]),
+                    |row| row.get(1),
+                )
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert!(ops.iter().any(|op| op == "Halt"), "{sql}: {ops:?}");
+            assert!(
+                !ops.iter().any(|op| op == "OpenEphemeral"),
+                "{sql} builds a temporary table: {ops:?}"
+            );
+        }
+    }
+
+    /// The tasks table's CHECK still holds for every other connection.
+    #[tokio::test]
+    async fn the_status_check_still_holds_outside_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        drop(super::super::SqliteStore::open(&path).await.unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let refused = conn.execute(
+            "INSERT INTO tasks (task_id, created_at, updated_at, thread_id, prompt, domain, model, queue, status) \
+             VALUES ('t', 'now', 'now', 'th', 'p', 'general', 'm', 'q', 'sleeping')",
+            [],
+        );
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("CHECK constraint failed"),
+        );
     }
 }
