@@ -288,7 +288,7 @@ if [[ "${1:-}" == instructions ]]; then
     /memory::context::context_block( \[|$)/ { take("context") }
     /memory::embed::HashEmbedder::embed( \[|$)/ { take("embed") }
     /Worker>::(execute|settle)::\{\{closure\}\}( \[|$)/ { take("job") }
-    /sqlite::writer::run( \[|$)/ { take("writer") }
+    /sqlite::writer::apply( \[|$)/ { take("writer") }
     END {
       split("all routing turn context job embed writer", order, " ")
       label["all"] = "all of Coordinator (every thread)"
@@ -297,7 +297,7 @@ if [[ "${1:-}" == instructions ]]; then
       label["context"] = "&nbsp;&nbsp;of which the memory context block"
       label["job"] = "the job: backend call, outcome, memory write (worker task)"
       label["embed"] = "the built-in embedder (recall and remembering, both above)"
-      label["writer"] = "the SQLite writer thread"
+      label["writer"] = "the SQLite writer thread'"'"'s statements and commits"
       for (i = 1; i <= 7; i++) if (order[i] in v) printf "| %s | %d |\n", label[order[i]], v[order[i]] / n
     }'
   log "full counts: callgrind_annotate --inclusive=yes $WORK/callgrind.out"

@@ -3,6 +3,8 @@
 //! oldest first, then memory lowest score first (see [`crate::context::budget`]). The
 //! row's [`ContextNote`] says what went.
 
+use std::cell::RefCell;
+
 use crate::backend::BackendRequest;
 use crate::backend::registry::WorkerStatus;
 use crate::chat::ChatMessage;
@@ -90,18 +92,38 @@ pub(super) fn fit(
         compose(&units.from(first), block(&used).as_deref())
     };
     let all: Vec<usize> = (0..hits.len()).collect();
+    // The request last built to be weighed: trimming stops at the first that fits, so
+    // that one is sent as it is rather than composed again.
+    let weighed: RefCell<Option<Weighed>> = RefCell::new(None);
     let (first, kept) = match limit {
         None => (0, all.clone()),
         Some(limit) => {
             let room = budget::prompt_room(limit, context::answer_reserve(turn.params.max_tokens));
-            let cost = |first: usize, kept: &[usize]| build(first, kept).estimated_prompt_tokens();
+            let cost = |first: usize, kept: &[usize]| {
+                let request = build(first, kept);
+                let tokens = request.estimated_prompt_tokens();
+                *weighed.borrow_mut() = Some(Weighed {
+                    first,
+                    kept: kept.to_vec(),
+                    request,
+                    tokens,
+                });
+                tokens
+            };
             match budget::trim(units.len(), &scores, room, cost) {
                 Ok(t) => (t.turns_dropped, t.memory_kept),
                 Err(tokens) => return Err(PromptTooLong { tokens, room, lang }),
             }
         }
     };
-    let request = build(first, &kept);
+    let (request, tokens) = match weighed.into_inner() {
+        Some(w) if w.first == first && w.kept == kept => (w.request, w.tokens),
+        _ => {
+            let request = build(first, &kept);
+            let tokens = request.estimated_prompt_tokens();
+            (request, tokens)
+        }
+    };
     let dropped = turn.history_dropped + units.messages_before(first);
     let wanted = used(first, &all).len();
     let memory_dropped = wanted - used(first, &kept).len();
@@ -123,7 +145,6 @@ pub(super) fn fit(
             "request trimmed to its model's window"
         );
     }
-    let tokens = request.estimated_prompt_tokens();
     let note = ContextNote {
         history_dropped: Some(count(dropped)),
         memory_dropped: Some(count(memory_dropped)),
@@ -135,6 +156,14 @@ pub(super) fn fit(
         tokens,
         note,
     })
+}
+
+/// A request built to be weighed against the window, with what it was built from.
+struct Weighed {
+    first: usize,
+    kept: Vec<usize>,
+    request: BackendRequest,
+    tokens: u32,
 }
 
 fn count(n: usize) -> i64 {
@@ -376,6 +405,36 @@ mod tests {
         assert!(
             memory.contains("Friday") && !memory.contains("May"),
             "{memory}"
+        );
+    }
+
+    /// The request trimming settles on is the one it weighed last: composed once when it
+    /// fits at once, and once per trim otherwise, never again after.
+    #[test]
+    fn the_request_that_fits_is_the_one_weighed() {
+        let turn = turn();
+        let hits = candidates();
+        let composed = std::cell::Cell::new(0);
+        let counted = |h: &History, m: Option<&str>| {
+            composed.set(composed.get() + 1);
+            compose(&turn, h, m)
+        };
+        let roomy = fit(&turn, &hits, 2, Some(32_768), Lang::En, counted, block).unwrap();
+        assert_eq!(composed.get(), 1);
+        assert_eq!(roomy.note.history_dropped, Some(0));
+        assert_eq!(roomy.tokens, roomy.request.estimated_prompt_tokens());
+
+        composed.set(0);
+        let tight = fit(&turn, &hits, 2, Some(1024 + 300), Lang::En, counted, block).unwrap();
+        // The whole history, then without the paste's turn (one turn: its question and
+        // the answer), which fits.
+        assert_eq!(composed.get(), 2);
+        assert_eq!(tight.note.history_dropped, Some(2));
+        assert_eq!(tight.tokens, tight.request.estimated_prompt_tokens());
+        let unlimited = fit(&turn, &hits, 2, None, Lang::En, counted, block).unwrap();
+        assert_eq!(
+            unlimited.tokens,
+            unlimited.request.estimated_prompt_tokens()
         );
     }
 }
