@@ -54,14 +54,14 @@ fn workers_key(prefix: &str) -> String {
 }
 
 /// Publishes the heartbeats of this process's backends until `stop`.
-pub async fn publish_heartbeats(
+pub(crate) async fn publish_heartbeats(
     redis_url: String,
     prefix: String,
     registry: Registry,
+    clock: Arc<RedisClock>,
     stop: CancellationToken,
 ) {
     let mut redis = None;
-    let clock = RedisClock::default();
     let mut redis_ahead = None;
     let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -148,7 +148,8 @@ pub struct RedisDirectory {
     beats: Arc<RwLock<Vec<Heartbeat>>>,
     /// This process's own workers: known first-hand, whatever Redis says.
     local: Option<Registry>,
-    /// This process's clock against Redis's, to read the heartbeats' times on it.
+    /// This process's clock against Redis's, to read the heartbeats' times on it (its
+    /// own until [`RedisDirectory::with_clock`] shares the queue's).
     clock: Arc<RedisClock>,
 }
 
@@ -233,6 +234,18 @@ impl RedisDirectory {
     pub fn with_local(mut self, registry: Registry) -> Self {
         self.local = Some(registry);
         self
+    }
+
+    /// Reads the heartbeats' times through `clock`, the process's one reading of
+    /// Redis's (the queue's).
+    pub(crate) fn with_clock(mut self, clock: Arc<RedisClock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    #[cfg(test)]
+    pub(crate) fn clock(&self) -> &Arc<RedisClock> {
+        &self.clock
     }
 
     fn beats(&self) -> Vec<Heartbeat> {

@@ -144,8 +144,9 @@ struct Inner {
     held: Mutex<HashMap<WorkerName, Vec<Taken>>>,
     /// Every entry this instance holds (held or running): (stream key, id) → consumer.
     leases: Mutex<HashMap<(String, String), String>>,
-    /// This process's clock against Redis's, which stream ids and entries are read by.
-    clock: clock::RedisClock,
+    /// This process's clock against Redis's, which stream ids and entries are read by;
+    /// shared with the process's heartbeats and directory ([`RedisQueue::clock`]).
+    clock: Arc<clock::RedisClock>,
 }
 
 impl RedisQueue {
@@ -168,7 +169,7 @@ impl RedisQueue {
             cursors: Mutex::default(),
             held: Mutex::default(),
             leases: Mutex::default(),
-            clock: clock::RedisClock::default(),
+            clock: Arc::default(),
         });
         let every = (inner.options.lease / 3).max(Duration::from_millis(10));
         let keeper = tokio::spawn(keep_leases(Arc::downgrade(&inner), every));
@@ -176,6 +177,13 @@ impl RedisQueue {
             inner,
             _keeper: AbortOnDropHandle::new(keeper),
         })
+    }
+
+    /// This process's reading of Redis's clock, for the other parts of the process that
+    /// read times through it (heartbeats, the directory): one `TIME` every few seconds
+    /// for all, and one reading.
+    pub(crate) fn clock(&self) -> Arc<clock::RedisClock> {
+        Arc::clone(&self.inner.clock)
     }
 
     /// Checks Redis answers (for readiness).

@@ -106,6 +106,8 @@ pub struct ClusterLink {
     pub url: String,
     pub prefix: String,
     pub directory: RedisDirectory,
+    /// The process's one reading of Redis's clock, the queue's.
+    pub(crate) clock: Arc<crate::queue::redis::clock::RedisClock>,
 }
 
 /// The dispatcher of `config`'s mode over `store`, and the directory of workers.
@@ -138,13 +140,15 @@ pub async fn open_transport(
             let queue = RedisQueue::connect(url, prefix, options)
                 .await
                 .context("connecting to the Redis queue")?;
+            let clock = queue.clock();
             let events = RedisEvents::connect(url, prefix)
                 .await
                 .context("connecting to Redis for task events")?;
             let directory = RedisDirectory::connect(url, prefix)
                 .await
                 .context("reading worker heartbeats from Redis")?
-                .with_local(registry.clone());
+                .with_local(registry.clone())
+                .with_clock(Arc::clone(&clock));
             Transport {
                 dispatch: Dispatcher::cluster(
                     store,
@@ -160,6 +164,7 @@ pub async fn open_transport(
                 cluster: Some(ClusterLink {
                     url: url.to_owned(),
                     prefix: prefix.clone(),
+                    clock,
                     directory,
                 }),
             }
@@ -291,6 +296,7 @@ pub fn spawn_workers(
                 link.url.clone(),
                 link.prefix.clone(),
                 registry.clone(),
+                Arc::clone(&link.clock),
                 stop.clone(),
             ));
         }
@@ -368,5 +374,31 @@ mod tests {
         phases.sort_unstable();
         assert!(phases.iter().all(|p| *p < 1000), "{phases:?}");
         assert!(phases.windows(2).all(|w| w[1] - w[0] >= 50), "{phases:?}");
+    }
+
+    /// A cluster process reads Redis's clock once for all its parts: the directory and
+    /// the heartbeats read times through the queue's reading (one `TIME` every few
+    /// seconds, and no two readings that disagree by a call's length).
+    #[tokio::test]
+    async fn a_cluster_process_reads_rediss_clock_once_for_all() {
+        let Some(url) = crate::testkit::redis_server::redis_url_or_skip() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn TaskStore> =
+            Arc::new(SqliteStore::open(&dir.path().join("c.db")).await.unwrap());
+        let config = Config {
+            queue: QueueConfig::Redis {
+                url: url.into(),
+                prefix: crate::testkit::redis_server::unique_prefix(),
+                lease_s: 30,
+            },
+            ..Config::default()
+        };
+        let transport = open_transport(&config, &Registry::new(Vec::new()), store)
+            .await
+            .unwrap();
+        let link = transport.cluster.unwrap();
+        assert!(Arc::ptr_eq(&link.clock, link.directory.clock()));
     }
 }
