@@ -130,7 +130,8 @@ fn done_outcome() -> TaskOutcome {
     o
 }
 
-/// 64 tasks through insert → claim → finish concurrently, as 64 in-flight requests do.
+/// Tasks through insert → claim → finish: 64 concurrently, as 64 in-flight requests do,
+/// and one at a time.
 fn store_lifecycle(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -173,6 +174,32 @@ fn store_lifecycle(c: &mut Criterion) {
                 for r in runs {
                     assert!(r.await.expect("join"));
                 }
+            })
+        })
+    });
+    // One task at a time, as at c=1: every write is a transaction of its own, so this
+    // is what each write costs (its statement and its commit), with nothing to share.
+    c.bench_function("sqlite_lifecycle_one_task", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let t = new_task();
+                store
+                    .insert(t.clone())
+                    .await
+                    .expect("insert")
+                    .await
+                    .expect("insert");
+                store
+                    .claim(t.task_id, &worker, Utc::now())
+                    .await
+                    .expect("claim");
+                let finished = store
+                    .finish(t.task_id, &done_outcome())
+                    .await
+                    .expect("finish")
+                    .await
+                    .expect("finish");
+                assert!(finished);
             })
         })
     });
