@@ -150,25 +150,7 @@ fn store_lifecycle(c: &mut Criterion) {
                 let runs: Vec<_> = (0..64)
                     .map(|_| {
                         let (store, worker) = (store.clone(), worker.clone());
-                        tokio::spawn(async move {
-                            let t = new_task();
-                            store
-                                .insert(t.clone())
-                                .await
-                                .expect("insert")
-                                .await
-                                .expect("insert");
-                            store
-                                .claim(t.task_id, &worker, Utc::now())
-                                .await
-                                .expect("claim");
-                            store
-                                .finish(t.task_id, &done_outcome())
-                                .await
-                                .expect("finish")
-                                .await
-                                .expect("finish")
-                        })
+                        tokio::spawn(async move { lifecycle(store.as_ref(), &worker).await })
                     })
                     .collect();
                 for r in runs {
@@ -180,29 +162,30 @@ fn store_lifecycle(c: &mut Criterion) {
     // One task at a time, as at c=1: every write is a transaction of its own, so this
     // is what each write costs (its statement and its commit), with nothing to share.
     c.bench_function("sqlite_lifecycle_one_task", |b| {
-        b.iter(|| {
-            rt.block_on(async {
-                let t = new_task();
-                store
-                    .insert(t.clone())
-                    .await
-                    .expect("insert")
-                    .await
-                    .expect("insert");
-                store
-                    .claim(t.task_id, &worker, Utc::now())
-                    .await
-                    .expect("claim");
-                let finished = store
-                    .finish(t.task_id, &done_outcome())
-                    .await
-                    .expect("finish")
-                    .await
-                    .expect("finish");
-                assert!(finished);
-            })
-        })
+        b.iter(|| rt.block_on(async { assert!(lifecycle(store.as_ref(), &worker).await) }))
     });
+}
+
+/// One new task inserted, claimed by `worker` and finished, each write awaited until it
+/// is durable; whether the finish found the task running.
+async fn lifecycle(store: &dyn TaskStore, worker: &WorkerName) -> bool {
+    let t = new_task();
+    store
+        .insert(t.clone())
+        .await
+        .expect("insert")
+        .await
+        .expect("insert");
+    store
+        .claim(t.task_id, worker, Utc::now())
+        .await
+        .expect("claim");
+    store
+        .finish(t.task_id, &done_outcome())
+        .await
+        .expect("finish")
+        .await
+        .expect("finish")
 }
 
 /// The household's three machines a minute in: moon runs the chat and the coder (one
