@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::Utc;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -22,7 +23,22 @@ pub struct Hub {
 
 struct Built {
     at: Instant,
-    json: Arc<str>,
+    picture: Picture,
+}
+
+/// One picture of the household: the JSON a viewer gets, stamped with when it was taken,
+/// and what it shows without the stamp (what tells whether anything changed).
+#[derive(Debug, Clone)]
+pub struct Picture {
+    pub json: Arc<str>,
+    shows: Arc<str>,
+}
+
+impl Picture {
+    /// Whether the two show the same household, whenever each was taken.
+    pub fn shows_the_same_as(&self, other: &Self) -> bool {
+        self.shows == other.shows
+    }
 }
 
 impl Hub {
@@ -37,21 +53,26 @@ impl Hub {
         &self.state
     }
 
-    /// The household as JSON, at most [`MIN_INTERVAL`] old. Viewers asking while it is
+    /// The household's picture, at most [`MIN_INTERVAL`] old. Viewers asking while it is
     /// being built wait for that build.
-    pub async fn current(&self) -> Result<Arc<str>, DashboardError> {
+    pub async fn current(&self) -> Result<Picture, DashboardError> {
         let mut latest = self.latest.lock().await;
         if let Some(built) = latest.as_ref()
             && built.at.elapsed() < MIN_INTERVAL
         {
-            return Ok(built.json.clone());
+            return Ok(built.picture.clone());
         }
-        let snapshot = Snapshot::read(&self.state).await?;
-        let json: Arc<str> = serde_json::to_string(&snapshot)?.into();
+        let mut snapshot = Snapshot::read(&self.state).await?;
+        let shows: Arc<str> = serde_json::to_string(&snapshot)?.into();
+        snapshot.taken_at = Some(Utc::now());
+        let picture = Picture {
+            json: serde_json::to_string(&snapshot)?.into(),
+            shows,
+        };
         *latest = Some(Built {
             at: Instant::now(),
-            json: json.clone(),
+            picture: picture.clone(),
         });
-        Ok(json)
+        Ok(picture)
     }
 }

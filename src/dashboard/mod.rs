@@ -154,21 +154,21 @@ async fn snapshot_json(
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, ApiError> {
     admin_only(&caller)?;
-    let json = hub.current().await?;
+    let picture = hub.current().await?;
     Ok((
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, "application/json"),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        json.to_string(),
+        picture.json.to_string(),
     )
         .into_response())
 }
 
 /// The picture as SSE: one `snapshot` event at once, then one whenever it changed
-/// (looked at every [`hub::MIN_INTERVAL`]), until the client leaves or the process
-/// shuts down.
+/// (looked at every [`hub::MIN_INTERVAL`]; a new `taken_at` alone is no change), until
+/// the client leaves or the process shuts down.
 async fn events(
     State(state): State<AppState>,
     Extension(hub): Extension<Arc<Hub>>,
@@ -179,7 +179,7 @@ async fn events(
     let stop = state.shutdown.clone();
     let stream = async_stream::stream! {
         let mut sent = first;
-        yield Ok(Event::default().event("snapshot").data(&*sent));
+        yield Ok(Event::default().event("snapshot").data(&*sent.json));
         let mut tick = tokio::time::interval(hub::MIN_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -188,9 +188,9 @@ async fn events(
                 () = stop.cancelled() => break,
             }
             match hub.current().await {
-                Ok(now) if now != sent => {
+                Ok(now) if !now.shows_the_same_as(&sent) => {
                     sent = now;
-                    yield Ok(Event::default().event("snapshot").data(&*sent));
+                    yield Ok(Event::default().event("snapshot").data(&*sent.json));
                 }
                 Ok(_) => {}
                 Err(e) => {

@@ -37,6 +37,11 @@ pub struct Snapshot {
     pub recent: Vec<RecentTask>,
     pub memory: Vec<PersonMemory>,
     pub web: WebFigures,
+    /// When Coordinator took the picture, on its clock. A viewer reads "waiting 12 s" and
+    /// "in 4 min" against it, not against its own clock, which may be set minutes apart
+    /// (a phone, a laptop that missed its time sync). Absent from an older Coordinator's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -222,6 +227,7 @@ impl Snapshot {
                 })
                 .collect(),
             web,
+            taken_at: None,
         }
     }
 }

@@ -75,7 +75,7 @@ pub async fn run(
             source,
         })?;
     let Some(every) = watch else {
-        print!("{}", render(&fetch(&http, base, key).await?, Utc::now()));
+        print!("{}", frame(&fetch(&http, base, key).await?));
         return Ok(());
     };
     // The next frame `every` after the last one was drawn.
@@ -116,7 +116,7 @@ impl Screen<'_> {
                 () = &mut stop => return Ok(()),
             };
             let picture = match fetched {
-                Ok(s) => render(&s, Utc::now()),
+                Ok(s) => frame(&s),
                 Err(e @ (StatusError::NeedsKey { .. } | StatusError::NotAdmin { .. })) => {
                     return Err(e);
                 }
@@ -145,6 +145,13 @@ fn until(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
         60..=86_400 => format!("until {} (in {} min)", at.format("%H:%M"), (left + 59) / 60),
         _ => "kept".to_owned(),
     }
+}
+
+/// The picture as text, its waiting times and expiries as of when Coordinator took it:
+/// this machine's clock may be set apart from Coordinator's (as of this machine's now for
+/// an older Coordinator, which does not say).
+pub fn frame(s: &Snapshot) -> String {
+    render(s, s.taken_at.unwrap_or_else(Utc::now))
 }
 
 /// The picture as text, with waiting times as of `now`.
@@ -313,6 +320,7 @@ mod tests {
                 total_ms: Some(4000),
                 note: Some("no results".into()),
             }],
+            taken_at: Some(at("2026-12-02T10:00:12Z")),
             ..Snapshot::default()
         };
         let expected = "\
@@ -332,6 +340,9 @@ RECENT
   09:59:58  done      bob          qwen3:8b         desk       ttft    1.2s  total    4.0s  wie wird das Wetter  (no results)
 ";
         assert_eq!(render(&snapshot, at("2026-12-02T10:00:12Z")), expected);
+        // What `coordinator status` prints reads the times as of when Coordinator took
+        // the picture, whatever this machine's clock says (days later, here).
+        assert_eq!(frame(&snapshot), expected);
     }
 
     #[test]

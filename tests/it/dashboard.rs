@@ -301,8 +301,35 @@ async fn the_event_stream_sends_a_new_picture_when_a_task_arrives() {
             seen.push_str(&String::from_utf8_lossy(&more));
         }
     };
+    let asked = chrono::Utc::now();
     let first = next_snapshot(&mut seen).await;
     assert_eq!(first["recent"], json!([]), "{first}");
+    // Each picture says when Coordinator took it (at most a build's interval before it
+    // was asked for), and a picture that differs from the last only by that is not
+    // sent: what the hub builds over a second of an idle household (four builds) comes
+    // only as far as it shows something new.
+    let taken = |s: &Value| {
+        chrono::DateTime::parse_from_rfc3339(s["taken_at"].as_str().unwrap())
+            .unwrap()
+            .to_utc()
+    };
+    assert!(
+        taken(&first) >= asked - chrono::Duration::milliseconds(300)
+            && taken(&first) <= chrono::Utc::now(),
+        "{first}"
+    );
+    let mut last = first.clone();
+    let idle = tokio::time::Instant::now() + Duration::from_secs(1);
+    while let Ok(s) = tokio::time::timeout_at(idle, next_snapshot(&mut seen)).await {
+        let shows = |s: &Value| {
+            let mut s = s.clone();
+            s.as_object_mut().unwrap().remove("taken_at");
+            s
+        };
+        assert_ne!(shows(&s), shows(&last), "sent again unchanged: {s}");
+        assert!(taken(&s) > taken(&last), "{s}");
+        last = s;
+    }
     let task = app
         .route(json!({"prompt": "hello there", "model": SMALL}))
         .await;

@@ -189,7 +189,17 @@ async fn the_page_shows_the_household_live_in_a_real_browser() {
     let href = client.current_url().await.unwrap().to_string();
     assert!(!href.contains(ADMIN_KEY), "{href}");
 
-    // A task queued behind a long answer shows with its place.
+    // This device's clock is set an hour ahead of Coordinator's from here on.
+    client
+        .execute(
+            "const real = Date.now; Date.now = () => real.call(Date) + 3600000; return true;",
+            vec![],
+        )
+        .await
+        .unwrap();
+
+    // A task queued behind a long answer shows with its place, and how long it has
+    // waited on Coordinator's clock: seconds, not the hour this device's clock adds.
     let (_running, queued, _bodies) = queue_one(&app, Some(ADMIN_KEY)).await;
     let place = format!(
         "const c = document.querySelector('#queue tr[data-task=\"{queued}\"] td.position'); return !!c && c.textContent === '1';"
@@ -197,6 +207,18 @@ async fn the_page_shows_the_household_live_in_a_real_browser() {
     assert!(
         until(&client, &place, Duration::from_secs(2)).await,
         "the queued task's place was not shown within 2 s"
+    );
+    let waited = text_of(
+        &client,
+        &format!("#queue tr[data-task=\"{queued}\"] td.waiting"),
+    )
+    .await;
+    assert!(
+        waited
+            .strip_suffix(" s")
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n < 60),
+        "{waited}"
     );
 
     // A task submitted now appears within 2 s, without a reload.

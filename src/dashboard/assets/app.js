@@ -6,6 +6,14 @@
 const KEY = "coordinator-admin-key";
 const $ = (id) => document.getElementById(id);
 let latest = null;
+// How far Coordinator's clock reads ahead of this device's, from the latest picture's
+// `taken_at`: waiting times and expiries are read on Coordinator's clock, as the page
+// draws them, whatever this device's clock is set to.
+let ahead = 0;
+
+function now() {
+  return Date.now() + ahead;
+}
 
 function headers() {
   const key = sessionStorage.getItem(KEY);
@@ -25,7 +33,7 @@ function el(tag, attrs, ...children) {
 }
 
 function since(iso) {
-  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  const s = Math.max(0, Math.round((now() - Date.parse(iso)) / 1000));
   if (s < 60) return s + " s";
   if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
   return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
@@ -44,7 +52,7 @@ function clock(iso) {
 // day (a model kept forever), "expiring" once due; "" when not known.
 function until(iso) {
   if (!iso) return "";
-  const left = Math.round((new Date(iso) - Date.now()) / 1000);
+  const left = Math.round((Date.parse(iso) - now()) / 1000);
   if (left <= 0) return "expiring";
   if (left > 86400) return "kept";
   const at = new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
@@ -129,6 +137,7 @@ function drawFigures(s) {
 
 function draw(s) {
   latest = s;
+  if (s.taken_at) ahead = Date.parse(s.taken_at) - Date.now();
   drawMachines(s.machines);
   drawQueue(s.queue, s.queued_total);
   drawRecent(s.recent);
