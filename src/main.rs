@@ -266,7 +266,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             log_json,
         } => {
             let mut cfg = cli::load_config(config)?;
-            coordinator::telemetry::init(log_json || cfg.server.log_format == LogFormat::Json);
+            let _log =
+                coordinator::telemetry::init(log_json || cfg.server.log_format == LogFormat::Json);
             if let Some(l) = listen {
                 cfg.server.listen = if l.starts_with(':') {
                     format!("127.0.0.1{l}")
@@ -288,7 +289,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             log_json,
         } => {
             let mut cfg = cli::load_config(config)?;
-            coordinator::telemetry::init(log_json || cfg.server.log_format == LogFormat::Json);
+            let _log =
+                coordinator::telemetry::init(log_json || cfg.server.log_format == LogFormat::Json);
             cli::apply_cluster_flags(&mut cfg, store, queue, ollama, openai);
             let problems = cfg.validate();
             if !problems.is_empty() {

@@ -397,9 +397,9 @@ async fn killing_a_worker_mid_load_loses_no_task() {
 #[tokio::test]
 async fn a_redis_restart_under_load_loses_no_accepted_task() {
     let Some(env) = env() else { return };
-    if std::env::var("IT_LOG").is_ok() {
-        coordinator::telemetry::init(false);
-    }
+    let _log = std::env::var("IT_LOG")
+        .is_ok()
+        .then(|| coordinator::telemetry::init(false));
     if RedisServer::binary().is_none() {
         eprintln!("note: redis-server not found; test skipped");
         return;

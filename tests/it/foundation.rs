@@ -331,6 +331,104 @@ async fn the_binary_serves_and_drains_on_sigterm() {
     assert_eq!(prompt, "one two three four five");
 }
 
+/// A log nobody reads (a terminal paused with Ctrl-S, a pipe whose reader stalled) does
+/// not stop the service: with stderr unread far past what a pipe holds and past the lines
+/// held for it, every request is answered, and once stderr is read again the lines dropped
+/// meanwhile are told.
+#[tokio::test]
+async fn the_binary_keeps_answering_while_nobody_reads_its_log() {
+    use futures::StreamExt;
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let fake = spawn_fake().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        // About fifteen lines a request: a 64 KiB pipe is full within a few dozen, the
+        // lines held for it within about six hundred.
+        .env("RUST_LOG", "trace")
+        .env("COORDINATOR_LIMITS__REQUESTS_PER_MINUTE", "0")
+        .env("COORDINATOR_BACKENDS__0__NAME", "moon")
+        .env("COORDINATOR_BACKENDS__0__KIND", "ollama")
+        .env("COORDINATOR_BACKENDS__0__URL", fake.base_url())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = crate::helpers::listen_addr(&mut lines).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let url = format!("http://{addr}/v1/chat/completions");
+    let chat = |n: usize| {
+        let (http, url) = (http.clone(), url.clone());
+        async move {
+            let res = http
+                .post(url)
+                .json(&json!({"model": MODEL, "messages": [{"role": "user", "content": format!("question {n}")}]}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("request {n} was not answered: {e}"));
+            assert_eq!(res.status(), 200, "request {n}");
+            res.headers()["x-coordinator-task-id"]
+                .to_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let answered = futures::stream::iter(0..800)
+        .map(chat)
+        .buffer_unordered(8)
+        .count()
+        .await;
+    assert_eq!(answered, 800);
+
+    // stderr is read again: a task's line comes through once the lines held before it
+    // have, then the process stops.
+    let (seen, mut log) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let reading = tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if seen.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let marker = chat(800).await;
+    let mut text = String::new();
+    while !text.contains(&marker) {
+        let line = tokio::time::timeout(Duration::from_secs(20), log.recv())
+            .await
+            .expect("the log flows again")
+            .expect("the log is still open");
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let pid = child.id().unwrap().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the process stops")
+        .unwrap();
+    reading.await.unwrap();
+    while let Ok(line) = log.try_recv() {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    assert!(exit.success(), "{exit:?}");
+    assert!(text.contains("coordinator stopped"));
+    let told = text
+        .lines()
+        .find(|l| l.contains("log lines were dropped"))
+        .expect("the dropped lines are told");
+    assert!(told.contains("total="), "{told}");
+}
+
 #[tokio::test]
 async fn api_keys_guard_everything_but_health() {
     let app = spawn_app_with(spawn_fake().await, |c| {
