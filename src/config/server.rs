@@ -40,6 +40,9 @@ pub struct ServerConfig {
     pub idle_timeout_s: u64,
     /// Client connections open at once; more are answered 503 and closed.
     pub max_connections: usize,
+    /// Client connections one address may hold open at once, so that one device cannot
+    /// take them all; more from it are answered 503 and closed. 0: no such cap.
+    pub max_connections_per_address: usize,
     /// How log lines are written to stderr: `human` (default) or `json`, one object a line
     /// (for journald or Loki).
     pub log_format: LogFormat,
@@ -60,6 +63,7 @@ impl Default for ServerConfig {
             body_timeout_s: 30,
             idle_timeout_s: 60,
             max_connections: 2048,
+            max_connections_per_address: 256,
             log_format: LogFormat::Human,
         }
     }
@@ -143,6 +147,10 @@ impl std::fmt::Debug for ServerConfig {
             .field("body_timeout_s", &self.body_timeout_s)
             .field("idle_timeout_s", &self.idle_timeout_s)
             .field("max_connections", &self.max_connections)
+            .field(
+                "max_connections_per_address",
+                &self.max_connections_per_address,
+            )
             .field("log_format", &self.log_format)
             .finish()
     }

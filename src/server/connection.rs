@@ -347,6 +347,7 @@ mod tests {
             body: Duration::from_secs(30),
             idle: Duration::from_secs(60),
             max_connections: 10,
+            per_address: 0,
         }
     }
 

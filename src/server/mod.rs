@@ -7,16 +7,20 @@
 //!   ([`connection`]). A request's body must arrive within `body_timeout_s` of its headers
 //!   ([`BodyTimedOut`]). A request being answered has no deadline here, however long its
 //!   answer takes or streams: those bounds are `[timeouts]`'s.
-//! - At most `max_connections` are open at once; one more is answered 503 and closed, and
-//!   the accept loop goes on whatever `accept` fails with. The open-file limit is raised at
-//!   start and the cap kept below it ([`nofile`]), so idle sockets cannot use up the
-//!   descriptors the store, the queue and the backends need.
+//! - At most `max_connections` are open at once, and at most `max_connections_per_address`
+//!   from one client address, so that one device cannot take them all; one more is
+//!   answered 503 and closed, and the accept loop goes on whatever `accept` fails with. The
+//!   open-file limit is raised at start and the cap kept below it ([`nofile`]), so idle
+//!   sockets cannot use up the descriptors the store, the queue and the backends need.
 //! - On shutdown no connection is accepted any more, idle ones close, and those with a
 //!   request in flight finish it first.
 
 mod connection;
 mod nofile;
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +45,8 @@ pub struct Limits {
     pub body: Duration,
     pub idle: Duration,
     pub max_connections: usize,
+    /// Connections one client address may hold open at once; 0: no such cap.
+    pub per_address: usize,
 }
 
 impl Limits {
@@ -51,6 +57,7 @@ impl Limits {
             body: Duration::from_secs(server.body_timeout_s),
             idle: Duration::from_secs(server.idle_timeout_s),
             max_connections: server.max_connections.max(1),
+            per_address: server.max_connections_per_address,
         }
     }
 }
@@ -68,25 +75,43 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: Can
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusal = refusal_bytes();
     let mut connections = JoinSet::new();
+    let mut addresses = PerAddress::new(limits.per_address);
     let mut refused = Tally::default();
+    let mut refused_address = Tally::default();
     let mut failed = Tally::default();
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
-            Some(done) = connections.join_next() => {
-                if let Err(e) = done
-                    && e.is_panic()
-                {
-                    tracing::error!(error = %e, "a connection task panicked");
-                }
+            Some(done) = connections.join_next_with_id() => {
+                let id = match done {
+                    Ok((id, ())) => id,
+                    Err(e) => {
+                        if e.is_panic() {
+                            tracing::error!(error = %e, "a connection task panicked");
+                        }
+                        e.id()
+                    }
+                };
+                addresses.closed(id);
             }
             accepted = listener.accept() => match accepted {
+                Ok((tcp, peer)) if !addresses.has_room(peer.ip()) => {
+                    refuse(&tcp, &refusal);
+                    if let Some(n) = refused_address.count() {
+                        tracing::warn!(
+                            address = %peer.ip(),
+                            max_connections_per_address = limits.per_address,
+                            refused = n,
+                            "one address holds as many connections as it may: refusing its new ones with 503"
+                        );
+                    }
+                }
                 Ok((tcp, peer)) => match slots.clone().try_acquire_owned() {
                     Ok(slot) => {
                         if let Err(e) = tcp.set_nodelay(true) {
                             tracing::debug!(error = %e, "could not set TCP_NODELAY");
                         }
-                        connections.spawn(connection::run(
+                        let handle = connections.spawn(connection::run(
                             tcp,
                             peer,
                             app.clone(),
@@ -95,6 +120,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: Can
                             stop.clone(),
                             slot,
                         ));
+                        addresses.opened(handle.id(), peer.ip());
                     }
                     Err(_) => {
                         refuse(&tcp, &refusal);
@@ -170,6 +196,55 @@ fn refuse(tcp: &TcpStream, refusal: &[u8]) {
     let _ = tcp.try_write(refusal);
 }
 
+/// The connections each client address holds open, against `max_connections_per_address`
+/// (none counted when it is 0). Kept by the accept loop alone: a connection counts from
+/// its accept until its task ends, however it ends.
+#[derive(Debug, Default)]
+struct PerAddress {
+    cap: usize,
+    open: HashMap<IpAddr, usize>,
+    of_task: HashMap<tokio::task::Id, IpAddr>,
+}
+
+impl PerAddress {
+    fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            ..Self::default()
+        }
+    }
+
+    /// Whether `ip` may open one more connection. IPv4 clients reaching an IPv6 socket
+    /// count as their IPv4 address. Each IPv6 address counts on its own: on a home network
+    /// every device has its own in the one prefix the house is given.
+    fn has_room(&self, ip: IpAddr) -> bool {
+        self.cap == 0 || self.open.get(&ip.to_canonical()).copied().unwrap_or(0) < self.cap
+    }
+
+    /// Counts the connection served by task `id` against `ip`.
+    fn opened(&mut self, id: tokio::task::Id, ip: IpAddr) {
+        if self.cap == 0 {
+            return;
+        }
+        let ip = ip.to_canonical();
+        *self.open.entry(ip).or_default() += 1;
+        self.of_task.insert(id, ip);
+    }
+
+    /// The connection of task `id` has ended.
+    fn closed(&mut self, id: tokio::task::Id) {
+        let Some(ip) = self.of_task.remove(&id) else {
+            return;
+        };
+        if let Entry::Occupied(mut open) = self.open.entry(ip) {
+            *open.get_mut() -= 1;
+            if *open.get() == 0 {
+                open.remove();
+            }
+        }
+    }
+}
+
 /// Counts events and says when to log them: at most once per [`LOG_EVERY`], with how many
 /// there were since the last line.
 #[derive(Debug, Default)]
@@ -211,6 +286,42 @@ mod tests {
         );
         let json: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(json["error"]["code"], "too_many_connections");
+    }
+
+    #[tokio::test]
+    async fn an_address_has_room_up_to_its_cap_and_again_once_one_closes() {
+        let ids: Vec<tokio::task::Id> = (0..4).map(|_| tokio::spawn(async {}).id()).collect();
+        let (a, b): (IpAddr, IpAddr) = (
+            "192.168.1.20".parse().unwrap(),
+            "192.168.1.21".parse().unwrap(),
+        );
+        let a_over_v6: IpAddr = "::ffff:192.168.1.20".parse().unwrap();
+        let mut open = PerAddress::new(2);
+        assert!(open.has_room(a));
+        open.opened(ids[0], a);
+        open.opened(ids[1], a_over_v6);
+        assert!(
+            !open.has_room(a),
+            "the same client over an IPv6 socket counts alike"
+        );
+        assert!(!open.has_room(a_over_v6));
+        assert!(open.has_room(b));
+        open.opened(ids[2], b);
+        open.closed(ids[0]);
+        assert!(open.has_room(a));
+        // A task that was never counted (or counted once) changes nothing more.
+        open.closed(ids[0]);
+        open.closed(ids[3]);
+        open.closed(ids[1]);
+        open.closed(ids[2]);
+        assert!(open.open.is_empty() && open.of_task.is_empty(), "{open:?}");
+
+        let mut uncapped = PerAddress::new(0);
+        for id in &ids {
+            uncapped.opened(*id, a);
+        }
+        assert!(uncapped.has_room(a));
+        assert!(uncapped.open.is_empty(), "nothing is counted without a cap");
     }
 
     #[test]

@@ -17,8 +17,15 @@ async fn half_open_connections_are_closed_within_40_s_with_the_defaults() {
     let app = spawn_app().await;
     let start = std::time::Instant::now();
     let mut half_open = Vec::new();
-    for _ in 0..300 {
-        let mut s = raw::connect(app.addr).await;
+    // From two devices, each below the cap on one address's connections; the one that is
+    // answered meanwhile is a third.
+    for i in 0..300 {
+        let from = if i % 2 == 0 {
+            [127, 0, 0, 2]
+        } else {
+            [127, 0, 0, 3]
+        };
+        let mut s = raw::connect_from(app.addr, from).await;
         s.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-")
             .await
             .unwrap();
@@ -212,6 +219,56 @@ async fn connections_past_the_cap_get_503_and_the_server_goes_on() {
     assert_eq!(raw::get(&mut again, "/healthz").await.status, 200);
 }
 
+/// One device cannot take every connection: past `max_connections_per_address` its new
+/// ones get a 503 and are closed while the global cap still has room, and once one of its
+/// connections ends it may open another.
+#[tokio::test]
+async fn one_address_past_its_connection_cap_gets_503_while_others_have_room() {
+    let app = spawn_app_with(spawn_fake().await, |c| {
+        c.server.max_connections = 10;
+        c.server.max_connections_per_address = 3;
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = raw::connect(app.addr).await;
+        assert_eq!(raw::get(&mut s, "/healthz").await.status, 200);
+        held.push(s);
+    }
+    for _ in 0..2 {
+        let mut extra = raw::connect(app.addr).await;
+        let res = raw::read_response(&mut extra).await;
+        assert_eq!(res.status, 503);
+        assert_eq!(res.json()["error"]["code"], "too_many_connections");
+        assert!(
+            raw::closed_within(&mut extra, Duration::from_secs(5))
+                .await
+                .is_some()
+        );
+    }
+    // Those held are still served, and another device is.
+    assert_eq!(raw::get(&mut held[0], "/healthz").await.status, 200);
+    let mut other = raw::connect_from(app.addr, [127, 0, 0, 2]).await;
+    assert_eq!(raw::get(&mut other, "/healthz").await.status, 200);
+    // One closes: the server counts it gone once its task ends, and the address may open
+    // one more.
+    drop(held.pop());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut s = raw::connect(app.addr).await;
+        let res = raw::get(&mut s, "/healthz").await;
+        if res.status == 200 {
+            break;
+        }
+        assert_eq!(res.status, 503);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a closed connection still counted after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The other target, on the real binary: with a soft limit of 1024 descriptors,
 /// 1,100 kept-alive connections are all served and the service still answers. It does
 /// because the binary raises the limit: at 1024 the cap would stay below it and refuse
@@ -235,6 +292,8 @@ async fn with_1100_idle_connections_at_a_soft_limit_of_1024_the_binary_still_ans
         .env("COORDINATOR_BACKENDS__0__KIND", "ollama")
         .env("COORDINATOR_BACKENDS__0__URL", fake.base_url())
         .env("RUST_LOG", "info")
+        // Every connection comes from this one address: no cap per address here.
+        .env("COORDINATOR_SERVER__MAX_CONNECTIONS_PER_ADDRESS", "0")
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()

@@ -346,6 +346,14 @@ pub mod raw {
         TcpStream::connect(addr).await.unwrap()
     }
 
+    /// A connection to `addr` (on loopback) from the loopback address `from`, as another
+    /// device of the house would come (every 127.x.y.z is this machine's).
+    pub async fn connect_from(addr: SocketAddr, from: [u8; 4]) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from((from, 0))).unwrap();
+        socket.connect(addr).await.unwrap()
+    }
+
     /// A keep-alive `GET path` on `stream`, and its response.
     pub async fn get(stream: &mut TcpStream, path: &str) -> Response {
         let req = format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
