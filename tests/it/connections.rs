@@ -182,23 +182,21 @@ async fn long_streams_and_slow_answers_outlive_every_connection_timeout() {
     );
 }
 
-/// Past `max_connections` a connection gets a 503 and is closed, the accept loop goes on,
-/// and once connections close, new ones are served.
-#[tokio::test]
-async fn connections_past_the_cap_get_503_and_the_server_goes_on() {
-    let app = spawn_app_with(spawn_fake().await, |c| {
-        c.server.max_connections = 5;
-        c.server.idle_timeout_s = 1;
-    })
-    .await;
+/// `n` connections to `addr`, each served once and kept open.
+async fn hold(addr: std::net::SocketAddr, n: usize) -> Vec<tokio::net::TcpStream> {
     let mut held = Vec::new();
-    for _ in 0..5 {
-        let mut s = raw::connect(app.addr).await;
+    for _ in 0..n {
+        let mut s = raw::connect(addr).await;
         assert_eq!(raw::get(&mut s, "/healthz").await.status, 200);
         held.push(s);
     }
-    for _ in 0..3 {
-        let mut extra = raw::connect(app.addr).await;
+    held
+}
+
+/// `n` more connections to `addr`, each answered 503 at once and closed.
+async fn refused(addr: std::net::SocketAddr, n: usize) {
+    for _ in 0..n {
+        let mut extra = raw::connect(addr).await;
         let res = raw::read_response(&mut extra).await;
         assert_eq!(res.status, 503);
         assert_eq!(res.json()["error"]["code"], "too_many_connections");
@@ -208,6 +206,19 @@ async fn connections_past_the_cap_get_503_and_the_server_goes_on() {
                 .is_some()
         );
     }
+}
+
+/// Past `max_connections` a connection gets a 503 and is closed, the accept loop goes on,
+/// and once connections close, new ones are served.
+#[tokio::test]
+async fn connections_past_the_cap_get_503_and_the_server_goes_on() {
+    let app = spawn_app_with(spawn_fake().await, |c| {
+        c.server.max_connections = 5;
+        c.server.idle_timeout_s = 1;
+    })
+    .await;
+    let mut held = hold(app.addr, 5).await;
+    refused(app.addr, 3).await;
     for s in &mut held {
         let closed = raw::closed_within(s, Duration::from_secs(10)).await;
         assert!(
@@ -229,23 +240,8 @@ async fn one_address_past_its_connection_cap_gets_503_while_others_have_room() {
         c.server.max_connections_per_address = 3;
     })
     .await;
-    let mut held = Vec::new();
-    for _ in 0..3 {
-        let mut s = raw::connect(app.addr).await;
-        assert_eq!(raw::get(&mut s, "/healthz").await.status, 200);
-        held.push(s);
-    }
-    for _ in 0..2 {
-        let mut extra = raw::connect(app.addr).await;
-        let res = raw::read_response(&mut extra).await;
-        assert_eq!(res.status, 503);
-        assert_eq!(res.json()["error"]["code"], "too_many_connections");
-        assert!(
-            raw::closed_within(&mut extra, Duration::from_secs(5))
-                .await
-                .is_some()
-        );
-    }
+    let mut held = hold(app.addr, 3).await;
+    refused(app.addr, 2).await;
     // Those held are still served, and another device is.
     assert_eq!(raw::get(&mut held[0], "/healthz").await.status, 200);
     let mut other = raw::connect_from(app.addr, [127, 0, 0, 2]).await;

@@ -257,6 +257,33 @@ async fn a_task_interrupted_by_shutdown_is_queued_again_at_restart() {
     );
 }
 
+/// Asks `child` to stop, as systemd or Ctrl-C does.
+fn sigterm(child: &tokio::process::Child) {
+    let pid = child.id().unwrap().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// `coordinator serve` in `dir` on a free loopback port, with `fake` as its one machine
+/// (moon) and its log on a pipe of the test's.
+fn serve_binary(
+    dir: &std::path::Path,
+    fake: &coordinator::testkit::fake_llm::FakeLlmServer,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_coordinator"));
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(dir)
+        .env("COORDINATOR_BACKENDS__0__NAME", "moon")
+        .env("COORDINATOR_BACKENDS__0__KIND", "ollama")
+        .env("COORDINATOR_BACKENDS__0__URL", fake.base_url())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
 /// The README's binary: `coordinator serve` answers, and SIGTERM lets the running task
 /// finish before the process exits.
 #[tokio::test]
@@ -266,16 +293,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
     fake.update_knobs(|k| k.token_delay = std::time::Duration::from_millis(100));
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("data/coordinator.db");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .current_dir(dir.path())
-        .env("COORDINATOR_BACKENDS__0__NAME", "moon")
-        .env("COORDINATOR_BACKENDS__0__KIND", "ollama")
-        .env("COORDINATOR_BACKENDS__0__URL", fake.base_url())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = serve_binary(dir.path(), &fake).spawn().unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = crate::helpers::listen_addr(&mut lines).await;
     let http = reqwest::Client::new();
@@ -303,12 +321,7 @@ async fn the_binary_serves_and_drains_on_sigterm() {
             break;
         }
     }
-    let pid = child.id().unwrap().to_string();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sigterm(&child);
     let mut log = String::new();
     while let Ok(Some(line)) = lines.next_line().await {
         log.push_str(&line);
@@ -341,18 +354,11 @@ async fn the_binary_keeps_answering_while_nobody_reads_its_log() {
     use tokio::io::{AsyncBufReadExt, BufReader};
     let fake = spawn_fake().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_coordinator"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .current_dir(dir.path())
+    let mut child = serve_binary(dir.path(), &fake)
         // About fifteen lines a request: a 64 KiB pipe is full within a few dozen, the
         // lines held for it within about six hundred.
         .env("RUST_LOG", "trace")
         .env("COORDINATOR_LIMITS__REQUESTS_PER_MINUTE", "0")
-        .env("COORDINATOR_BACKENDS__0__NAME", "moon")
-        .env("COORDINATOR_BACKENDS__0__KIND", "ollama")
-        .env("COORDINATOR_BACKENDS__0__URL", fake.base_url())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
@@ -405,12 +411,7 @@ async fn the_binary_keeps_answering_while_nobody_reads_its_log() {
         text.push_str(&line);
         text.push('\n');
     }
-    let pid = child.id().unwrap().to_string();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    sigterm(&child);
     let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
         .expect("the process stops")
