@@ -4,9 +4,9 @@
 //! Every vector carries the id of the embedder that made it; vectors of different
 //! embedders are never compared (each has its own index).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use unicode_normalization::UnicodeNormalization;
 
@@ -19,6 +19,11 @@ pub const BUILTIN_DIM: usize = 256;
 
 /// How long recall and the producer wait for a backend embedding before falling back.
 const BACKEND_EMBED_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// After a backend embedding that did not come in time, how long the built-in embedder is
+/// used without asking the backend again. A machine that is asleep or hung would otherwise
+/// cost every turn's recall the whole timeout; one that fails at once is asked every time.
+const SILENT_BACKEND_RESTS: Duration = Duration::from_secs(30);
 
 /// Weight of n-grams made only of hiragana (mostly particles and endings: の, です, ました).
 const KANA_ONLY_WEIGHT: f32 = 0.2;
@@ -201,6 +206,10 @@ pub struct BackendEmbedder {
     model: ModelName,
     id: String,
     failing: Arc<AtomicBool>,
+    timeout: Duration,
+    /// Until when the backend is not asked (it did not answer in time, or one call is
+    /// finding out whether it answers again); `None` while it is asked every time.
+    resting_until: Arc<Mutex<Option<Instant>>>,
 }
 
 impl BackendEmbedder {
@@ -211,22 +220,53 @@ impl BackendEmbedder {
             model,
             id,
             failing: Arc::new(AtomicBool::new(false)),
+            timeout: BACKEND_EMBED_TIMEOUT,
+            resting_until: Arc::new(Mutex::new(None)),
         }
     }
 
-    async fn try_embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+    /// The backend's vectors; `Ok(None)` when it is resting and was not asked.
+    async fn try_embed(&self, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, String> {
+        if !self.may_ask() {
+            return Ok(None);
+        }
         let call = self.backend.embed(&self.model, texts);
-        match tokio::time::timeout(BACKEND_EMBED_TIMEOUT, call).await {
+        let answer = tokio::time::timeout(self.timeout, call).await;
+        let silent = answer.is_err();
+        *self.resting() = silent.then(|| Instant::now() + SILENT_BACKEND_RESTS);
+        match answer {
             Ok(Ok(mut vectors)) => {
                 vectors.iter_mut().for_each(|v| normalize_l2(v));
-                Ok(vectors)
+                Ok(Some(vectors))
             }
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!(
-                "no answer within {} s",
-                BACKEND_EMBED_TIMEOUT.as_secs()
+                "no answer within {} ms; not asked again for {} s",
+                self.timeout.as_millis(),
+                SILENT_BACKEND_RESTS.as_secs()
             )),
         }
+    }
+
+    /// Whether to ask the backend now: not while it rests. The first call after a rest
+    /// asks; the calls meanwhile leave it alone for as long as that one may wait.
+    fn may_ask(&self) -> bool {
+        let mut resting = self.resting();
+        let now = Instant::now();
+        match *resting {
+            Some(until) if now < until => false,
+            Some(_) => {
+                *resting = Some(now + self.timeout);
+                true
+            }
+            None => true,
+        }
+    }
+
+    fn resting(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.resting_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -280,7 +320,8 @@ impl Embedder {
     pub async fn embed(&self, texts: &[String]) -> Embedded {
         if let Self::Backend(b) = self {
             match b.try_embed(texts).await {
-                Ok(vectors) => {
+                Ok(None) => {}
+                Ok(Some(vectors)) => {
                     if b.failing.swap(false, Ordering::Relaxed) {
                         tracing::info!(backend = %b.backend.name(), model = %b.model, "embedding backend answers again");
                     }
@@ -430,6 +471,70 @@ mod tests {
             embedder.embed(&texts).await.embedder,
             "model:nomic-embed-text"
         );
+    }
+
+    /// A machine that does not answer (asleep, hung) costs one turn the wait, not every
+    /// turn: while it rests the built-in embedder answers without asking it, after the
+    /// rest one call asks again, and a backend that fails at once is asked every time.
+    #[tokio::test]
+    async fn a_silent_backend_is_left_alone_for_a_while() {
+        let server = FakeLlm::builder()
+            .model("nomic-embed-text")
+            .spawn()
+            .await
+            .unwrap();
+        server.update_knobs(|k| k.latency = Duration::from_secs(60));
+        let name = crate::domain::WorkerName::parse("moon").unwrap();
+        let client =
+            crate::backend::ollama::OllamaClient::new(server.ollama_settings(name).unwrap())
+                .unwrap();
+        let mut backend = BackendEmbedder::new(
+            Backend::Ollama(client),
+            ModelName::parse("nomic-embed-text").unwrap(),
+        );
+        backend.timeout = Duration::from_millis(200);
+        let embedder = Embedder::Backend(Box::new(backend.clone()));
+        let texts = vec!["the cat".to_owned()];
+        let asked = || server.requests_to("/api/embed").len();
+
+        assert_eq!(embedder.embed(&texts).await.embedder, HashEmbedder::ID);
+        assert_eq!(asked(), 1);
+        // Resting: answered by the built-in embedder, the backend not asked, even once it
+        // would answer again.
+        server.update_knobs(|k| k.latency = Duration::ZERO);
+        for _ in 0..3 {
+            let got = embedder.embed(&texts).await;
+            assert_eq!(got.embedder, HashEmbedder::ID);
+            assert_eq!(got.vectors[0], HashEmbedder.embed("the cat"));
+        }
+        assert_eq!(asked(), 1);
+        let until = backend.resting().expect("resting");
+        let rest = until - Instant::now();
+        assert!(
+            rest > SILENT_BACKEND_RESTS - Duration::from_secs(5) && rest <= SILENT_BACKEND_RESTS,
+            "{rest:?}"
+        );
+
+        // The rest is over: the next call asks, and the backend answers again.
+        *backend.resting() = Some(Instant::now());
+        assert_eq!(
+            embedder.embed(&texts).await.embedder,
+            "model:nomic-embed-text"
+        );
+        assert_eq!(asked(), 2);
+        assert_eq!(*backend.resting(), None);
+
+        // A failure that comes at once costs little: the next call asks again.
+        server.update_knobs(|k| {
+            k.fail_next = 1;
+            k.failure = Failure::Status(500);
+        });
+        assert_eq!(embedder.embed(&texts).await.embedder, HashEmbedder::ID);
+        assert_eq!(
+            embedder.embed(&texts).await.embedder,
+            "model:nomic-embed-text"
+        );
+        assert_eq!(asked(), 4);
     }
 
     #[test]
