@@ -192,8 +192,16 @@ pub struct ClientSettings {
     pub idle_timeout: Duration,
     /// Longest wait for a whole answer asked for in one piece (`stream: false`).
     pub answer_timeout: Duration,
+    /// Longest wait for a small answer about the machine (its models, those it holds
+    /// loaded, a model's details), which never waits for a generation: a machine that
+    /// takes connections but does not answer (a hung server) holds start-up and every look
+    /// at it this long at most, not `idle_timeout`.
+    pub look_timeout: Duration,
     pub api_key: Option<String>,
 }
+
+/// [`ClientSettings::look_timeout`] of every configured backend.
+pub const LOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Backend {
     pub fn from_config(cfg: &BackendConfig, timeouts: &TimeoutsConfig) -> anyhow::Result<Self> {
@@ -248,6 +256,7 @@ impl Backend {
             connect_timeout: Duration::from_millis(timeouts.connect_ms),
             idle_timeout: Duration::from_secs(timeouts.stream_idle_s),
             answer_timeout: Duration::from_secs(timeouts.answer_s),
+            look_timeout: LOOK_TIMEOUT,
             api_key,
         };
         Ok(match kind {

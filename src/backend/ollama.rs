@@ -73,7 +73,7 @@ impl OllamaClient {
     /// leaves both unknown instead of failing the list.
     pub async fn list_models(&self) -> Result<Vec<ModelInfo>, BackendError> {
         let url = &self.urls.tags;
-        let tags: ModelList = wire::fetch_json(&self.settings, url, self.get(url)).await?;
+        let tags: ModelList = wire::look_json(&self.settings, url, self.get(url)).await?;
         let named: Vec<(ModelName, Option<u64>)> = tags
             .models
             .iter()
@@ -102,7 +102,7 @@ impl OllamaClient {
         let url = &self.urls.ps;
         let sent = chrono::Utc::now();
         let (ps, date): (ModelList, _) =
-            wire::fetch_json_with(&self.settings, url, self.get(url), |resp| {
+            wire::look_json_with(&self.settings, url, self.get(url), |resp| {
                 resp.headers()
                     .get(reqwest::header::DATE)
                     .and_then(|v| v.to_str().ok())
@@ -234,7 +234,7 @@ impl OllamaClient {
         let url = &self.urls.show;
         let builder = wire::authorize(&self.settings, self.http.post(url.clone()))
             .json(&serde_json::json!({ "model": model.as_str() }));
-        wire::fetch_json(&self.settings, url, builder).await
+        wire::look_json(&self.settings, url, builder).await
     }
 
     /// `POST /api/show`: whether the model takes tools, and its window.
@@ -242,7 +242,7 @@ impl OllamaClient {
         let url = &self.urls.show;
         let builder = wire::authorize(&self.settings, self.http.post(url.clone()))
             .json(&serde_json::json!({ "model": model.as_str() }));
-        match wire::fetch_json::<ShowResponse>(&self.settings, url, builder).await {
+        match wire::look_json::<ShowResponse>(&self.settings, url, builder).await {
             Ok(show) => (
                 show.capabilities
                     .as_ref()

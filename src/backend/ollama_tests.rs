@@ -338,6 +338,7 @@ async fn refused_connection_is_connect_naming_the_backend() {
         connect_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(2),
         answer_timeout: Duration::from_secs(2),
+        look_timeout: Duration::from_secs(2),
         api_key: None,
     };
     let client = OllamaClient::new(settings).unwrap();
@@ -629,4 +630,51 @@ async fn a_machine_whose_clock_agrees_reads_as_zero() {
         client.loaded_models().await.unwrap();
     }
     assert_eq!(client.clock_ahead(), Some(chrono::TimeDelta::zero()));
+}
+
+/// A machine that takes connections but never answers (a hung server) holds a look at it
+/// (its models, what it holds loaded) for `look_timeout`, not for the stream's idle
+/// timeout: start-up and discovery wait seconds for it, not minutes.
+#[tokio::test]
+async fn a_server_that_never_answers_holds_a_look_for_the_look_timeout_only() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Takes every connection and keeps it, reading nothing and answering nothing.
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            open.push(tcp);
+        }
+    });
+    let settings = ClientSettings {
+        name: WorkerName::parse("moon").unwrap(),
+        base_url: reqwest::Url::parse(&format!("http://{addr}/")).unwrap(),
+        connect_timeout: Duration::from_secs(2),
+        idle_timeout: Duration::from_secs(120),
+        answer_timeout: Duration::from_secs(120),
+        look_timeout: Duration::from_millis(300),
+        api_key: None,
+    };
+    let ollama = OllamaClient::new(settings.clone()).unwrap();
+    let openai = crate::backend::openai::OpenAiClient::new(settings).unwrap();
+    let patience = Duration::from_secs(30);
+    let looks = [
+        tokio::time::timeout(patience, ollama.list_models())
+            .await
+            .map(|r| r.map(drop)),
+        tokio::time::timeout(patience, ollama.loaded_models())
+            .await
+            .map(|r| r.map(drop)),
+        tokio::time::timeout(patience, openai.list_models())
+            .await
+            .map(|r| r.map(drop)),
+    ];
+    for look in looks {
+        let err = look.expect("the look ended long before the idle timeout");
+        assert!(
+            matches!(err, Err(BackendError::Timeout { after_ms: 300, .. })),
+            "{err:?}"
+        );
+    }
+    held.abort();
 }

@@ -51,7 +51,7 @@ impl OpenAiClient {
     pub async fn list_models(&self) -> Result<Vec<ModelInfo>, BackendError> {
         let url = &self.models_url;
         let builder = wire::authorize(&self.settings, self.http.get(url.clone()));
-        let list: ModelList = wire::fetch_json(&self.settings, url, builder).await?;
+        let list: ModelList = wire::look_json(&self.settings, url, builder).await?;
         Ok(list
             .data
             .iter()

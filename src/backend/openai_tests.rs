@@ -307,6 +307,7 @@ async fn refused_connection_is_connect_naming_the_backend() {
         connect_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(2),
         answer_timeout: Duration::from_secs(2),
+        look_timeout: Duration::from_secs(2),
         api_key: None,
     };
     let client = OpenAiClient::new(settings).unwrap();

@@ -100,20 +100,44 @@ pub(super) async fn fetch_json<T: DeserializeOwned>(
     url: &Url,
     req: reqwest::RequestBuilder,
 ) -> Result<T, BackendError> {
-    fetch_json_with(settings, url, req, |_| ())
+    fetch_json_within(settings, url, req, settings.idle_timeout, |_| ())
         .await
         .map(|(answer, ())| answer)
 }
 
-/// [`fetch_json`], with what `head` takes from the answer's head (a header) beside it.
-pub(super) async fn fetch_json_with<T: DeserializeOwned, H>(
+/// [`fetch_json`] for a small answer about the machine (its models, what it holds loaded,
+/// a model's details): within [`ClientSettings::look_timeout`].
+pub(super) async fn look_json<T: DeserializeOwned>(
+    settings: &ClientSettings,
+    url: &Url,
+    req: reqwest::RequestBuilder,
+) -> Result<T, BackendError> {
+    look_json_with(settings, url, req, |_| ())
+        .await
+        .map(|(answer, ())| answer)
+}
+
+/// [`look_json`], with what `head` takes from the answer's head (a header) beside it.
+pub(super) async fn look_json_with<T: DeserializeOwned, H>(
     settings: &ClientSettings,
     url: &Url,
     req: reqwest::RequestBuilder,
     head: impl FnOnce(&reqwest::Response) -> H,
 ) -> Result<(T, H), BackendError> {
+    let limit = settings.look_timeout.min(settings.idle_timeout);
+    fetch_json_within(settings, url, req, limit, head).await
+}
+
+/// A JSON answer, whole within `limit`, with what `head` takes from its head.
+async fn fetch_json_within<T: DeserializeOwned, H>(
+    settings: &ClientSettings,
+    url: &Url,
+    req: reqwest::RequestBuilder,
+    limit: Duration,
+    head: impl FnOnce(&reqwest::Response) -> H,
+) -> Result<(T, H), BackendError> {
     let call = async {
-        let resp = send(settings, url, req).await?;
+        let resp = send_within(settings, url, req, limit).await?;
         let taken = head(&resp);
         let body = resp
             .bytes()
@@ -123,9 +147,9 @@ pub(super) async fn fetch_json_with<T: DeserializeOwned, H>(
             .map(|answer| (answer, taken))
             .map_err(|e| protocol(settings, format!("unexpected answer from {url}: {e}")))
     };
-    tokio::time::timeout(settings.idle_timeout, call)
+    tokio::time::timeout(limit, call)
         .await
-        .unwrap_or_else(|_| Err(timeout(settings)))
+        .unwrap_or_else(|_| Err(timeout_after(settings, limit)))
 }
 
 /// An embedding answer must hold one vector per input, all of one non-zero length.

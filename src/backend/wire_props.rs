@@ -29,6 +29,7 @@ fn settings() -> ClientSettings {
         connect_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(60),
         answer_timeout: Duration::from_secs(60),
+        look_timeout: Duration::from_secs(10),
         api_key: None,
     }
 }

@@ -411,6 +411,7 @@ impl FakeLlmServer {
             connect_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(10),
             answer_timeout: Duration::from_secs(10),
+            look_timeout: Duration::from_secs(10),
             api_key: None,
         })
     }
