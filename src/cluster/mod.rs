@@ -148,19 +148,23 @@ pub struct RedisDirectory {
     beats: Arc<RwLock<Vec<Heartbeat>>>,
     /// This process's own workers: known first-hand, whatever Redis says.
     local: Option<Registry>,
-    /// This process's clock against Redis's, to read the heartbeats' times on it (its
-    /// own until [`RedisDirectory::with_clock`] shares the queue's).
+    /// This process's clock against Redis's, to read the heartbeats' times on it (the
+    /// process's one reading, the queue's).
     clock: Arc<RedisClock>,
 }
 
 impl RedisDirectory {
-    pub async fn connect(url: &str, prefix: &str) -> redis::RedisResult<Self> {
+    pub(crate) async fn connect(
+        url: &str,
+        prefix: &str,
+        clock: Arc<RedisClock>,
+    ) -> redis::RedisResult<Self> {
         let dir = Self {
             redis: Redis::connect(url).await?,
             prefix: prefix.to_owned(),
             beats: Arc::default(),
             local: None,
-            clock: Arc::default(),
+            clock,
         };
         dir.refresh().await?;
         Ok(dir)
@@ -233,13 +237,6 @@ impl RedisDirectory {
     /// has just restarted empty.
     pub fn with_local(mut self, registry: Registry) -> Self {
         self.local = Some(registry);
-        self
-    }
-
-    /// Reads the heartbeats' times through `clock`, the process's one reading of
-    /// Redis's (the queue's).
-    pub(crate) fn with_clock(mut self, clock: Arc<RedisClock>) -> Self {
-        self.clock = clock;
         self
     }
 

@@ -144,11 +144,10 @@ pub async fn open_transport(
             let events = RedisEvents::connect(url, prefix)
                 .await
                 .context("connecting to Redis for task events")?;
-            let directory = RedisDirectory::connect(url, prefix)
+            let directory = RedisDirectory::connect(url, prefix, Arc::clone(&clock))
                 .await
                 .context("reading worker heartbeats from Redis")?
-                .with_local(registry.clone())
-                .with_clock(Arc::clone(&clock));
+                .with_local(registry.clone());
             Transport {
                 dispatch: Dispatcher::cluster(
                     store,
