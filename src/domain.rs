@@ -244,6 +244,11 @@ impl Person {
     pub fn default_person() -> Self {
         Self(Self::DEFAULT.into())
     }
+
+    /// Whether this is [`Person::DEFAULT`].
+    pub fn is_default(&self) -> bool {
+        self.as_str() == Self::DEFAULT
+    }
 }
 
 impl Default for Person {

@@ -3,8 +3,11 @@
 //! A device on the home network that floods the endpoint (a script gone wrong, a hostile
 //! one with a key) must not push everyone else's chats behind thousands of its tasks.
 //! Each person has a token bucket (governor's GCRA) over the requests that make work
-//! (chats, `POST /route`), and each lane a bound on the tasks waiting in it; past either,
-//! the request is refused with 429 and a `Retry-After`, and nothing is recorded.
+//! (chats, `POST /route`), each person a bound on their tasks waiting, and each lane a
+//! bound on the tasks waiting in it; past any, the request is refused with 429 and a
+//! `Retry-After`, and nothing is recorded. The person's bound is below the lane's, so one
+//! person's flood cannot fill a lane for everyone else (and in process the others' tasks
+//! do not wait behind all of it: people take turns, see [`crate::queue::turns`]).
 //!
 //! Guessing keys is bounded too: a client address that presents wrong keys more often
 //! than [`GUESSES_PER_MINUTE`] (after a burst of [`GUESS_BURST`]) is refused with 429 before
@@ -34,6 +37,9 @@ pub struct LimitsConfig {
     pub burst: u32,
     /// Tasks that may wait in one lane; new work for a full lane is refused. 0 = no bound.
     pub queued_per_lane: usize,
+    /// Tasks of one person that may wait (in every lane together); past it, that person's
+    /// new work is refused while everyone else's is still taken. 0 = no bound.
+    pub queued_per_person: usize,
 }
 
 impl Default for LimitsConfig {
@@ -42,6 +48,7 @@ impl Default for LimitsConfig {
             requests_per_minute: 600,
             burst: 60,
             queued_per_lane: 1000,
+            queued_per_person: 250,
         }
     }
 }
@@ -64,17 +71,22 @@ pub enum Refusal {
     TooFast { retry_after: Duration },
     /// The lane holds as many waiting tasks as it may.
     LaneFull { retry_after: Duration },
+    /// The person has as many tasks waiting as they may.
+    PersonFull { retry_after: Duration },
 }
 
 impl Refusal {
     /// Whole seconds for `Retry-After`, at least one.
     pub fn retry_after_s(&self) -> u64 {
-        let (Self::TooFast { retry_after } | Self::LaneFull { retry_after }) = self;
+        let (Self::TooFast { retry_after }
+        | Self::LaneFull { retry_after }
+        | Self::PersonFull { retry_after }) = self;
         (retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0)).max(1)
     }
 }
 
-/// How long a client is asked to wait before sending work to a full lane again.
+/// How long a client is asked to wait before sending work to a full lane (or with as many
+/// tasks waiting as they may have) again.
 const FULL_LANE_RETRY: Duration = Duration::from_secs(10);
 
 /// Wrong keys one client address may present per minute, after [`GUESS_BURST`] at once.
@@ -84,6 +96,7 @@ pub const GUESS_BURST: u32 = 10;
 pub struct Limits {
     per_person: Option<DefaultKeyedRateLimiter<Person>>,
     queued_per_lane: usize,
+    queued_per_person: usize,
     guesses: DefaultKeyedRateLimiter<IpAddr>,
     /// Addresses refused until the time given, for guessing; `any_blocked` lets every
     /// request skip the lock while there are none (the usual case).
@@ -102,6 +115,7 @@ impl Limits {
         Self {
             per_person,
             queued_per_lane: config.queued_per_lane,
+            queued_per_person: config.queued_per_person,
             guesses: DefaultKeyedRateLimiter::keyed(
                 Quota::per_minute(guess_rate).allow_burst(guess_burst),
             ),
@@ -170,6 +184,21 @@ impl Limits {
     pub fn bounds_lanes(&self) -> bool {
         self.queued_per_lane > 0
     }
+
+    /// Refuses new work of a person who has `waiting` tasks waiting already.
+    pub fn room_for_person(&self, waiting: usize) -> Result<(), Refusal> {
+        if self.queued_per_person > 0 && waiting >= self.queued_per_person {
+            return Err(Refusal::PersonFull {
+                retry_after: FULL_LANE_RETRY,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a bound on each person's waiting tasks is set.
+    pub fn bounds_people(&self) -> bool {
+        self.queued_per_person > 0
+    }
 }
 
 impl Default for Limits {
@@ -192,6 +221,7 @@ mod tests {
             requests_per_minute: 60,
             burst: 3,
             queued_per_lane: 0,
+            queued_per_person: 0,
         });
         let bob = person("bob");
         for _ in 0..3 {
@@ -235,6 +265,7 @@ mod tests {
             requests_per_minute: 0,
             burst: 0,
             queued_per_lane: 0,
+            queued_per_person: 0,
         });
         let bob = person("bob");
         for _ in 0..10_000 {
@@ -242,6 +273,8 @@ mod tests {
         }
         assert_eq!(limits.room_in_lane(usize::MAX), Ok(()));
         assert!(!limits.bounds_lanes());
+        assert_eq!(limits.room_for_person(usize::MAX), Ok(()));
+        assert!(!limits.bounds_people());
     }
 
     #[test]
@@ -249,6 +282,19 @@ mod tests {
         let limits = Limits::default();
         assert_eq!(limits.room_in_lane(999), Ok(()));
         let refused = limits.room_in_lane(1000).unwrap_err();
+        assert_eq!(refused.retry_after_s(), 10);
+    }
+
+    #[test]
+    fn a_person_with_their_share_waiting_is_refused_below_a_full_lane() {
+        let limits = Limits::default();
+        let config = LimitsConfig::default();
+        assert!(config.queued_per_person < config.queued_per_lane);
+        assert_eq!(limits.room_for_person(config.queued_per_person - 1), Ok(()));
+        let refused = limits
+            .room_for_person(config.queued_per_person)
+            .unwrap_err();
+        assert!(matches!(refused, Refusal::PersonFull { .. }), "{refused:?}");
         assert_eq!(refused.retry_after_s(), 10);
     }
 

@@ -36,7 +36,8 @@ pub enum SubmitError {
     /// Refused before anything was recorded: the process is shutting down.
     #[error("the process is shutting down")]
     ShuttingDown,
-    /// Refused before anything was recorded: too many requests, or a full lane.
+    /// Refused before anything was recorded: too many requests, a full lane, or as many
+    /// of the person's tasks waiting as they may have.
     #[error("refused: {0:?}")]
     Limited(Refusal),
     /// Refused before anything was recorded: the prompt alone does not fit the model's
@@ -70,6 +71,8 @@ pub struct Submitted {
     pub prompt_tokens: u32,
     /// Its class in the queue.
     pub priority: Priority,
+    /// Whose it is (their turn in the queue: see [`crate::queue::turns`]).
+    pub person: crate::domain::Person,
     pub events: EventStream,
     /// The task's span (see [`crate::telemetry::task_span`]), for what the front door does
     /// and logs while it waits for the answer.
@@ -163,6 +166,12 @@ impl AppState {
                 .room_in_lane(waiting)
                 .map_err(SubmitError::Limited)?;
         }
+        if matches!(decision.target, Target::Lane(_)) && self.limits.bounds_people() {
+            let waiting = self.dispatch.waiting_of(&turn.person).await;
+            self.limits
+                .room_for_person(waiting)
+                .map_err(SubmitError::Limited)?;
+        }
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();
         let span = crate::telemetry::task_span(task_id, Some(&turn.thread_id), decision.lane());
@@ -237,6 +246,7 @@ impl AppState {
                     worker_hint: rules,
                     prompt_tokens: 0,
                     priority,
+                    person: turn.person.clone(),
                     events,
                     span: tracing::Span::current(),
                 });
@@ -293,7 +303,10 @@ impl AppState {
             None => {
                 // The jobs already waiting for the lane's workers, and those each
                 // machine owes first: a machine with a backlog looks as busy as it is.
-                let waiting = self.dispatch.ahead(&lane, priority, &statuses).await;
+                let waiting = self
+                    .dispatch
+                    .ahead(&lane, priority, &turn.person, &statuses)
+                    .await;
                 let ask =
                     crate::placement::Ask::of(&request, Some(&turn.thread_id)).after(&waiting);
                 crate::placement::best_of(&statuses, &ask)
@@ -314,6 +327,7 @@ impl AppState {
             lang,
             priority,
             waiting_since: None,
+            person: turn.person.clone(),
         };
         let text =
             serde_json::to_string(&job).map_err(|source| SubmitError::Job { task_id, source })?;
@@ -328,6 +342,7 @@ impl AppState {
             worker_hint,
             prompt_tokens,
             priority,
+            person: turn.person.clone(),
             events,
             span: tracing::Span::current(),
         })

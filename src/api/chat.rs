@@ -419,7 +419,7 @@ impl ChatReply {
                         state,
                         &sub.decision,
                         sub.task_id,
-                        sub.priority,
+                        (sub.priority, sub.person.clone()),
                         sub.prompt_tokens,
                     ),
                     dress,
@@ -442,7 +442,7 @@ impl ChatReply {
                     state,
                     &sub.decision,
                     sub.task_id,
-                    sub.priority,
+                    (sub.priority, sub.person.clone()),
                     sub.prompt_tokens,
                 );
                 let ahead = match dress.shows_wait() {

@@ -162,6 +162,10 @@ impl ApiError {
                 refusal: Refusal::LaneFull { .. },
                 ..
             } => ("rate_limit_error", "queue_full"),
+            Self::Limited {
+                refusal: Refusal::PersonFull { .. },
+                ..
+            } => ("rate_limit_error", "too_many_waiting"),
             Self::Upstream { .. } => ("server_error", "backend_error"),
             Self::Unavailable(_) => ("server_error", "unavailable"),
             Self::StoreUnavailable { .. } => ("server_error", "store_unavailable"),
@@ -266,6 +270,12 @@ fn limited_message(refusal: Refusal, lang: Lang) -> String {
         (Refusal::LaneFull { .. }, Lang::En) => {
             format!("the queue for this model is full; nothing was recorded: try again in {s} s")
         }
+        (Refusal::PersonFull { .. }, Lang::Ja) => format!(
+            "あなたの依頼がすでにたくさん待っています。何も記録していません。{s} 秒ほど待ってからもう一度お試しください。"
+        ),
+        (Refusal::PersonFull { .. }, Lang::En) => format!(
+            "you have as many requests waiting as you may; nothing was recorded: try again in {s} s"
+        ),
     }
 }
 

@@ -67,17 +67,18 @@ pub(super) struct Look {
     model: ModelName,
     task_id: TaskId,
     priority: Priority,
+    person: crate::domain::Person,
     prompt_tokens: u32,
 }
 
 impl Look {
-    /// Where `task_id`, of `decision` and `priority`, with a prompt of `prompt_tokens`,
-    /// will stand.
+    /// Where `task_id`, of `decision`, `priority` and `person`, with a prompt of
+    /// `prompt_tokens`, will stand.
     pub fn new(
         state: &AppState,
         decision: &RouteDecision,
         task_id: TaskId,
-        priority: Priority,
+        (priority, person): (Priority, crate::domain::Person),
         prompt_tokens: u32,
     ) -> Self {
         Self {
@@ -87,6 +88,7 @@ impl Look {
             model: decision.model.clone(),
             task_id,
             priority,
+            person,
             prompt_tokens,
         }
     }
@@ -99,6 +101,7 @@ impl Look {
             lane: &self.lane,
             model: &self.model,
             priority: self.priority,
+            person: &self.person,
             prompt_tokens: self.prompt_tokens,
         };
         let looked = queue_wait(&self.dispatch, self.directory.as_ref(), &task).await;

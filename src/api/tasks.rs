@@ -88,6 +88,7 @@ pub(crate) async fn place(state: &AppState, task: &TaskRecord) -> Option<QueueWa
         lane: &task.queue,
         model: &task.model,
         priority: task.priority,
+        person: &task.person,
         prompt_tokens,
     };
     let looked = queue_wait(&state.dispatch, state.directory.as_ref(), &waiter).await;

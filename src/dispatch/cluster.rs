@@ -2,12 +2,13 @@
 //! process may take it at once and must find the row.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cancel::{self, Cancels};
 use super::{DispatchError, spawn_to_completion};
-use crate::domain::{Lane, Priority, TaskId};
+use crate::domain::{Lane, Person, Priority, TaskId};
 use crate::events::{EventBus, EventStream};
 use crate::queue::redis::connection::Redis;
 use crate::queue::{Job, Queue, priority};
@@ -21,67 +22,74 @@ pub struct Cluster {
     cancels: Cancels,
     cancel: Option<CancelChannel>,
     backlog: Arc<Backlog>,
+    /// How many tasks each person has waiting, from the store (see [`Tally`]).
+    people: Arc<Tally<Person>>,
 }
 
-/// How long the queue's depths, as last read, stand for the backlog.
+/// How long counts, as last read, stand (see [`Tally`]).
 const BACKLOG_FRESH_FOR: Duration = Duration::from_millis(500);
 
-/// What waits in each lane and priority class, from the queue's depths read at most every
-/// [`BACKLOG_FRESH_FOR`] plus the tasks this process queued since: a bound on a lane holds,
-/// and placement counts the classes a task goes after, without a round trip to Redis for
-/// every request.
-#[derive(Default)]
-struct Backlog {
-    /// Held while the depths are read, so that one request reads them for all.
+/// Counts read from elsewhere at most every [`BACKLOG_FRESH_FOR`], plus what this process
+/// queued since: a bound holds, and placement counts the classes a task goes after,
+/// without a round trip for every request.
+struct Tally<K> {
+    /// Held while the counts are read, so that one request reads them for all.
     reading: tokio::sync::Mutex<()>,
-    seen: std::sync::Mutex<Seen>,
+    seen: std::sync::Mutex<Seen<K>>,
 }
 
-#[derive(Default)]
-struct Seen {
+impl<K> Default for Tally<K> {
+    fn default() -> Self {
+        Self {
+            reading: tokio::sync::Mutex::default(),
+            seen: std::sync::Mutex::new(Seen {
+                at: None,
+                read: HashMap::new(),
+                since: HashMap::new(),
+            }),
+        }
+    }
+}
+
+struct Seen<K> {
     at: Option<Instant>,
-    depths: HashMap<(Lane, Priority), usize>,
-    queued_since: HashMap<(Lane, Priority), usize>,
+    read: HashMap<K, usize>,
+    /// Added by this process since the last read.
+    since: HashMap<K, usize>,
 }
 
-impl Seen {
-    /// Every lane and class that holds waiting jobs, and how many.
-    fn each(&self) -> impl Iterator<Item = (&(Lane, Priority), usize)> {
-        let since = |k| self.queued_since.get(k).copied().unwrap_or(0);
-        let read = self.depths.iter().map(move |(k, n)| (k, n + since(k)));
+impl<K: Eq + Hash> Seen<K> {
+    /// Every key counted, and how many.
+    fn each(&self) -> impl Iterator<Item = (&K, usize)> {
+        let since = |k| self.since.get(k).copied().unwrap_or(0);
+        let read = self.read.iter().map(move |(k, n)| (k, n + since(k)));
         let new = self
-            .queued_since
+            .since
             .iter()
-            .filter(|(k, _)| !self.depths.contains_key(*k))
+            .filter(|(k, _)| !self.read.contains_key(*k))
             .map(|(k, n)| (k, *n));
         read.chain(new)
     }
 }
 
-impl Backlog {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
+impl<K: Eq + Hash + Clone> Tally<K> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen<K>> {
         self.seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn is_fresh(seen: &Seen) -> bool {
+    fn is_fresh(seen: &Seen<K>) -> bool {
         seen.at.is_some_and(|at| at.elapsed() < BACKLOG_FRESH_FOR)
     }
 
-    fn estimate(&self, lane: &Lane) -> Option<usize> {
-        let seen = self.lock();
-        Self::is_fresh(&seen).then(|| {
-            seen.each()
-                .filter(|((l, _), _)| l == lane)
-                .map(|(_, n)| n)
-                .sum()
-        })
-    }
-
-    /// Reads the queue's depths again when the last read is stale (one request reads them
-    /// for all).
-    async fn refresh(&self, queue: &dyn Queue) {
+    /// Reads the counts again with `read` when the last read is stale (one request reads
+    /// them for all). A failed read counts nothing: `what` names it in the warning.
+    async fn refresh<E: std::fmt::Display>(
+        &self,
+        read: impl Future<Output = Result<Vec<(K, usize)>, E>>,
+        what: &str,
+    ) {
         if Self::is_fresh(&self.lock()) {
             return;
         }
@@ -89,21 +97,47 @@ impl Backlog {
         if Self::is_fresh(&self.lock()) {
             return;
         }
-        match queue.class_depths().await {
-            Ok(depths) => {
+        match read.await {
+            Ok(counts) => {
                 let mut seen = self.lock();
-                seen.depths = depths.into_iter().map(|(l, p, n)| ((l, p), n)).collect();
-                seen.queued_since.clear();
+                seen.read = counts.into_iter().collect();
+                seen.since.clear();
                 seen.at = Some(Instant::now());
             }
-            // A queue that cannot be read bounds nothing; queueing then fails on its own.
-            Err(e) => tracing::warn!(error = %e, "could not read the queue's depths"),
+            // Counts that cannot be read bound nothing; queueing then fails on its own.
+            Err(e) => tracing::warn!(error = %e, "could not read {what}"),
         }
     }
 
+    /// The sum of the counts of the keys `keep` holds for, when the counts are fresh.
+    fn estimate(&self, keep: impl Fn(&K) -> bool) -> Option<usize> {
+        let seen = self.lock();
+        Self::is_fresh(&seen).then(|| seen.each().filter(|(k, _)| keep(k)).map(|(_, n)| n).sum())
+    }
+
+    fn added(&self, key: K) {
+        *self.lock().since.entry(key).or_default() += 1;
+    }
+}
+
+/// What waits in each lane and priority class: the queue's depths.
+type Backlog = Tally<(Lane, Priority)>;
+
+impl Backlog {
+    /// Reads the queue's depths again when the last read is stale.
+    async fn refresh_depths(&self, queue: &dyn Queue) {
+        let depths = async {
+            let depths = queue.class_depths().await?;
+            Ok::<_, crate::queue::QueueError>(
+                depths.into_iter().map(|(l, p, n)| ((l, p), n)).collect(),
+            )
+        };
+        self.refresh(depths, "the queue's depths").await;
+    }
+
     async fn waiting(&self, queue: &dyn Queue, lane: &Lane) -> usize {
-        self.refresh(queue).await;
-        self.estimate(lane).unwrap_or(0)
+        self.refresh_depths(queue).await;
+        self.estimate(|(l, _)| l == lane).unwrap_or(0)
     }
 
     /// Calls `visit` with every lane and class that holds waiting jobs a fresh job of
@@ -116,7 +150,7 @@ impl Backlog {
         priority: Priority,
         mut visit: impl FnMut(&Lane, usize),
     ) {
-        self.refresh(queue).await;
+        self.refresh_depths(queue).await;
         let seen = self.lock();
         if !Self::is_fresh(&seen) {
             return;
@@ -129,11 +163,7 @@ impl Backlog {
     }
 
     fn queued(&self, lane: &Lane, priority: Priority) {
-        *self
-            .lock()
-            .queued_since
-            .entry((lane.clone(), priority))
-            .or_default() += 1;
+        self.added((lane.clone(), priority));
     }
 }
 
@@ -170,7 +200,17 @@ impl Cluster {
             cancels: Cancels::default(),
             cancel,
             backlog: Arc::default(),
+            people: Arc::default(),
         }
+    }
+
+    /// About how many tasks `person` has waiting, across every process: the store's count
+    /// (read at most twice a second) plus what this process queued since.
+    pub(super) async fn waiting_of(&self, person: &Person) -> usize {
+        self.people
+            .refresh(self.store.queued_by_person(), "each person's waiting tasks")
+            .await;
+        self.people.estimate(|p| p == person).unwrap_or(0)
     }
 
     /// About how many tasks wait in `lane`, across every process (see [`Backlog`]).
@@ -238,6 +278,7 @@ impl Cluster {
     ) -> Result<EventStream, DispatchError> {
         let task_id = task.task_id;
         self.backlog.queued(&job.lane, job.priority);
+        self.people.added(job.person.clone());
         let (store, events, queue) = (self.store.clone(), self.events.clone(), self.queue.clone());
         spawn_to_completion(task_id, async move {
             store.insert(task).await?.await?;
@@ -291,6 +332,36 @@ mod tests {
             .await;
         seen.sort();
         seen
+    }
+
+    /// Each person's waiting tasks: the store's queued rows as read, plus those queued
+    /// since.
+    #[tokio::test]
+    async fn each_persons_waiting_tasks_are_the_stores_count_plus_those_queued_since() {
+        use crate::store::sqlite::SqliteStore;
+        use crate::testkit::samples::sample_task;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("c.db")).await.unwrap();
+        let (alice, bob) = (
+            Person::parse("alice").unwrap(),
+            Person::parse("bob").unwrap(),
+        );
+        for person in [&alice, &alice, &bob] {
+            let mut t = sample_task("waiting");
+            t.person = person.clone();
+            store.insert(t).await.unwrap().await.unwrap();
+        }
+        let people = Tally::<Person>::default();
+        let count = async |person: &Person| {
+            people.refresh(store.queued_by_person(), "counts").await;
+            people.estimate(|p| p == person).unwrap_or(0)
+        };
+        assert_eq!(count(&alice).await, 2);
+        assert_eq!(count(&bob).await, 1);
+        people.added(bob.clone());
+        people.added(bob.clone());
+        assert_eq!(count(&bob).await, 3, "queued since the read");
+        assert_eq!(count(&Person::default()).await, 0);
     }
 
     #[tokio::test]

@@ -54,7 +54,10 @@ struct Start {
 impl Start {
     fn now(self) {
         match self.reservation {
-            Some(r) => r.start(self.job, self.span),
+            Some(r) => {
+                let running = self.queue.start_running(&self.job.person);
+                r.start(self.job, self.span, running);
+            }
             None => self.queue.push(self.job),
         }
     }
@@ -66,14 +69,20 @@ impl Embedded {
         self.queue.waiting(lane)
     }
 
+    /// How many tasks of `person` wait (exactly, as [`Self::waiting`]).
+    pub(super) fn waiting_of(&self, person: &crate::domain::Person) -> usize {
+        self.queue.waiting_of(person)
+    }
+
     /// What waits before a fresh job of `priority` in `lane` (see [`super::Dispatcher::ahead`]).
     pub(super) fn ahead(
         &self,
         lane: &crate::domain::Lane,
         priority: crate::domain::Priority,
+        person: &crate::domain::Person,
         statuses: &[crate::backend::registry::WorkerStatus],
     ) -> crate::placement::Waiting {
-        self.queue.waiting_before(lane, priority, statuses)
+        self.queue.waiting_before(lane, priority, person, statuses)
     }
 
     /// What waits before task `task_id` in `lane` (see
@@ -84,11 +93,12 @@ impl Embedded {
         lane: &crate::domain::Lane,
         task_id: TaskId,
         priority: crate::domain::Priority,
+        person: &crate::domain::Person,
         statuses: &[crate::backend::registry::WorkerStatus],
     ) -> crate::placement::Waiting {
         self.queue
             .waiting_before_task(lane, task_id, statuses)
-            .unwrap_or_else(|| self.ahead(lane, priority, statuses))
+            .unwrap_or_else(|| self.ahead(lane, priority, person, statuses))
     }
 
     pub(super) fn new(
@@ -124,7 +134,10 @@ impl Embedded {
     ) -> Result<EventStream, DispatchError> {
         let task_id = task.task_id;
         let reservation = expected
-            .filter(|_| self.queue.first_in_line(&job.lane, job.priority))
+            .filter(|_| {
+                self.queue
+                    .first_in_line(&job.lane, job.priority, &job.person)
+            })
             .and_then(|w| self.local.reserve(w, &job, &self.queue));
         if let Some(r) = &reservation {
             task.status = TaskStatus::Running;
@@ -258,11 +271,11 @@ impl Reservation {
 
     /// Starts `job`, whose row was written claimed by this worker, in a task of its own.
     /// Returns at once.
-    pub fn start(self, job: Job, span: tracing::Span) {
+    pub fn start(self, job: Job, span: tracing::Span, running: crate::queue::turns::Running) {
         let Self { local, slot } = self;
         local
             .worker
-            .spawn_job(&local.tracker, Delivery::direct(job, span), slot);
+            .spawn_job(&local.tracker, Delivery::direct(job, span, running), slot);
     }
 }
 

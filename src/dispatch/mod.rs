@@ -122,6 +122,16 @@ impl Dispatcher {
         }
     }
 
+    /// How many tasks `person` has waiting, in every lane: exactly in embedded mode (the
+    /// in-process queue counts them); in cluster mode from the store's count, read at
+    /// most twice a second, plus what this process queued since.
+    pub async fn waiting_of(&self, person: &crate::domain::Person) -> usize {
+        match self {
+            Self::Embedded(e) => e.waiting_of(person),
+            Self::Cluster(c) => c.waiting_of(person).await,
+        }
+    }
+
     /// What waits before a fresh job of `priority` in `lane`, for placement: the lane's
     /// jobs it would be taken after, and each machine's own backlog (the jobs of lanes only
     /// that machine among `statuses` serves: see [`crate::placement::backlog`]). Exactly,
@@ -134,10 +144,11 @@ impl Dispatcher {
         &self,
         lane: &crate::domain::Lane,
         priority: crate::domain::Priority,
+        person: &crate::domain::Person,
         statuses: &[crate::backend::registry::WorkerStatus],
     ) -> crate::placement::Waiting {
         match self {
-            Self::Embedded(e) => e.ahead(lane, priority, statuses),
+            Self::Embedded(e) => e.ahead(lane, priority, person, statuses),
             Self::Cluster(c) => c.ahead(lane, priority, statuses).await,
         }
     }
@@ -151,10 +162,11 @@ impl Dispatcher {
         lane: &crate::domain::Lane,
         task_id: TaskId,
         priority: crate::domain::Priority,
+        person: &crate::domain::Person,
         statuses: &[crate::backend::registry::WorkerStatus],
     ) -> crate::placement::Waiting {
         match self {
-            Self::Embedded(e) => e.ahead_of_waiting(lane, task_id, priority, statuses),
+            Self::Embedded(e) => e.ahead_of_waiting(lane, task_id, priority, person, statuses),
             Self::Cluster(c) => c.ahead(lane, priority, statuses).await,
         }
     }

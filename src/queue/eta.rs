@@ -8,7 +8,7 @@ use chrono::Utc;
 
 use crate::backend::registry::WorkerStatus;
 use crate::dispatch::Dispatcher;
-use crate::domain::{Lane, ModelName, Priority, TaskId, WorkerName};
+use crate::domain::{Lane, ModelName, Person, Priority, TaskId, WorkerName};
 use crate::placement::{self, Backlog};
 use crate::worker::Directory;
 
@@ -43,6 +43,8 @@ pub struct Waiter<'a> {
     /// The model it is for (the lane's, or the web lane's answering model).
     pub model: &'a ModelName,
     pub priority: Priority,
+    /// Whose it is (its turn among the waiting jobs).
+    pub person: &'a Person,
     /// The estimated size of its composed prompt.
     pub prompt_tokens: u32,
 }
@@ -63,7 +65,7 @@ pub async fn queue_wait(
     // Its own lane is counted by its place in it; what else the placement figure holds
     // is each machine's backlog.
     let waiting = dispatch
-        .ahead_of_waiting(lane, task.task_id, task.priority, &statuses)
+        .ahead_of_waiting(lane, task.task_id, task.priority, task.person, &statuses)
         .await;
     let pinned = match lane {
         Lane::Llm { pinned_worker, .. } => pinned_worker.as_ref(),

@@ -1,6 +1,7 @@
 //! In-process lanes for embedded mode, shared by the workers of one process: a worker
-//! takes the waiting job of best effective priority across its lanes, the oldest first
-//! among equals ([`Aging::rank`], see [`super::priority`]). A job taken and queued again
+//! takes the waiting job of best effective priority across its lanes ([`Aging::rank`],
+//! see [`super::priority`]), then of the person whose turn it is ([`super::turns`]), the
+//! oldest first among equals. A job taken and queued again
 //! (held back by the guard, or left for another worker) keeps its age
 //! ([`Job::waiting_since`]). A job left for a sooner worker waits for it until its
 //! [`Job::avoid_until`], as in Redis: the workers it avoids take other work meanwhile and
@@ -16,9 +17,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::priority::{Aging, Priority};
+use super::turns::{Ledger, Running, Turn, Turns};
 use super::{Delivery, Job, Queue, QueueError, Takes};
 use crate::backend::registry::WorkerStatus;
-use crate::domain::{Lane, TaskId, WorkerName};
+use crate::domain::{Lane, Person, TaskId, WorkerName};
 use crate::placement::{Ahead, Waiting as PlacementWaiting};
 
 #[derive(Debug, Default)]
@@ -26,7 +28,16 @@ pub struct InProcessQueue {
     inner: Mutex<Inner>,
     notify: Notify,
     aging: Aging,
+    /// The jobs handed out and not yet ended, per person, for their turns.
+    running: Ledger,
 }
+
+/// Where a waiting job stands in the order jobs are taken: smaller first (effective
+/// class, turn, when it began to wait, enqueue order).
+type Order = (u8, Turn, Instant, u64);
+
+/// The turn of every job while turns change no order (see [`InProcessQueue::turns`]).
+const NO_TURN: Turn = (0, None);
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -34,6 +45,8 @@ struct Inner {
     lanes: HashMap<Lane, Vec<Waiting>>,
     /// Enqueue order across lanes, so jobs of equal rank go oldest first.
     seq: u64,
+    /// How many jobs each person has waiting, in every lane (none: not a key).
+    by_person: HashMap<Person, usize>,
 }
 
 #[derive(Debug)]
@@ -46,8 +59,8 @@ struct Waiting {
 }
 
 impl Waiting {
-    /// The order in which jobs are taken at `now`: smaller first (the better rank, then
-    /// the one waiting longer, then the one queued first).
+    /// The order in which jobs are taken at `now`, turns aside: smaller first (the
+    /// better rank, then the one waiting longer, then the one queued first).
     fn order(&self, aging: Aging, now: Instant) -> (u8, Instant, u64) {
         (
             aging.rank(self.job.priority, now.duration_since(self.since)),
@@ -109,18 +122,100 @@ impl InProcessQueue {
         self.lock().lanes.get(lane).map_or(0, Vec::len)
     }
 
+    /// How many jobs of `person` wait, in every lane.
+    pub fn waiting_of(&self, person: &Person) -> usize {
+        self.lock().by_person.get(person).copied().unwrap_or(0)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes the job of best effective priority (then the oldest) across the lanes of
-    /// `takes` that `consumer` is not asked to avoid now ([`Job::avoids`]). (A worker only
-    /// hands a job on with an avoid list when another healthy worker serves its lane.)
+    /// Takes the job of best effective priority (then turn, then the oldest) across the
+    /// lanes of `takes` that `consumer` is not asked to avoid now ([`Job::avoids`]). (A
+    /// worker only hands a job on with an avoid list when another healthy worker serves
+    /// its lane.) The job runs and ends at once, as far as turns go.
     #[cfg(test)]
     fn try_take(&self, takes: &Takes, consumer: &WorkerName) -> Option<Job> {
-        self.take_or_next(takes, consumer).ok()
+        let (job, running) = self.take_or_next(takes, consumer).ok()?;
+        running.began();
+        Some(job)
+    }
+
+    /// Counts a job of `person`, handed straight to a worker, as running (see
+    /// [`super::turns`]) until the returned token is dropped.
+    pub fn start_running(&self, person: &Person) -> Running {
+        self.running.start(person)
+    }
+
+    /// The turns of the waiting jobs at `now`, when they may change an order: when more
+    /// than one person (`also` counted: the person of a job weighed against those
+    /// waiting) has work waiting. One person's jobs keep their order whatever their
+    /// turns, so the usual queue (one person's, or nobody's) costs nothing here.
+    fn turns(&self, inner: &Inner, now: Instant, also: Option<&Person>) -> Option<Turns> {
+        let mut people = inner.by_person.keys().chain(also);
+        let first = people.next()?;
+        if people.all(|p| p == first) {
+            return None;
+        }
+        let waiting = inner.lanes.values().flatten();
+        Some(Turns::of(
+            waiting.map(|w| (w.job.task_id, &w.job.person, w.order(self.aging, now))),
+            &self.running,
+        ))
+    }
+
+    /// Where `w` stands at `now`, with its turn when turns are taken.
+    fn fair(&self, w: &Waiting, turns: Option<&Turns>, now: Instant) -> Order {
+        let (rank, since, seq) = w.order(self.aging, now);
+        let turn = turns.map_or(NO_TURN, |t| t.of_task(w.job.task_id));
+        (rank, turn, since, seq)
+    }
+
+    /// The turn of a job of `person` that does not wait here, placed at `base` among
+    /// those that do (its order without turns): its person's running jobs and their
+    /// waiting jobs before it, then when they were last served. When `it_runs` (a worker
+    /// took it), it is not one of its own running jobs, and its own service is not held
+    /// against it (it stands as one not served).
+    fn turn_outside(
+        &self,
+        inner: &Inner,
+        person: &Person,
+        base: (u8, Instant, u64),
+        it_runs: bool,
+        now: Instant,
+    ) -> Turn {
+        let before = inner
+            .lanes
+            .values()
+            .flatten()
+            .filter(|w| &w.job.person == person && w.order(self.aging, now) < base)
+            .count();
+        let before = u32::try_from(before).unwrap_or(u32::MAX);
+        let (turn, served) = self.running.turn(person, before, u32::from(it_runs));
+        (turn, served.filter(|_| !it_runs))
+    }
+
+    /// A fresh job of `priority` from `person`, as it would stand among the waiting ones
+    /// at `now`: its effective class, and its turn when turns are taken. It has waited
+    /// least: it goes after every job of its class and turn.
+    fn fresh(
+        &self,
+        inner: &Inner,
+        priority: Priority,
+        person: &Person,
+        turns: bool,
+        now: Instant,
+    ) -> (u8, Turn) {
+        let rank = self.aging.rank(priority, std::time::Duration::ZERO);
+        let turn = if turns {
+            self.turn_outside(inner, person, (rank, now, u64::MAX), false, now)
+        } else {
+            NO_TURN
+        };
+        (rank, turn)
     }
 
     /// [`Self::try_take`], or when nothing may be taken, the soonest time a job it avoids
@@ -129,11 +224,12 @@ impl InProcessQueue {
         &self,
         takes: &Takes,
         consumer: &WorkerName,
-    ) -> Result<Job, Option<DateTime<Utc>>> {
+    ) -> Result<(Job, Running), Option<DateTime<Utc>>> {
         let now = Instant::now();
         let wall = Utc::now();
         let mut inner = self.lock();
-        let mut best: Option<((u8, Instant, u64), &Lane, usize)> = None;
+        let turns = self.turns(&inner, now, None);
+        let mut best: Option<(Order, &Lane, usize)> = None;
         let mut next: Option<DateTime<Utc>> = None;
         for lane in &takes.lanes {
             let Some(q) = inner.lanes.get(lane) else {
@@ -149,7 +245,7 @@ impl InProcessQueue {
                     }
                     continue;
                 }
-                let order = w.order(self.aging, now);
+                let order = self.fair(w, turns.as_ref(), now);
                 if best.is_none_or(|(o, _, _)| order < o) {
                     best = Some((order, lane, pos));
                 }
@@ -166,7 +262,14 @@ impl InProcessQueue {
         if q.is_empty() {
             inner.lanes.remove(&lane);
         }
-        Ok(taken)
+        if let Some(n) = inner.by_person.get_mut(&taken.person) {
+            *n -= 1;
+            if *n == 0 {
+                inner.by_person.remove(&taken.person);
+            }
+        }
+        let running = self.running.start(&taken.person);
+        Ok((taken, running))
     }
 
     /// The lanes among `lanes` where a person's job waits (see [`Queue::awaited`]),
@@ -195,6 +298,7 @@ impl InProcessQueue {
             let seq = inner.seq;
             let prompt_tokens = job.request.estimated_prompt_tokens();
             let since = waiting_since(&job, Instant::now());
+            *inner.by_person.entry(job.person.clone()).or_default() += 1;
             inner
                 .lanes
                 .entry(job.lane.clone())
@@ -209,26 +313,34 @@ impl InProcessQueue {
         self.notify.notify_waiters();
     }
 
-    /// Whether a fresh job of `priority` for `lane` would be taken before every job
-    /// waiting there (it may then go to a free worker directly without overtaking
-    /// anyone): true when none waits, or only jobs of a worse effective class.
-    pub fn first_in_line(&self, lane: &Lane, priority: Priority) -> bool {
+    /// Whether a fresh job of `priority` from `person` for `lane` would be taken before
+    /// every job waiting there (it may then go to a free worker directly without
+    /// overtaking anyone): true when none waits, or only jobs of a worse effective class,
+    /// or of its class but a later turn.
+    pub fn first_in_line(&self, lane: &Lane, priority: Priority, person: &Person) -> bool {
         let now = Instant::now();
-        self.lock().lanes.get(lane).is_none_or(|q| {
-            q.iter().all(|w| {
-                self.aging
-                    .fresh_goes_before(priority, w.job.priority, now.duration_since(w.since))
-            })
-        })
+        let inner = self.lock();
+        let Some(q) = inner.lanes.get(lane) else {
+            return true;
+        };
+        let turns = self.turns(&inner, now, Some(person));
+        let fresh = self.fresh(&inner, priority, person, turns.is_some(), now);
+        q.iter()
+            .all(|w| !self.goes_before(w, fresh, turns.as_ref(), now))
     }
 
-    /// The jobs waiting in `lane` that a fresh job of `priority` would be taken after, and
-    /// their prompts (see [`Queue::ahead`]), without an await.
-    pub fn ahead_now(&self, lane: &Lane, priority: Priority) -> Ahead {
+    /// The jobs waiting in `lane` that a fresh job of `priority` from `person` would be
+    /// taken after, and their prompts (see [`Queue::ahead`]), without an await.
+    pub fn ahead_now(&self, lane: &Lane, priority: Priority, person: &Person) -> Ahead {
         let now = Instant::now();
         let inner = self.lock();
         let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
-        self.ahead_in(q, priority, now)
+        let turns = self.turns(&inner, now, Some(person));
+        let fresh = self.fresh(&inner, priority, person, turns.is_some(), now);
+        counted(
+            q.iter()
+                .filter(|w| self.goes_before(w, fresh, turns.as_ref(), now)),
+        )
     }
 
     /// The jobs waiting in `lane` that `job` would have been taken after (see
@@ -241,29 +353,34 @@ impl InProcessQueue {
     /// [`Queue::behind_of`]), without an await.
     pub fn behind_of_now(&self, lane: &Lane, job: &Job) -> Ahead {
         self.counted_beside(lane, job, |theirs, mine| {
-            theirs.0 == mine.0 && theirs.1 > mine.1
+            theirs.0 == mine.0 && theirs > mine
         })
     }
 
-    /// The jobs waiting in `lane` whose order (effective class, when they began to wait)
-    /// `pick` takes, given the order of `job`, which a worker took.
+    /// The jobs waiting in `lane` whose order (effective class, turn, when they began to
+    /// wait) `pick` takes, given the order of `job`, which a worker took (and runs: it
+    /// is not its own turn's rival).
     fn counted_beside(
         &self,
         lane: &Lane,
         job: &Job,
-        pick: impl Fn((u8, Instant), (u8, Instant)) -> bool,
+        pick: impl Fn((u8, Turn, Instant), (u8, Turn, Instant)) -> bool,
     ) -> Ahead {
         let now = Instant::now();
         let since = waiting_since(job, now);
-        let mine = (
-            self.aging.rank(job.priority, now.duration_since(since)),
-            since,
-        );
+        let rank = self.aging.rank(job.priority, now.duration_since(since));
         let inner = self.lock();
+        let turns = self.turns(&inner, now, Some(&job.person));
+        let turn = if turns.is_some() {
+            self.turn_outside(&inner, &job.person, (rank, since, 0), true, now)
+        } else {
+            NO_TURN
+        };
+        let mine = (rank, turn, since);
         let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
         counted(q.iter().filter(|w| {
-            let (rank, since, _) = w.order(self.aging, now);
-            pick((rank, since), mine)
+            let (rank, turn, since, _) = self.fair(w, turns.as_ref(), now);
+            pick((rank, turn, since), mine)
         }))
     }
 
@@ -278,12 +395,15 @@ impl InProcessQueue {
         &self,
         lane: &Lane,
         priority: Priority,
+        person: &Person,
         statuses: &[WorkerStatus],
     ) -> PlacementWaiting {
         let now = Instant::now();
         let inner = self.lock();
+        let turns = self.turns(&inner, now, Some(person));
+        let fresh = self.fresh(&inner, priority, person, turns.is_some(), now);
         self.waiting_where(&inner, lane, statuses, |w| {
-            self.goes_before(w, priority, now)
+            self.goes_before(w, fresh, turns.as_ref(), now)
         })
     }
 
@@ -299,13 +419,16 @@ impl InProcessQueue {
     ) -> Option<PlacementWaiting> {
         let now = Instant::now();
         let inner = self.lock();
+        let turns = self.turns(&inner, now, None);
         let mine = inner
             .lanes
             .get(lane)?
             .iter()
-            .find(|w| w.job.task_id == task_id)?
-            .order(self.aging, now);
-        Some(self.waiting_where(&inner, lane, statuses, |w| w.order(self.aging, now) < mine))
+            .find(|w| w.job.task_id == task_id)?;
+        let mine = self.fair(mine, turns.as_ref(), now);
+        Some(self.waiting_where(&inner, lane, statuses, |w| {
+            self.fair(w, turns.as_ref(), now) < mine
+        }))
     }
 
     /// What waits in every lane of `inner` among the jobs that `before` holds for, as
@@ -336,17 +459,17 @@ impl InProcessQueue {
         waiting
     }
 
-    /// Whether `w` goes before a fresh job of `priority` at `now` (a better or equal
-    /// effective priority).
-    fn goes_before(&self, w: &Waiting, priority: Priority, now: Instant) -> bool {
-        !self
-            .aging
-            .fresh_goes_before(priority, w.job.priority, now.duration_since(w.since))
-    }
-
-    /// The jobs of `q` that a fresh job of `priority` would be taken after, at `now`.
-    fn ahead_in(&self, q: &[Waiting], priority: Priority, now: Instant) -> Ahead {
-        counted(q.iter().filter(|w| self.goes_before(w, priority, now)))
+    /// Whether `w` goes before a fresh job that stands at `fresh` (see [`Self::fresh`])
+    /// at `now`: a better effective class, or the same and a turn no later.
+    fn goes_before(
+        &self,
+        w: &Waiting,
+        fresh: (u8, Turn),
+        turns: Option<&Turns>,
+        now: Instant,
+    ) -> bool {
+        let (rank, turn, _, _) = self.fair(w, turns, now);
+        (rank, turn) <= fresh
     }
 
     /// The place of `task_id` among the jobs waiting in `lane`, in the order they will be
@@ -354,12 +477,16 @@ impl InProcessQueue {
     fn place(&self, lane: &Lane, task_id: TaskId) -> Option<usize> {
         let now = Instant::now();
         let inner = self.lock();
+        let turns = self.turns(&inner, now, None);
         let q = inner.lanes.get(lane)?;
-        let mine = q
-            .iter()
-            .find(|w| w.job.task_id == task_id)?
-            .order(self.aging, now);
-        Some(1 + q.iter().filter(|w| w.order(self.aging, now) < mine).count())
+        let mine = q.iter().find(|w| w.job.task_id == task_id)?;
+        let mine = self.fair(mine, turns.as_ref(), now);
+        Some(
+            1 + q
+                .iter()
+                .filter(|w| self.fair(w, turns.as_ref(), now) < mine)
+                .count(),
+        )
     }
 }
 
@@ -382,7 +509,12 @@ impl Queue for InProcessQueue {
             tokio::pin!(notified);
             notified.as_mut().enable();
             match self.take_or_next(takes, consumer) {
-                Ok(job) => return Ok(Delivery::in_process(job)),
+                Ok((job, running)) => {
+                    return Ok(Delivery {
+                        running: Some(std::sync::Arc::new(running)),
+                        ..Delivery::in_process(job)
+                    });
+                }
                 Err(None) => notified.await,
                 // A job left to the others until a time: look again then, if nothing
                 // else comes first.
@@ -405,8 +537,13 @@ impl Queue for InProcessQueue {
         Ok(self.awaited_now(lanes))
     }
 
-    async fn ahead(&self, lane: &Lane, priority: Priority) -> Result<Ahead, QueueError> {
-        Ok(self.ahead_now(lane, priority))
+    async fn ahead(
+        &self,
+        lane: &Lane,
+        priority: Priority,
+        person: &Person,
+    ) -> Result<Ahead, QueueError> {
+        Ok(self.ahead_now(lane, priority, person))
     }
 
     async fn ahead_of(&self, lane: &Lane, job: &Job) -> Result<Ahead, QueueError> {
@@ -478,6 +615,189 @@ mod tests {
         out
     }
 
+    fn person(p: &str) -> Person {
+        Person::parse(p).unwrap()
+    }
+
+    fn of_person(lane: &Lane, priority: Priority, who: &Person) -> Job {
+        Job {
+            person: who.clone(),
+            ..of(lane, priority)
+        }
+    }
+
+    /// Takes the next job as a worker would, keeping it running (its token held).
+    fn take_running(q: &InProcessQueue, lanes: &[Lane], running: &mut Vec<Running>) -> TaskId {
+        let w = WorkerName::parse("w").unwrap();
+        let (job, token) = q.take_or_next(&Takes::all(lanes.to_vec()), &w).unwrap();
+        token.began();
+        running.push(token);
+        job.task_id
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn people_take_turns_within_a_class_and_one_persons_jobs_keep_their_order() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let (a, b) = (
+            Lane::parse("tasks:llm:a").unwrap(),
+            Lane::parse("tasks:llm:b").unwrap(),
+        );
+        let (dad, mum, kid) = (person("dad"), person("mum"), person("kid"));
+        let dads: Vec<Job> = (0..3)
+            .map(|_| of_person(&a, Priority::Interactive, &dad))
+            .collect();
+        for j in &dads {
+            q.push(j.clone());
+            tokio::time::advance(std::time::Duration::from_millis(10)).await;
+        }
+        let mums = of_person(&b, Priority::Interactive, &mum);
+        q.push(mums.clone());
+        tokio::time::advance(std::time::Duration::from_millis(10)).await;
+        let kids: Vec<Job> = (0..2)
+            .map(|_| of_person(&a, Priority::Interactive, &kid))
+            .collect();
+        for j in &kids {
+            q.push(j.clone());
+        }
+        // Dad's background job is older than everyone's chats but of a worse class.
+        let dads_title = of_person(&a, Priority::Background, &dad);
+        // Before any runs: each person's first, oldest first, then each one's second.
+        assert_eq!(q.place(&a, dads[0].task_id), Some(1));
+        assert_eq!(q.place(&a, kids[0].task_id), Some(2));
+        assert_eq!(q.place(&a, dads[1].task_id), Some(3));
+        assert_eq!(q.place(&a, kids[1].task_id), Some(4));
+        assert_eq!(q.place(&a, dads[2].task_id), Some(5));
+        q.push(dads_title.clone());
+
+        let mut running = Vec::new();
+        let lanes = [a.clone(), b.clone()];
+        let order: Vec<TaskId> = (0..7)
+            .map(|_| take_running(&q, &lanes, &mut running))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                &dads[0],
+                &mums,
+                &kids[0],
+                &dads[1],
+                &kids[1],
+                &dads[2],
+                &dads_title
+            ]
+            .map(|j| j.task_id)
+        );
+    }
+
+    /// One slot, freed one job at a time: nobody has a job running when the next is
+    /// taken, and the person served longest ago (here never) goes first.
+    #[tokio::test(start_paused = true)]
+    async fn people_take_the_machine_in_rounds_when_it_frees_one_slot_at_a_time() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:a").unwrap();
+        let (u1, u2) = (person("webui/u1"), person("webui/u2"));
+        let u1s: Vec<Job> = (0..3)
+            .map(|_| of_person(&lane, Priority::Interactive, &u1))
+            .collect();
+        for j in &u1s {
+            q.push(j.clone());
+            tokio::time::advance(std::time::Duration::from_millis(10)).await;
+        }
+        let u2s = of_person(&lane, Priority::Interactive, &u2);
+        q.push(u2s.clone());
+        assert_eq!(q.place(&lane, u2s.task_id), Some(2));
+        let w = WorkerName::parse("w").unwrap();
+        let mut order = Vec::new();
+        while let Some(job) = q.try_take(&Takes::all(vec![lane.clone()]), &w) {
+            order.push(job.task_id);
+            tokio::time::advance(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(order, [&u1s[0], &u2s, &u1s[1], &u1s[2]].map(|j| j.task_id));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_person_whose_job_runs_waits_behind_those_with_none() {
+        let q = InProcessQueue::with_aging(Aging::every(AGING));
+        let lane = Lane::parse("tasks:llm:a").unwrap();
+        let (dad, mum) = (person("dad"), person("mum"));
+        let dads: Vec<Job> = (0..3)
+            .map(|_| of_person(&lane, Priority::Interactive, &dad))
+            .collect();
+        for j in &dads {
+            q.push(j.clone());
+        }
+        let mut running = Vec::new();
+        assert_eq!(
+            take_running(&q, std::slice::from_ref(&lane), &mut running),
+            dads[0].task_id
+        );
+        // Mum's chat comes while dad's first runs: it is next, and a fresh one of hers
+        // would go straight to a free worker; a fresh one of dad's would not.
+        assert!(q.first_in_line(&lane, Priority::Interactive, &mum));
+        assert!(!q.first_in_line(&lane, Priority::Interactive, &dad));
+        assert_eq!(q.ahead_now(&lane, Priority::Interactive, &mum).jobs, 0);
+        assert_eq!(q.ahead_now(&lane, Priority::Interactive, &dad).jobs, 2);
+        let mums = of_person(&lane, Priority::Interactive, &mum);
+        q.push(mums.clone());
+        assert_eq!(q.place(&lane, mums.task_id), Some(1));
+        assert_eq!(q.place(&lane, dads[1].task_id), Some(2));
+        let statuses = [];
+        let before = |id| {
+            q.waiting_before_task(&lane, id, &statuses)
+                .map(|w| w.ahead.jobs)
+        };
+        assert_eq!(before(mums.task_id), Some(0));
+        assert_eq!(before(dads[2].task_id), Some(2));
+        // A worker that took dad's second would have had mum's before it.
+        assert_eq!(q.ahead_of_now(&lane, &dads[1]).jobs, 0);
+
+        assert_eq!(
+            take_running(&q, std::slice::from_ref(&lane), &mut running),
+            mums.task_id
+        );
+        // Dad's first ends while mum's runs: his second is his first in progress again,
+        // and mum's next chat is her second, as is dad's third: the older goes first.
+        running.remove(0);
+        assert_eq!(q.place(&lane, dads[1].task_id), Some(1));
+        let mums_next = of_person(&lane, Priority::Interactive, &mum);
+        q.push(mums_next.clone());
+        assert_eq!(q.place(&lane, mums_next.task_id), Some(3));
+        drop(running);
+        assert_eq!(
+            take_all(&q, &[lane]).await,
+            [&dads[1], &dads[2], &mums_next].map(|j| j.task_id)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_persons_waiting_jobs_are_counted_across_lanes_until_taken() {
+        let q = InProcessQueue::new();
+        let (a, b) = (
+            Lane::parse("tasks:llm:a").unwrap(),
+            Lane::parse("tasks:utility").unwrap(),
+        );
+        let (alice, bob) = (
+            Person::parse("alice").unwrap(),
+            Person::parse("bob").unwrap(),
+        );
+        let of_person = |lane: &Lane, person: &Person| Job {
+            person: person.clone(),
+            ..job(lane)
+        };
+        q.push(of_person(&a, &alice));
+        q.push(of_person(&b, &alice));
+        q.push(of_person(&a, &bob));
+        assert_eq!(q.waiting_of(&alice), 2);
+        assert_eq!(q.waiting_of(&bob), 1);
+        assert_eq!(q.waiting_of(&Person::default()), 0);
+        let w = WorkerName::parse("w").unwrap();
+        let first = q.try_take(&Takes::all(vec![a.clone()]), &w).unwrap();
+        assert_eq!(first.person, alice);
+        assert_eq!((q.waiting_of(&alice), q.waiting_of(&bob)), (1, 1));
+        take_all(&q, &[a, b]).await;
+        assert_eq!((q.waiting_of(&alice), q.waiting_of(&bob)), (0, 0));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_best_priority_goes_first_across_lanes_then_the_oldest() {
         let q = InProcessQueue::with_aging(Aging::every(AGING));
@@ -520,7 +840,9 @@ mod tests {
         q.push(of(&b, Priority::Interactive));
         // A person's turn goes before the batch job, after the other person's: one ahead.
         assert_eq!(
-            q.ahead(&a, Priority::Interactive).await.unwrap(),
+            q.ahead(&a, Priority::Interactive, &Person::default())
+                .await
+                .unwrap(),
             Ahead {
                 jobs: 1,
                 prompt_tokens: Some(tokens(&chat)),
@@ -528,7 +850,7 @@ mod tests {
         );
         // A batch job goes after both.
         assert_eq!(
-            q.ahead_now(&a, Priority::Batch),
+            q.ahead_now(&a, Priority::Batch, &Person::default()),
             Ahead {
                 jobs: 2,
                 prompt_tokens: Some(tokens(&chat) + tokens(&batch)),
@@ -536,10 +858,18 @@ mod tests {
         );
         // Once the batch job has waited two promotions, a fresh turn goes after it too.
         tokio::time::advance(AGING * 2).await;
-        assert_eq!(q.ahead_now(&a, Priority::Interactive).jobs, 2);
         assert_eq!(
-            q.ahead_now(&Lane::parse("tasks:web").unwrap(), Priority::Batch)
+            q.ahead_now(&a, Priority::Interactive, &Person::default())
                 .jobs,
+            2
+        );
+        assert_eq!(
+            q.ahead_now(
+                &Lane::parse("tasks:web").unwrap(),
+                Priority::Batch,
+                &Person::default()
+            )
+            .jobs,
             0
         );
     }
@@ -683,16 +1013,16 @@ mod tests {
     async fn a_fresh_job_is_first_in_line_only_past_worse_waiting_work() {
         let q = InProcessQueue::with_aging(Aging::every(AGING));
         let lane = Lane::parse("tasks:llm:m").unwrap();
-        assert!(q.first_in_line(&lane, Priority::Batch));
+        assert!(q.first_in_line(&lane, Priority::Batch, &Person::default()));
         q.push(of(&lane, Priority::Background));
-        assert!(q.first_in_line(&lane, Priority::Interactive));
-        assert!(!q.first_in_line(&lane, Priority::Background));
-        assert!(!q.first_in_line(&lane, Priority::Batch));
+        assert!(q.first_in_line(&lane, Priority::Interactive, &Person::default()));
+        assert!(!q.first_in_line(&lane, Priority::Background, &Person::default()));
+        assert!(!q.first_in_line(&lane, Priority::Batch, &Person::default()));
         // Promoted by its wait, the background job goes before a fresh chat.
         tokio::time::advance(AGING).await;
-        assert!(!q.first_in_line(&lane, Priority::Interactive));
+        assert!(!q.first_in_line(&lane, Priority::Interactive, &Person::default()));
         let other = Lane::parse("tasks:llm:n").unwrap();
-        assert!(q.first_in_line(&other, Priority::Batch));
+        assert!(q.first_in_line(&other, Priority::Batch, &Person::default()));
     }
 
     #[tokio::test]
@@ -805,7 +1135,11 @@ mod tests {
             ..of(&lane, Priority::Interactive)
         };
         assert_eq!(q.ahead_of(&lane, &mine).await.unwrap().jobs, 1);
-        assert_eq!(q.ahead_now(&lane, Priority::Interactive).jobs, 2);
+        assert_eq!(
+            q.ahead_now(&lane, Priority::Interactive, &Person::default())
+                .jobs,
+            2
+        );
     }
 
     /// The jobs behind a taken job are those of its class queued after it: not those
@@ -877,14 +1211,14 @@ mod tests {
             },
         )];
         for lane in [&coder, &chat] {
-            let w = q.waiting_before(lane, Priority::Interactive, &statuses);
+            let w = q.waiting_before(lane, Priority::Interactive, &Person::default(), &statuses);
             assert_eq!(owed(&w), on_moon, "{lane}");
             assert_eq!(w.ahead.jobs, 0, "{lane}");
         }
         // Its time has come: either machine may take it.
         let q = InProcessQueue::new();
         q.push(left(-chrono::Duration::seconds(1)));
-        let w = q.waiting_before(&chat, Priority::Interactive, &statuses);
+        let w = q.waiting_before(&chat, Priority::Interactive, &Person::default(), &statuses);
         assert!(w.backlog.is_empty(), "{w:?}");
         assert_eq!(w.ahead.jobs, 1);
     }
@@ -923,7 +1257,7 @@ mod tests {
         assert_eq!(owed(&before(&second)), 1);
         assert_eq!(before(&second).ahead.jobs, 1, "the first chat turn");
         assert_eq!(
-            owed(&q.waiting_before(&chat, Priority::Interactive, &statuses)),
+            owed(&q.waiting_before(&chat, Priority::Interactive, &Person::default(), &statuses)),
             1
         );
         assert!(

@@ -8,6 +8,7 @@ pub mod eta;
 pub mod in_process;
 pub mod priority;
 pub mod redis;
+pub mod turns;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::BackendRequest;
 use crate::chat::ResponseMode;
-use crate::domain::{InternalTask, Lane, Priority, TaskId, ThreadId, WorkerName};
+use crate::domain::{InternalTask, Lane, Person, Priority, TaskId, ThreadId, WorkerName};
 use crate::lang::Lang;
 
 /// What a worker is asked to do.
@@ -68,6 +69,12 @@ pub struct Job {
     /// among equals. `None` for a job that has not waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_since: Option<DateTime<Utc>>,
+    /// Whose turn it is: the waiting jobs of one person take turns with everyone else's
+    /// (see [`in_process`]), and a person's waiting tasks are bounded
+    /// (`[limits] queued_per_person`). The default person for jobs queued before it was
+    /// kept (recovery reads it from the task's row).
+    #[serde(default, skip_serializing_if = "Person::is_default")]
+    pub person: Person,
 }
 
 impl Job {
@@ -139,6 +146,9 @@ pub struct Delivery {
     /// The task's span when the job comes straight from its submission in this process
     /// (the worker then logs in that span instead of opening another with the same fields).
     pub span: Option<tracing::Span>,
+    /// For a job handed out in this process: it counts as its person's running job until
+    /// the delivery is dropped (see [`turns`]).
+    pub running: Option<std::sync::Arc<turns::Running>>,
 }
 
 impl Delivery {
@@ -152,15 +162,17 @@ impl Delivery {
             dead_letter: None,
             claimed: false,
             span: None,
+            running: None,
         }
     }
 
     /// A fresh job the service handed straight to a worker of this process, without
     /// queueing it: the task's row was written already claimed by that worker.
-    pub fn direct(job: Job, span: tracing::Span) -> Self {
+    pub fn direct(job: Job, span: tracing::Span, running: turns::Running) -> Self {
         Self {
             claimed: true,
             span: Some(span),
+            running: Some(std::sync::Arc::new(running)),
             ..Self::in_process(job)
         }
     }
@@ -233,15 +245,17 @@ pub trait Queue: Send + Sync + 'static {
     /// Confirms a delivered job is finished (done, failed, or handed on).
     async fn ack(&self, delivery: &Delivery) -> Result<(), QueueError>;
 
-    /// The jobs waiting in `lane` that a fresh job of `priority` would be taken after (a
-    /// better or equal effective priority: see [`priority`]), for placement
+    /// The jobs waiting in `lane` that a fresh job of `priority` from `person` would be
+    /// taken after (a better or equal effective priority: see [`priority`]; in process, of
+    /// its class, a turn no later: see [`turns`]), for placement
     /// ([`crate::placement::Ahead`]): a machine the lane's backlog will keep busy looks
     /// busy. In process with their prompts' sizes; in Redis only their count, by class
-    /// (waiting promotes no entry here).
+    /// (waiting promotes no entry there, and people take no turns).
     async fn ahead(
         &self,
         lane: &Lane,
         priority: Priority,
+        person: &Person,
     ) -> Result<crate::placement::Ahead, QueueError>;
 
     /// The jobs waiting in `lane` that `job`, taken from the queue after waiting since
@@ -255,7 +269,7 @@ pub trait Queue: Send + Sync + 'static {
         lane: &Lane,
         job: &Job,
     ) -> Result<crate::placement::Ahead, QueueError> {
-        self.ahead(lane, job.priority).await
+        self.ahead(lane, job.priority, &job.person).await
     }
 
     /// The jobs waiting in `lane` that `job`, taken from the queue, goes before among
@@ -271,7 +285,7 @@ pub trait Queue: Send + Sync + 'static {
         lane: &Lane,
         job: &Job,
     ) -> Result<crate::placement::Ahead, QueueError> {
-        self.ahead(lane, job.priority).await
+        self.ahead(lane, job.priority, &job.person).await
     }
 
     /// Jobs waiting in each lane per priority class, by the class each was queued with
@@ -330,6 +344,25 @@ mod tests {
             assert!(json.get("response").is_none(), "{json}");
             assert_eq!(serde_json::from_value::<Job>(json).unwrap(), job);
         }
+    }
+
+    #[test]
+    fn a_job_carries_its_person_and_the_default_one_costs_nothing_on_the_wire() {
+        let json = serde_json::to_value(sample_job()).unwrap();
+        assert!(json.get("person").is_none(), "{json}");
+        assert!(
+            serde_json::from_value::<Job>(json)
+                .unwrap()
+                .person
+                .is_default()
+        );
+        let alices = Job {
+            person: crate::domain::Person::parse("alice").unwrap(),
+            ..sample_job()
+        };
+        let json = serde_json::to_value(&alices).unwrap();
+        assert_eq!(json["person"], "alice");
+        assert_eq!(serde_json::from_value::<Job>(json).unwrap(), alices);
     }
 
     #[test]

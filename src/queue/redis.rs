@@ -397,6 +397,7 @@ impl Inner {
                 dead_letter: Some(reason),
                 claimed: false,
                 span: None,
+                running: None,
             }));
         }
         if job.avoids(worker, chrono::Utc::now()) && t.passes < self.options.max_avoid_passes {
@@ -411,6 +412,7 @@ impl Inner {
             dead_letter: None,
             claimed: false,
             span: None,
+            running: None,
         }))
     }
 
@@ -569,6 +571,7 @@ impl Queue for RedisQueue {
         &self,
         lane: &Lane,
         priority: Priority,
+        _person: &crate::domain::Person,
     ) -> Result<crate::placement::Ahead, QueueError> {
         inventory::ahead(&self.inner, lane, priority).await
     }

@@ -33,6 +33,7 @@ async fn requeue_or_fail(
     match job {
         Some(mut job) if attempts < MAX_ATTEMPTS => {
             job.attempt = attempts;
+            job.person = task.person.clone();
             let text = serde_json::to_string(&job)?;
             store.requeue(task.task_id, &text, Utc::now()).await?;
             queue.enqueue(job).await?;
@@ -130,5 +131,38 @@ pub async fn reconcile_loop(
             }
             () = stop.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Lane, Person};
+    use crate::queue::in_process::InProcessQueue;
+    use crate::store::sqlite::SqliteStore;
+    use crate::testkit::samples::{sample_job, sample_task};
+
+    /// A job written before jobs carried their person is queued again as the row's
+    /// person's, so that it counts against their bound and takes their turns.
+    #[tokio::test]
+    async fn a_task_queued_again_at_start_is_its_rows_persons() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("c.db")).await.unwrap();
+        let alice = Person::parse("alice").unwrap();
+        let mut task = sample_task("interrupted");
+        task.person = alice.clone();
+        let job = crate::queue::Job {
+            task_id: task.task_id,
+            ..sample_job(&Lane::Utility)
+        };
+        let written = serde_json::to_string(&job).unwrap();
+        assert!(!written.contains("alice"), "{written}");
+        task.job = Some(written);
+        store.insert(task).await.unwrap().await.unwrap();
+
+        let queue = InProcessQueue::new();
+        recover_unfinished(&store, &queue).await.unwrap();
+        assert_eq!(queue.waiting_of(&alice), 1);
+        assert_eq!(queue.waiting_of(&Person::default()), 0);
     }
 }

@@ -219,6 +219,26 @@ pub(crate) async fn people(s: &dyn TaskStore) {
         [u.task_id]
     );
     assert_eq!(s.list(&of(None)).await.unwrap().len(), 3);
+
+    // Each person's queued tasks: a running or finished one is not waiting.
+    let mut more = new_task("alice's second");
+    more.person = alice.clone();
+    s.insert(more.clone()).await.unwrap().await.unwrap();
+    let w = WorkerName::parse("moon").unwrap();
+    assert_eq!(
+        s.claim(u.task_id, &w, Utc::now()).await.unwrap(),
+        Claim::Claimed
+    );
+    assert!(
+        s.finish(d.task_id, &done("ok"))
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+    );
+    let mut queued = s.queued_by_person().await.unwrap();
+    queued.sort();
+    assert_eq!(queued, [(alice, 2)]);
 }
 
 /// A cancelled task: the cancel ends the row (whatever comes later is refused: a late

@@ -18,7 +18,7 @@ pub use record::{
     ContextNote, NewTask, TaskFilter, TaskOutcome, TaskRecord, recorded_answer, recorded_response,
 };
 
-use crate::domain::{TaskId, TaskStatus, WorkerName};
+use crate::domain::{Person, TaskId, TaskStatus, WorkerName};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -148,6 +148,10 @@ pub trait TaskStore: Send + Sync + 'static {
     /// How many tasks have `status`.
     async fn count(&self, status: TaskStatus) -> Result<u64, StoreError>;
 
+    /// How many queued tasks each person has (those with none left out), as far as the
+    /// store knows now: for the bound on each person's waiting work in cluster mode.
+    async fn queued_by_person(&self) -> Result<Vec<(Person, usize)>, StoreError>;
+
     /// Checks the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
 
@@ -157,6 +161,19 @@ pub trait TaskStore: Send + Sync + 'static {
     fn writable(&self) -> Result<(), StoreError> {
         Ok(())
     }
+}
+
+/// The SQL both stores answer [`TaskStore::queued_by_person`] with (the status index
+/// finds the queued rows).
+const QUEUED_BY_PERSON: &str =
+    "SELECT person, count(*) FROM tasks WHERE status = 'queued' GROUP BY person";
+
+/// Rows of [`QUEUED_BY_PERSON`] as counts; a person the store holds that no longer parses
+/// is left out (it cannot send work).
+fn people_counted(rows: Vec<(String, i64)>) -> Vec<(Person, usize)> {
+    rows.into_iter()
+        .filter_map(|(p, n)| Some((Person::parse(&p).ok()?, usize::try_from(n).ok()?)))
+        .collect()
 }
 
 /// The database `[store]` names, opened with every migration applied: what the memory,

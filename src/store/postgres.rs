@@ -314,6 +314,13 @@ impl TaskStore for PostgresStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    async fn queued_by_person(&self) -> Result<Vec<(Person, usize)>, StoreError> {
+        let rows = sqlx::query_as(super::QUEUED_BY_PERSON)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(super::people_counted(rows))
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

@@ -238,6 +238,13 @@ impl TaskStore for SqliteStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    async fn queued_by_person(&self) -> Result<Vec<(Person, usize)>, StoreError> {
+        let rows = sqlx::query_as(super::QUEUED_BY_PERSON)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(super::people_counted(rows))
+    }
+
     fn writable(&self) -> Result<(), StoreError> {
         self.writer.health().map_err(StoreError::Unavailable)
     }

@@ -31,6 +31,7 @@ pub fn sample_job(lane: &Lane) -> Job {
         lang: crate::lang::Lang::En,
         priority: crate::domain::Priority::Interactive,
         waiting_since: None,
+        person: crate::domain::Person::default(),
     }
 }
 

@@ -131,6 +131,9 @@ impl Worker {
     /// the backend's slots for the job's model) until it ends; abandoned when shutdown's
     /// grace period is over.
     pub(crate) fn spawn_job(self, tracker: &TaskTracker, delivery: Delivery, slot: Slot) {
+        if let Some(running) = &delivery.running {
+            running.began();
+        }
         let span = match &delivery.span {
             Some(span) => span.clone(),
             None => task_span(&delivery.job),

@@ -658,3 +658,49 @@ async fn people_stay_apart_across_worker_processes() {
     serve.await.unwrap().unwrap();
     cleanup(&env).await;
 }
+
+/// `[limits] queued_per_person` in cluster mode, counted from the store (read at most twice
+/// a second) and what `serve` queued since: one person's flood is refused while another
+/// person is still taken (see the embedded scenario).
+#[tokio::test]
+async fn one_persons_waiting_tasks_are_bounded_across_processes() {
+    use crate::people::{ADMIN, Household, household_keys};
+    let Some(env) = env() else { return };
+    let fake = spawn_fake().await;
+    let mut wcfg = cluster_config(&env, &env.redis);
+    let mut one_slot = backend("ollama", &fake);
+    one_slot.parallel = 1;
+    wcfg.backends = vec![one_slot];
+    let worker = WorkerProcess::build(wcfg, Some("laptop")).await.unwrap();
+    let (wstop, wrx) = oneshot::channel::<()>();
+    let wtask = tokio::spawn(worker.run_until_stopped(async move {
+        let _ = wrx.await;
+    }));
+    let mut scfg = cluster_config(&env, &env.redis);
+    household_keys(&mut scfg);
+    scfg.limits.queued_per_person = 2;
+    let (base, stop, serve) = serve_in_process(scfg).await;
+    let h = Household {
+        base,
+        http: reqwest::Client::new(),
+    };
+    eventually(Duration::from_secs(10), "the worker shows up", || async {
+        let (_, body) = h.get(ADMIN, "/workers").await;
+        body.to_string().contains("laptop")
+    })
+    .await;
+
+    let pool = pg(&env).await;
+    crate::limits::one_persons_waiting_tasks_are_bounded_and_the_others_still_taken(
+        &h,
+        &fake,
+        async || statuses(&pool, &env.schema).await.len(),
+    )
+    .await;
+
+    wstop.send(()).unwrap();
+    wtask.await.unwrap().unwrap();
+    stop.send(()).unwrap();
+    serve.await.unwrap().unwrap();
+    cleanup(&env).await;
+}

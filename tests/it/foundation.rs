@@ -518,6 +518,7 @@ impl Queue for OtherProcessQueue {
         &self,
         _: &Lane,
         _: coordinator::domain::Priority,
+        _: &coordinator::domain::Person,
     ) -> Result<coordinator::placement::Ahead, QueueError> {
         Ok(coordinator::placement::Ahead::NONE)
     }

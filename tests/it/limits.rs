@@ -24,6 +24,7 @@ async fn a_person_past_their_rate_gets_429_with_retry_after_in_each_shape() {
             requests_per_minute: 1,
             burst: 3,
             queued_per_lane: 0,
+            queued_per_person: 0,
         };
     })
     .await;
@@ -288,4 +289,134 @@ async fn at_shutdown_a_waiting_client_is_told_and_its_task_runs_after_the_restar
     let task = app.finished_task(&queued).await;
     assert_eq!(task["status"], "done", "{task}");
     assert_eq!(task["prompt"], "待っている質問");
+}
+
+/// One person's flood is bounded by `[limits] queued_per_person` (2 here) while the
+/// machine's one slot is held by U2's turn: U1 gets two tasks waiting and is refused a
+/// third (429 `too_many_waiting` with `Retry-After`, in the prompt's language, nothing
+/// recorded), while U2's next turn, for the same model, is still taken. Once the machine
+/// answers again, everything accepted runs and U1 is taken again. `recorded` counts the
+/// store's tasks. Shared by embedded and cluster mode.
+pub async fn one_persons_waiting_tasks_are_bounded_and_the_others_still_taken(
+    h: &crate::people::Household,
+    fake: &coordinator::testkit::fake_llm::FakeLlmServer,
+    recorded: impl AsyncFn() -> usize,
+) {
+    use crate::people::{U1, U2};
+    use futures::StreamExt;
+    use reqwest::Method;
+
+    fake.update_knobs(|k| k.stall_after = Some(1));
+    let holding = h
+        .request(U2, Method::POST, "/v1/chat/completions")
+        .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "a long story please"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(holding.status(), 200);
+    let holding_id = holding.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut held = holding.bytes_stream();
+    assert!(
+        !held.next().await.unwrap().unwrap().is_empty(),
+        "U2's answer started: the one slot is taken"
+    );
+
+    let route = async |who, prompt: &str| {
+        h.request(who, Method::POST, "/route")
+            .json(&json!({"prompt": prompt}))
+            .send()
+            .await
+            .unwrap()
+    };
+    let mut u1s = Vec::new();
+    for prompt in ["first of many", "second of many"] {
+        let res = route(U1, prompt).await;
+        assert_eq!(res.status(), 200, "U1's {prompt}");
+        let body: Value = res.json().await.unwrap();
+        u1s.push(body["task_id"].as_str().unwrap().to_owned());
+    }
+    let before = recorded().await;
+
+    let refused = h
+        .request(U1, Method::POST, "/v1/chat/completions")
+        .json(&json!({"model": "auto", "messages": [{"role": "user", "content": "三つ目の質問です"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "10");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_waiting", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("待っています"), "{message}");
+    let refused = route(U1, "third of many").await;
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_waiting", "{body}");
+    assert_eq!(recorded().await, before, "nothing recorded for U1");
+
+    let res = route(U2, "my next question").await;
+    assert_eq!(res.status(), 200, "U2 is still taken");
+    let body: Value = res.json().await.unwrap();
+    let u2_next = body["task_id"].as_str().unwrap().to_owned();
+    let (_, task) = h.get(U2, &format!("/tasks/{u2_next}")).await;
+    assert_eq!(task["status"], "queued", "{task}");
+    assert_eq!(recorded().await, before + 1);
+
+    fake.update_knobs(|k| k.stall_after = None);
+    let (status, said) = h
+        .post(U2, &format!("/tasks/{holding_id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{said}");
+    drop(held);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for (who, id) in [(U1, &u1s[0]), (U1, &u1s[1]), (U2, &u2_next)] {
+        loop {
+            let (_, task) = h.get(who, &format!("/tasks/{id}")).await;
+            if task["status"] == "done" {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task {id} never ran: {task}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    // Taken again (in cluster mode once the count is read again: at most half a second).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let res = route(U1, "one more, now that mine ran").await;
+        if res.status() == 200 {
+            break;
+        }
+        assert_eq!(res.status(), 429);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "U1 is still refused once their tasks ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn one_persons_waiting_tasks_are_bounded_while_others_are_still_taken() {
+    let app = spawn_app_with(spawn_fake().await, |c| {
+        crate::people::household_keys(c);
+        c.backends[0].parallel = 1;
+        c.limits.queued_per_person = 2;
+    })
+    .await;
+    let h = crate::people::Household {
+        base: format!("http://{}", app.addr),
+        http: reqwest::Client::new(),
+    };
+    let db = app.db_path.clone();
+    one_persons_waiting_tasks_are_bounded_and_the_others_still_taken(&h, &app.fake, async || {
+        usize::try_from(tasks_in_store(&db).await).unwrap()
+    })
+    .await;
 }

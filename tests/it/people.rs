@@ -72,6 +72,18 @@ impl Household {
         )
     }
 
+    /// `POST path` with a JSON body, as `who`.
+    pub async fn post(&self, who: As, path: &str, body: Value) -> (StatusCode, Value) {
+        let res = self
+            .request(who, Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or_default())
+    }
+
     /// A whole (non-streamed) chat turn in Open WebUI chat `chat`; the task id.
     pub async fn chat(&self, who: As, chat: &str, prompt: &str) -> String {
         let res = self

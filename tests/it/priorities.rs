@@ -323,3 +323,93 @@ async fn resident_mode_answers_background_tasks_only_where_a_model_is_resident()
     );
     app.stop().await;
 }
+
+/// People take turns on a busy one-slot machine: while Alice's answer holds the slot, u1
+/// queues three chats and then u2 one. u2's goes right after u1's first, before u1's
+/// second and third: `GET /tasks/{id}` shows those places while they wait, and the
+/// machine runs them in that order once it is free.
+#[tokio::test]
+async fn people_take_turns_on_a_busy_machine() {
+    use crate::people::{ADMIN, Household, U1, U2, household_keys};
+    use futures::StreamExt;
+    use reqwest::Method;
+
+    let app = spawn_app_with(crate::helpers::spawn_fake().await, |c| {
+        household_keys(c);
+        c.backends[0].parallel = 1;
+    })
+    .await;
+    app.fake.update_knobs(|k| k.stall_after = Some(1));
+    let h = Household {
+        base: format!("http://{}", app.addr),
+        http: reqwest::Client::new(),
+    };
+    let holding = h
+        .request(ADMIN, Method::POST, "/v1/chat/completions")
+        .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "alice holds the slot"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(holding.status(), 200);
+    let holding_id = holding.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut held = holding.bytes_stream();
+    assert!(!held.next().await.unwrap().unwrap().is_empty());
+
+    let route = async |who, prompt: &str| {
+        let (status, body) = h.post(who, "/route", json!({"prompt": prompt})).await;
+        assert_eq!(status, 200, "{body}");
+        body["task_id"].as_str().unwrap().to_owned()
+    };
+    let mut u1s = Vec::new();
+    for prompt in ["u1 first", "u1 second", "u1 third"] {
+        u1s.push(route(U1, prompt).await);
+    }
+    let u2s = route(U2, "u2 only").await;
+
+    for (who, id, place) in [
+        (U1, &u1s[0], 1),
+        (U2, &u2s, 2),
+        (U1, &u1s[1], 3),
+        (U1, &u1s[2], 4),
+    ] {
+        let (_, task) = h.get(who, &format!("/tasks/{id}")).await;
+        assert_eq!(task["status"], "queued", "{task}");
+        assert_eq!(task["position"], place, "{task}");
+    }
+
+    app.fake.update_knobs(|k| k.stall_after = None);
+    let (status, said) = h
+        .post(ADMIN, &format!("/tasks/{holding_id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{said}");
+    drop(held);
+    for (who, id) in [(U1, &u1s[0]), (U1, &u1s[1]), (U1, &u1s[2]), (U2, &u2s)] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let (_, task) = h.get(who, &format!("/tasks/{id}")).await;
+            if task["status"] == "done" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{task}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    let order: Vec<String> = app
+        .fake
+        .requests_to("/api/chat")
+        .iter()
+        .filter_map(|r| {
+            let body = r.body.as_ref()?;
+            let last = body["messages"].as_array()?.last()?;
+            let text = last["content"].as_str()?;
+            ["u1 first", "u1 second", "u1 third", "u2 only"]
+                .into_iter()
+                .find(|p| text.contains(p))
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(order, ["u1 first", "u2 only", "u1 second", "u1 third"]);
+}

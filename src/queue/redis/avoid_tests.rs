@@ -80,7 +80,15 @@ async fn a_job_left_for_another_worker_waits_for_it_until_its_time() {
     };
     let in_chat = async |conn: &mut redis::aio::MultiplexedConnection| {
         let ids = entry_ids(conn.xrange_all(q.stream_key(&chat)).await.unwrap());
-        let waiting = q.ahead(&chat, Priority::Interactive).await.unwrap().jobs;
+        let waiting = q
+            .ahead(
+                &chat,
+                Priority::Interactive,
+                &crate::domain::Person::default(),
+            )
+            .await
+            .unwrap()
+            .jobs;
         (ids, waiting)
     };
 

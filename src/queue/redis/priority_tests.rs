@@ -273,7 +273,11 @@ async fn the_jobs_ahead_of_a_fresh_one_count_the_classes_it_does_not_overtake() 
     let (l, other) = (lane("tasks:llm:m"), lane("tasks:llm:n"));
     let count = |p| {
         let (q, l) = (&q, &l);
-        async move { q.ahead(l, p).await.unwrap() }
+        async move {
+            q.ahead(l, p, &crate::domain::Person::default())
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(count(Priority::Batch).await, crate::placement::Ahead::NONE);
     let chat = of(&l, Priority::Interactive);
@@ -333,7 +337,13 @@ async fn a_job_queued_again_keeps_its_age_and_its_place() {
     assert_eq!(place(held.task_id).await, Some(1));
     assert_eq!(place(chat.task_id).await, Some(2));
     assert_eq!(place(later.task_id).await, Some(3));
-    assert_eq!(q.ahead(&l, Priority::Background).await.unwrap().jobs, 3);
+    assert_eq!(
+        q.ahead(&l, Priority::Background, &crate::domain::Person::default())
+            .await
+            .unwrap()
+            .jobs,
+        3
+    );
     let mut conn = raw(&url).await;
     let again: usize =
         redis::AsyncCommands::xlen(&mut conn, q.requeued_stream_key(&l, Priority::Background))
