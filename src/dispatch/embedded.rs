@@ -69,6 +69,13 @@ impl Embedded {
         self.queue.waiting(lane)
     }
 
+    /// Takes task `id`'s job out of the queue, if it waits there (its row has ended).
+    pub(super) fn withdraw(&self, id: TaskId) {
+        if self.queue.withdraw(id) {
+            tracing::debug!(task_id = %id, "cancelled while waiting; taken out of the queue");
+        }
+    }
+
     /// How many tasks of `person` wait (exactly, as [`Self::waiting`]).
     pub(super) fn waiting_of(&self, person: &crate::domain::Person) -> usize {
         self.queue.waiting_of(person)

@@ -189,6 +189,11 @@ impl Dispatcher {
     /// answer gives the same row before or after the cancel's ([`TaskStore::cancel`]).
     /// Other processes' workers are told once the row's write is ordered. Telling them of
     /// a task that had ended changes nothing: it runs nowhere.
+    ///
+    /// In embedded mode a job still waiting leaves the queue once the row is durably
+    /// cancelled: the tasks behind it move up at once (their places, expected waits and
+    /// the bounds count it no more). In cluster mode it stays in its stream until a
+    /// worker takes it and skips it.
     pub async fn cancel(&self, id: TaskId, reason: &str) -> Result<Cancelled, DispatchError> {
         self.cancels().cancel(id);
         let message = format!("task {id} was cancelled: {reason}");
@@ -201,6 +206,9 @@ impl Dispatcher {
                 Some(_) => Cancelled::AlreadyEnded,
                 None => Cancelled::Unknown,
             });
+        }
+        if let Self::Embedded(e) = self {
+            e.withdraw(id);
         }
         self.events()
             .publish(id, TaskEvent::Failed { message })

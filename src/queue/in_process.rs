@@ -58,6 +58,18 @@ struct Waiting {
     job: Job,
 }
 
+impl Inner {
+    /// Counts one waiting job of `person` less (it left the queue).
+    fn forget(&mut self, person: &Person) {
+        if let Some(n) = self.by_person.get_mut(person) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_person.remove(person);
+            }
+        }
+    }
+}
+
 impl Waiting {
     /// The order in which jobs are taken at `now`, turns aside: smaller first (the
     /// better rank, then the one waiting longer, then the one queued first).
@@ -120,6 +132,28 @@ impl InProcessQueue {
     /// How many jobs wait in `lane`.
     pub fn waiting(&self, lane: &Lane) -> usize {
         self.lock().lanes.get(lane).map_or(0, Vec::len)
+    }
+
+    /// Takes task `id`'s waiting job out of its lane (its task ended while it waited);
+    /// whether it was there.
+    pub fn withdraw(&self, id: TaskId) -> bool {
+        let mut inner = self.lock();
+        let found = inner.lanes.iter().find_map(|(lane, q)| {
+            let pos = q.iter().position(|w| w.job.task_id == id)?;
+            Some((lane.clone(), pos))
+        });
+        let Some((lane, pos)) = found else {
+            return false;
+        };
+        let Some(q) = inner.lanes.get_mut(&lane) else {
+            return false;
+        };
+        let gone = q.remove(pos);
+        if q.is_empty() {
+            inner.lanes.remove(&lane);
+        }
+        inner.forget(&gone.job.person);
+        true
     }
 
     /// How many jobs of `person` wait, in every lane.
@@ -262,12 +296,7 @@ impl InProcessQueue {
         if q.is_empty() {
             inner.lanes.remove(&lane);
         }
-        if let Some(n) = inner.by_person.get_mut(&taken.person) {
-            *n -= 1;
-            if *n == 0 {
-                inner.by_person.remove(&taken.person);
-            }
-        }
+        inner.forget(&taken.person);
         let running = self.running.start(&taken.person);
         Ok((taken, running))
     }
@@ -796,6 +825,24 @@ mod tests {
         assert_eq!((q.waiting_of(&alice), q.waiting_of(&bob)), (1, 1));
         take_all(&q, &[a, b]).await;
         assert_eq!((q.waiting_of(&alice), q.waiting_of(&bob)), (0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_withdrawn_job_leaves_its_lane_and_its_persons_count() {
+        let q = InProcessQueue::new();
+        let lane = Lane::parse("tasks:llm:a").unwrap();
+        let alice = person("alice");
+        let first = of_person(&lane, Priority::Interactive, &alice);
+        let second = of_person(&lane, Priority::Interactive, &alice);
+        q.push(first.clone());
+        q.push(second.clone());
+        assert!(q.withdraw(first.task_id));
+        assert!(!q.withdraw(first.task_id), "once");
+        assert_eq!(q.waiting_of(&alice), 1);
+        assert_eq!(q.place(&lane, second.task_id), Some(1));
+        assert!(q.withdraw(second.task_id));
+        assert_eq!(q.waiting(&lane), 0);
+        assert!(q.lock().lanes.is_empty() && q.lock().by_person.is_empty());
     }
 
     #[tokio::test(start_paused = true)]

@@ -420,3 +420,67 @@ async fn one_persons_waiting_tasks_are_bounded_while_others_are_still_taken() {
     })
     .await;
 }
+
+/// A task cancelled while it waits leaves the queue at once (embedded mode): the task
+/// behind it moves up, its person's bound counts it no more, and it never runs.
+#[tokio::test]
+async fn a_cancelled_waiting_task_leaves_the_queue_at_once() {
+    use futures::StreamExt;
+    let app = spawn_app_with(spawn_fake().await, |c| {
+        c.backends[0].parallel = 1;
+        c.limits.queued_per_person = 2;
+    })
+    .await;
+    app.fake.update_knobs(|k| k.stall_after = Some(1));
+    let holding = app
+        .post(
+            "/v1/chat/completions",
+            json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "holding the slot"}]}),
+        )
+        .await;
+    let holding_id = holding.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut held = holding.bytes_stream();
+    assert!(!held.next().await.unwrap().unwrap().is_empty());
+
+    let first = app
+        .route(json!({"prompt": "cancelled while waiting"}))
+        .await;
+    let first = first["task_id"].as_str().unwrap().to_owned();
+    let second = app.route(json!({"prompt": "moves up"})).await;
+    let second = second["task_id"].as_str().unwrap().to_owned();
+    assert_eq!(app.task(&second).await["position"], 2);
+    let res = app.post("/route", json!({"prompt": "one too many"})).await;
+    assert_eq!(res.status(), 429);
+
+    let said: Value = app
+        .post(&format!("/tasks/{first}/cancel"), json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(said["status"], "cancelled", "{said}");
+    assert_eq!(app.task(&second).await["position"], 1);
+    let third = app.route(json!({"prompt": "room again"})).await;
+    let third = third["task_id"].as_str().unwrap().to_owned();
+
+    app.fake.update_knobs(|k| k.stall_after = None);
+    app.post(&format!("/tasks/{holding_id}/cancel"), json!({}))
+        .await;
+    drop(held);
+    for id in [&second, &third] {
+        assert_eq!(app.finished_task(id).await["status"], "done");
+    }
+    let first = app.task(&first).await;
+    assert_eq!(first["status"], "cancelled", "{first}");
+    let asked = app.fake.requests_to("/api/chat");
+    assert!(
+        asked.iter().all(|r| !r
+            .body
+            .as_ref()
+            .is_some_and(|b| b.to_string().contains("cancelled while waiting"))),
+        "the cancelled task never ran"
+    );
+}
