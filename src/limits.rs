@@ -76,6 +76,16 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The error code the refusal is answered with (and counted under in
+    /// `coordinator_limited_total`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::TooFast { .. } => "rate_limit_exceeded",
+            Self::LaneFull { .. } => "queue_full",
+            Self::PersonFull { .. } => "too_many_waiting",
+        }
+    }
+
     /// Whole seconds for `Retry-After`, at least one.
     pub fn retry_after_s(&self) -> u64 {
         let (Self::TooFast { retry_after }

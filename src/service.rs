@@ -144,6 +144,12 @@ impl AppState {
         self.submit_until(turn, Until::Started).await
     }
 
+    /// A refusal by `[limits]`, counted.
+    fn limited(&self, refusal: Refusal) -> SubmitError {
+        self.metrics.limited(refusal);
+        SubmitError::Limited(refusal)
+    }
+
     async fn submit_until(&self, turn: Turn, until: Until) -> Result<Submitted, SubmitError> {
         let arrived = std::time::Instant::now();
         if self.shutdown.is_cancelled() {
@@ -151,7 +157,7 @@ impl AppState {
         }
         self.limits
             .admit(&turn.person)
-            .map_err(SubmitError::Limited)?;
+            .map_err(|r| self.limited(r))?;
         // A store that cannot write now refuses at once, not after its lock's timeout.
         self.store.writable()?;
         let decision = self
@@ -164,13 +170,13 @@ impl AppState {
             let waiting = self.dispatch.waiting(lane).await;
             self.limits
                 .room_in_lane(waiting)
-                .map_err(SubmitError::Limited)?;
+                .map_err(|r| self.limited(r))?;
         }
         if matches!(decision.target, Target::Lane(_)) && self.limits.bounds_people() {
             let waiting = self.dispatch.waiting_of(&turn.person).await;
             self.limits
                 .room_for_person(waiting)
-                .map_err(SubmitError::Limited)?;
+                .map_err(|r| self.limited(r))?;
         }
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();

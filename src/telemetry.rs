@@ -33,6 +33,17 @@ pub const LINES_HELD: usize = 8_192;
 /// How often lines dropped meanwhile are told.
 const DROPS_TOLD_EVERY: Duration = Duration::from_secs(10);
 
+/// The process's count of dropped log lines, once [`init`] installed the writer.
+static DROPPED: std::sync::OnceLock<ErrorCounter> = std::sync::OnceLock::new();
+
+/// Log lines dropped so far because stderr was not read (`coordinator_log_lines_dropped_total`);
+/// 0 before [`init`], or when another subscriber was installed first.
+pub fn log_lines_dropped() -> u64 {
+    DROPPED
+        .get()
+        .map_or(0, |c| u64::try_from(c.dropped_lines()).unwrap_or(u64::MAX))
+}
+
 /// The log's writing thread, kept for the whole command: when it is dropped, the lines
 /// still held are written (for at most about a second, in case stderr is still not
 /// read), after a last word on lines dropped.
@@ -81,6 +92,7 @@ pub fn init(json: bool) -> LogGuard {
         };
     }
     drops.tell_every(DROPS_TOLD_EVERY);
+    let _ = DROPPED.set(drops.counter.clone());
     LogGuard {
         drops: Some(drops),
         _writer: Some(guard),

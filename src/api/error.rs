@@ -154,18 +154,7 @@ impl ApiError {
             Self::UnknownModel(_) => ("invalid_request_error", "model_not_found"),
             Self::NoModels(_) => ("server_error", "no_models"),
             Self::Busy { .. } => ("server_error", "cluster_busy"),
-            Self::Limited {
-                refusal: Refusal::TooFast { .. },
-                ..
-            } => ("rate_limit_error", "rate_limit_exceeded"),
-            Self::Limited {
-                refusal: Refusal::LaneFull { .. },
-                ..
-            } => ("rate_limit_error", "queue_full"),
-            Self::Limited {
-                refusal: Refusal::PersonFull { .. },
-                ..
-            } => ("rate_limit_error", "too_many_waiting"),
+            Self::Limited { refusal, .. } => ("rate_limit_error", refusal.code()),
             Self::Upstream { .. } => ("server_error", "backend_error"),
             Self::Unavailable(_) => ("server_error", "unavailable"),
             Self::StoreUnavailable { .. } => ("server_error", "store_unavailable"),

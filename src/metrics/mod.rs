@@ -21,6 +21,7 @@ use metrics::{Counter, Key, KeyName, Label, Recorder};
 use metrics_exporter_prometheus::{PrometheusHandle, PrometheusRecorder};
 
 use crate::domain::InternalTask;
+use crate::limits::Refusal;
 use crate::routing::RouteDecision;
 
 pub use timing::{Household, TaskTimes};
@@ -42,6 +43,10 @@ pub struct Metrics {
     embeddings: Counter,
     embedded_inputs: Counter,
     unauthorized: Counter,
+    /// Work refused by `[limits]`, by reason: the person's rate, a full lane, the
+    /// person's waiting tasks.
+    limited: [Counter; 3],
+    log_lines_dropped: Counter,
     timing: timing::Timing,
     /// Cluster mode: where finished tasks' times go to reach `serve` (see [`shared`]).
     outbox: Option<shared::Outbox>,
@@ -58,6 +63,9 @@ impl std::fmt::Debug for Metrics {
         f.debug_struct("Metrics").finish_non_exhaustive()
     }
 }
+
+/// The reasons of `coordinator_limited_total`, as [`Metrics::limited`] indexes them.
+const LIMITED_REASONS: [&str; 3] = ["rate_limit_exceeded", "queue_full", "too_many_waiting"];
 
 /// How often refused requests are logged at most: a guessing device must not fill the log.
 const REFUSAL_LOG_EVERY_MS: u64 = 10_000;
@@ -118,6 +126,18 @@ impl Default for Metrics {
                 "coordinator_unauthorized_total",
                 "Requests refused for a missing or invalid API key.",
             ),
+            limited: LIMITED_REASONS.map(|reason| {
+                counter(
+                    &recorder,
+                    "coordinator_limited_total",
+                    "Requests that would make work refused with 429 by [limits], by reason (the error code they were answered with).",
+                    vec![Label::new("reason", reason)],
+                )
+            }),
+            log_lines_dropped: c(
+                "coordinator_log_lines_dropped_total",
+                "Log lines dropped because stderr was not read (a paused terminal, a stalled pipe or collector).",
+            ),
             timing: timing::Timing::register(&recorder),
             outbox: None,
             recorder,
@@ -156,6 +176,13 @@ impl Metrics {
     pub fn embedded(&self, inputs: usize) {
         self.embeddings.increment(1);
         self.embedded_inputs.increment(inputs as u64);
+    }
+
+    /// Counts a request refused by `[limits]`.
+    pub fn limited(&self, refusal: Refusal) {
+        if let Some(i) = LIMITED_REASONS.iter().position(|r| *r == refusal.code()) {
+            self.limited[i].increment(1);
+        }
     }
 
     /// Counts a task this process cancelled (its client went away, or asked).
@@ -221,6 +248,8 @@ impl Metrics {
     /// Everything in Prometheus' text format, with the gauges set from `household` first.
     pub fn render(&self, household: &Household<'_>) -> String {
         self.timing.set_gauges(&self.recorder, household);
+        self.log_lines_dropped
+            .absolute(crate::telemetry::log_lines_dropped());
         self.handle.render()
     }
 }
@@ -260,6 +289,7 @@ mod tests {
             "coordinator_embeddings_total",
             "coordinator_embedded_inputs_total",
             "coordinator_unauthorized_total",
+            "coordinator_log_lines_dropped_total",
         ] {
             assert!(
                 text.contains(&format!("# TYPE {name} counter\n")),
@@ -271,6 +301,43 @@ mod tests {
             text.contains("coordinator_internal_tasks_total{kind=\"title_generation\"} 0\n"),
             "{text}"
         );
+        for reason in LIMITED_REASONS {
+            assert!(
+                text.contains(&format!(
+                    "coordinator_limited_total{{reason=\"{reason}\"}} 0\n"
+                )),
+                "{reason}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_refusal_is_counted_under_the_code_it_was_answered_with() {
+        let m = Metrics::default();
+        let wait = std::time::Duration::from_secs(1);
+        for refusal in [
+            Refusal::TooFast { retry_after: wait },
+            Refusal::LaneFull { retry_after: wait },
+            Refusal::PersonFull { retry_after: wait },
+        ] {
+            assert!(LIMITED_REASONS.contains(&refusal.code()), "{refusal:?}");
+        }
+        m.limited(Refusal::PersonFull { retry_after: wait });
+        m.limited(Refusal::PersonFull { retry_after: wait });
+        m.limited(Refusal::LaneFull { retry_after: wait });
+        let text = m.render(&Household::default());
+        for (reason, n) in [
+            ("rate_limit_exceeded", 0),
+            ("queue_full", 1),
+            ("too_many_waiting", 2),
+        ] {
+            assert!(
+                text.contains(&format!(
+                    "coordinator_limited_total{{reason=\"{reason}\"}} {n}\n"
+                )),
+                "{reason}: {text}"
+            );
+        }
     }
 
     #[test]

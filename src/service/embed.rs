@@ -80,9 +80,10 @@ impl AppState {
             Ok(ModelRequest::Auto) => return Err(EmbedError::NoModel),
             Err(e) => return Err(EmbedError::Model(e)),
         };
-        self.limits
-            .admit(&ask.person)
-            .map_err(EmbedError::Limited)?;
+        self.limits.admit(&ask.person).map_err(|r| {
+            self.metrics.limited(r);
+            EmbedError::Limited(r)
+        })?;
         self.store.writable()?;
         let prompt_tokens: u32 = ask
             .inputs

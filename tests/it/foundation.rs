@@ -411,6 +411,21 @@ async fn the_binary_keeps_answering_while_nobody_reads_its_log() {
         text.push_str(&line);
         text.push('\n');
     }
+    let metrics = http
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let dropped: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("coordinator_log_lines_dropped_total "))
+        .expect("the count of dropped lines is shown")
+        .parse()
+        .unwrap();
+    assert!(dropped > 0, "{metrics}");
     sigterm(&child);
     let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await

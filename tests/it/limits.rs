@@ -109,6 +109,11 @@ async fn a_full_lane_refuses_new_work_until_it_drains() {
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["error"]["code"], "queue_full", "{body}");
     assert_eq!(tasks_in_store(&app.db_path).await, 3);
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("coordinator_limited_total{reason=\"queue_full\"} 1\n"),
+        "{metrics}"
+    );
 
     // Once the backend answers again the lane drains and takes work again.
     app.fake.update_knobs(|k| k.stall_after = None);
@@ -454,6 +459,11 @@ async fn a_cancelled_waiting_task_leaves_the_queue_at_once() {
     assert_eq!(app.task(&second).await["position"], 2);
     let res = app.post("/route", json!({"prompt": "one too many"})).await;
     assert_eq!(res.status(), 429);
+    let metrics = app.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("coordinator_limited_total{reason=\"too_many_waiting\"} 1\n"),
+        "{metrics}"
+    );
 
     let said: Value = app
         .post(&format!("/tasks/{first}/cancel"), json!({}))
