@@ -251,6 +251,28 @@ impl Cluster {
         }
     }
 
+    /// Takes cancelled task `id`'s job out of its Redis stream while it waits there (its
+    /// row, read back, says which). A failure leaves it for a worker to skip.
+    pub(super) async fn withdraw(&self, id: TaskId) {
+        let task = match self.store.get(id).await {
+            Ok(Some(task)) => task,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(task_id = %id, error = %e, "cannot read a cancelled task back; its job stays queued for a worker to skip");
+                return;
+            }
+        };
+        match self.queue.withdraw(&task.queue, task.priority, id).await {
+            Ok(true) => {
+                tracing::debug!(task_id = %id, "cancelled while waiting; taken out of the queue");
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(task_id = %id, error = %e, "cannot take a cancelled task out of the queue; a worker will skip it");
+            }
+        }
+    }
+
     /// Hears the cancellations other processes publish, until `stop` (see [`cancel::listen`]).
     pub(super) fn listener(
         &self,

@@ -190,10 +190,9 @@ impl Dispatcher {
     /// Other processes' workers are told once the row's write is ordered. Telling them of
     /// a task that had ended changes nothing: it runs nowhere.
     ///
-    /// In embedded mode a job still waiting leaves the queue once the row is durably
-    /// cancelled: the tasks behind it move up at once (their places, expected waits and
-    /// the bounds count it no more). In cluster mode it stays in its stream until a
-    /// worker takes it and skips it.
+    /// A job still waiting leaves the queue once the row is durably cancelled: the tasks
+    /// behind it move up at once (their places, expected waits and the bounds count it no
+    /// more). In cluster mode one that a worker's read took already is skipped by it.
     pub async fn cancel(&self, id: TaskId, reason: &str) -> Result<Cancelled, DispatchError> {
         self.cancels().cancel(id);
         let message = format!("task {id} was cancelled: {reason}");
@@ -207,8 +206,9 @@ impl Dispatcher {
                 None => Cancelled::Unknown,
             });
         }
-        if let Self::Embedded(e) = self {
-            e.withdraw(id);
+        match self {
+            Self::Embedded(e) => e.withdraw(id),
+            Self::Cluster(c) => c.withdraw(id).await,
         }
         self.events()
             .publish(id, TaskEvent::Failed { message })

@@ -601,6 +601,15 @@ impl Queue for InProcessQueue {
         Ok(self.place(lane, task_id))
     }
 
+    async fn withdraw(
+        &self,
+        _lane: &Lane,
+        _priority: Priority,
+        task_id: TaskId,
+    ) -> Result<bool, QueueError> {
+        Ok(InProcessQueue::withdraw(self, task_id))
+    }
+
     async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError> {
         let inner = self.lock();
         let mut out: Vec<(Lane, Priority, usize)> = Vec::new();

@@ -288,6 +288,19 @@ pub trait Queue: Send + Sync + 'static {
         self.ahead(lane, job.priority, &job.person).await
     }
 
+    /// Takes task `task_id`'s job (queued in `lane` with `priority`) out of the queue
+    /// while it waits there, because its task ended (cancelled); whether it did. A job
+    /// already handed to a worker is left alone: the worker skips it. A queue that cannot
+    /// do this leaves every job for a worker to skip.
+    async fn withdraw(
+        &self,
+        _lane: &Lane,
+        _priority: Priority,
+        _task_id: TaskId,
+    ) -> Result<bool, QueueError> {
+        Ok(false)
+    }
+
     /// Jobs waiting in each lane per priority class, by the class each was queued with
     /// (waiting promotes none here), sorted; lanes and classes with none are left out.
     async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError>;

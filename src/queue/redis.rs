@@ -589,6 +589,17 @@ impl Queue for RedisQueue {
     async fn task_ids(&self) -> Result<HashSet<TaskId>, QueueError> {
         inventory::task_ids(&self.inner).await
     }
+
+    /// Deletes the task's entry from its class's streams (fresh and queued again) in one
+    /// script, unless the group has delivered it.
+    async fn withdraw(
+        &self,
+        lane: &Lane,
+        priority: Priority,
+        task_id: TaskId,
+    ) -> Result<bool, QueueError> {
+        inventory::withdraw(&self.inner, lane, priority, task_id).await
+    }
 }
 
 #[cfg(test)]

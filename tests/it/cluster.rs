@@ -704,3 +704,91 @@ async fn one_persons_waiting_tasks_are_bounded_across_processes() {
     serve.await.unwrap().unwrap();
     cleanup(&env).await;
 }
+
+/// A task cancelled while it waits in a Redis stream leaves it at once: the task behind
+/// it moves up, and the cancelled one never reaches the worker's machine.
+#[tokio::test]
+async fn a_cancelled_waiting_task_leaves_its_stream_at_once() {
+    use futures::StreamExt;
+    let Some(env) = env() else { return };
+    let fake = spawn_fake().await;
+    fake.update_knobs(|k| k.stall_after = Some(1));
+    let mut wcfg = cluster_config(&env, &env.redis);
+    let mut one_slot = backend("ollama", &fake);
+    one_slot.parallel = 1;
+    wcfg.backends = vec![one_slot];
+    let worker = WorkerProcess::build(wcfg, Some("laptop")).await.unwrap();
+    let (wstop, wrx) = oneshot::channel::<()>();
+    let wtask = tokio::spawn(worker.run_until_stopped(async move {
+        let _ = wrx.await;
+    }));
+    let (base, stop, serve) = serve_in_process(cluster_config(&env, &env.redis)).await;
+    let http = reqwest::Client::new();
+    eventually(Duration::from_secs(10), "the worker shows up", || async {
+        worker_names(&http, &base)
+            .await
+            .contains(&"laptop".to_owned())
+    })
+    .await;
+    let holding = http
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "holding the slot"}]}))
+        .send()
+        .await
+        .unwrap();
+    let holding_id = holding.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut held = holding.bytes_stream();
+    assert!(!held.next().await.unwrap().unwrap().is_empty());
+
+    let route = async |prompt: &str| {
+        let body = post_json(&http, &format!("{base}/route"), json!({"prompt": prompt})).await;
+        body["task_id"].as_str().unwrap().to_owned()
+    };
+    let first = route("cancelled while waiting").await;
+    let second = route("moves up").await;
+    let place =
+        async |id: &str| get_json(&http, &format!("{base}/tasks/{id}")).await["position"].clone();
+    eventually(
+        Duration::from_secs(10),
+        "both wait in the stream",
+        || async { place(&second).await == 2 },
+    )
+    .await;
+    let said = post_json(&http, &format!("{base}/tasks/{first}/cancel"), json!({})).await;
+    assert_eq!(said["status"], "cancelled", "{said}");
+    assert_eq!(place(&second).await, 1);
+
+    fake.update_knobs(|k| k.stall_after = None);
+    post_json(
+        &http,
+        &format!("{base}/tasks/{holding_id}/cancel"),
+        json!({}),
+    )
+    .await;
+    drop(held);
+    eventually(
+        Duration::from_secs(20),
+        "the second task is done",
+        || async { get_json(&http, &format!("{base}/tasks/{second}")).await["status"] == "done" },
+    )
+    .await;
+    assert_eq!(
+        get_json(&http, &format!("{base}/tasks/{first}")).await["status"],
+        "cancelled"
+    );
+    assert!(
+        fake.requests_to("/api/chat").iter().all(|r| !r
+            .body
+            .as_ref()
+            .is_some_and(|b| b.to_string().contains("cancelled while waiting"))),
+        "the cancelled task never reached the machine"
+    );
+    wstop.send(()).unwrap();
+    wtask.await.unwrap().unwrap();
+    stop.send(()).unwrap();
+    serve.await.unwrap().unwrap();
+    cleanup(&env).await;
+}

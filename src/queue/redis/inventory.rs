@@ -185,3 +185,56 @@ async fn waiting_in(inner: &Inner, key: &str) -> Result<usize, QueueError> {
         .map_or(0, |g| g.pending);
     Ok(len.saturating_sub(pending))
 }
+
+/// Deletes the waiting entry of task `ARGV[3]` (its job in field `ARGV[2]` names it as
+/// `"task_id":"<id>"`) from the streams in `KEYS`, unless group `ARGV[1]` has delivered
+/// it: a worker that holds it skips it as it would have. Atomic: no consumer reads
+/// between the look and the delete. Returns 1 when an entry was deleted.
+const WITHDRAW_SCRIPT: &str = r#"
+local needle = '"task_id":"' .. ARGV[3] .. '"'
+for _, key in ipairs(KEYS) do
+  local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', key)
+  if ok then
+    local from = '-'
+    for _, g in ipairs(groups) do
+      local name, delivered
+      for j = 1, #g, 2 do
+        if g[j] == 'name' then name = g[j + 1]
+        elseif g[j] == 'last-delivered-id' then delivered = g[j + 1] end
+      end
+      if name == ARGV[1] then from = '(' .. delivered end
+    end
+    for _, e in ipairs(redis.call('XRANGE', key, from, '+')) do
+      for j = 1, #e[2], 2 do
+        if e[2][j] == ARGV[2] and string.find(e[2][j + 1], needle, 1, true) then
+          redis.call('XDEL', key, e[1])
+          return 1
+        end
+      end
+    end
+  end
+end
+return 0
+"#;
+
+/// Takes task `task_id`'s job, of `priority`, out of `lane`'s streams while it waits
+/// there (see [`crate::queue::Queue::withdraw`]); whether it did.
+pub(super) async fn withdraw(
+    inner: &Inner,
+    lane: &Lane,
+    priority: Priority,
+    task_id: TaskId,
+) -> Result<bool, QueueError> {
+    let keys = inner.class_keys(lane, priority);
+    let deleted: i64 = redis::cmd("EVAL")
+        .arg(WITHDRAW_SCRIPT)
+        .arg(keys.len())
+        .arg(&keys)
+        .arg(GROUP)
+        .arg(FIELD_JOB)
+        .arg(task_id.to_string())
+        .query_async(&mut inner.redis.commands())
+        .await
+        .map_err(backend)?;
+    Ok(deleted == 1)
+}

@@ -566,3 +566,55 @@ async fn jobs_travel_where_redis_will_not_tell_its_time() {
         .unwrap();
     delete_keys(&url, &prefix).await.unwrap();
 }
+
+/// A cancelled task's job leaves its class's streams while it waits (fresh or queued
+/// again), but not once a worker took it: that one the worker skips.
+#[tokio::test]
+async fn a_waiting_job_is_withdrawn_but_not_one_already_taken() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let a = lane("tasks:llm:a");
+    let w = worker("w");
+    let (first, second) = (job(&a), job(&a));
+    let again = Job {
+        waiting_since: Some(chrono::Utc::now() - chrono::Duration::seconds(5)),
+        ..job(&a)
+    };
+    let title = Job {
+        priority: Priority::Background,
+        ..job(&a)
+    };
+    for j in [&first, &second, &again, &title] {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    let withdraw = |j: &Job, p: Priority| q.withdraw(&a, p, j.task_id);
+    assert!(withdraw(&second, Priority::Interactive).await.unwrap());
+    assert!(
+        !withdraw(&second, Priority::Interactive).await.unwrap(),
+        "once"
+    );
+    assert!(withdraw(&again, Priority::Interactive).await.unwrap());
+    assert!(
+        !withdraw(&title, Priority::Interactive).await.unwrap(),
+        "only its class's streams are looked at"
+    );
+    assert!(withdraw(&title, Priority::Background).await.unwrap());
+    let taken = q.dequeue(std::slice::from_ref(&a), &w).await.unwrap();
+    assert_eq!(taken.job.task_id, first.task_id);
+    assert!(
+        !withdraw(&first, Priority::Interactive).await.unwrap(),
+        "a job a worker took stays with it"
+    );
+    q.ack(&taken).await.unwrap();
+    assert!(q.depths().await.unwrap().is_empty());
+    assert!(
+        dequeue_within(&q, std::slice::from_ref(&a), &w, Duration::from_millis(300))
+            .await
+            .is_none(),
+        "nothing withdrawn is handed out"
+    );
+    delete_keys(&url, &prefix).await.unwrap();
+}
