@@ -85,6 +85,64 @@ pub(crate) async fn serve_in_process(
     (base, stop, serve)
 }
 
+/// A `coordinator worker` named `laptop` with one slot on `fake`, and `serve` with
+/// `serve_config` (its `admin` key, if it has keys), returned once the worker shows up.
+pub(crate) struct OneSlot {
+    pub base: String,
+    stop: oneshot::Sender<()>,
+    serve: tokio::task::JoinHandle<anyhow::Result<()>>,
+    wstop: oneshot::Sender<()>,
+    wtask: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl OneSlot {
+    pub(crate) async fn start(
+        env: &Env,
+        fake: &FakeLlmServer,
+        serve_config: Config,
+        admin: Option<&str>,
+    ) -> Self {
+        let mut wcfg = cluster_config(env, &env.redis);
+        let mut one_slot = backend("ollama", fake);
+        one_slot.parallel = 1;
+        wcfg.backends = vec![one_slot];
+        let worker = WorkerProcess::build(wcfg, Some("laptop")).await.unwrap();
+        let (wstop, wrx) = oneshot::channel::<()>();
+        let wtask = tokio::spawn(worker.run_until_stopped(async move {
+            let _ = wrx.await;
+        }));
+        let (base, stop, serve) = serve_in_process(serve_config).await;
+        let http = reqwest::Client::new();
+        eventually(Duration::from_secs(10), "the worker shows up", || async {
+            let mut req = http.get(format!("{base}/workers"));
+            if let Some(key) = admin {
+                req = req.bearer_auth(key);
+            }
+            let Ok(res) = req.send().await else {
+                return false;
+            };
+            res.text().await.is_ok_and(|t| t.contains("laptop"))
+        })
+        .await;
+        Self {
+            base,
+            stop,
+            serve,
+            wstop,
+            wtask,
+        }
+    }
+
+    /// Stops the worker, then `serve`, and drops the test's keys and schema.
+    pub(crate) async fn stop(self, env: &Env) {
+        self.wstop.send(()).unwrap();
+        self.wtask.await.unwrap().unwrap();
+        self.stop.send(()).unwrap();
+        self.serve.await.unwrap().unwrap();
+        cleanup(env).await;
+    }
+}
+
 /// Polls `check` until it holds or `limit` passes (the state under test is external).
 pub(crate) async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
 where
@@ -543,41 +601,13 @@ async fn a_cancel_reaches_the_worker_process_running_the_task() {
     let Some(env) = env() else { return };
     let fake = spawn_fake().await;
     fake.update_knobs(|k| k.stall_after = Some(1));
-    let mut wcfg = cluster_config(&env, &env.redis);
-    let mut one_slot = backend("ollama", &fake);
-    one_slot.parallel = 1;
-    wcfg.backends = vec![one_slot];
-    let worker = WorkerProcess::build(wcfg, Some("laptop")).await.unwrap();
-    let (wstop, wrx) = oneshot::channel::<()>();
-    let wtask = tokio::spawn(worker.run_until_stopped(async move {
-        let _ = wrx.await;
-    }));
-    let (base, stop, serve) = serve_in_process(cluster_config(&env, &env.redis)).await;
+    let cluster = OneSlot::start(&env, &fake, cluster_config(&env, &env.redis), None).await;
+    let base = cluster.base.clone();
     let http = reqwest::Client::new();
-    eventually(Duration::from_secs(10), "the worker shows up", || async {
-        worker_names(&http, &base)
-            .await
-            .contains(&"laptop".to_owned())
-    })
-    .await;
 
-    let res = http
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "a long story please"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let id = res.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let mut body = res.bytes_stream();
+    let (id, mut body) =
+        crate::helpers::holding_the_slot(http.post(format!("{base}/v1/chat/completions"))).await;
     use futures::StreamExt;
-    assert!(
-        !body.next().await.unwrap().unwrap().is_empty(),
-        "the answer started"
-    );
 
     fake.update_knobs(|k| k.stall_after = None);
     let said = post_json(&http, &format!("{base}/tasks/{id}/cancel"), json!({})).await;
@@ -609,11 +639,7 @@ async fn a_cancel_reaches_the_worker_process_running_the_task() {
         rows.iter().any(|(t, s, _, _)| t == &id && s == "cancelled"),
         "the cancelled task stays cancelled: {rows:?}"
     );
-    wstop.send(()).unwrap();
-    wtask.await.unwrap().unwrap();
-    stop.send(()).unwrap();
-    serve.await.unwrap().unwrap();
-    cleanup(&env).await;
+    cluster.stop(&env).await;
 }
 
 /// People in cluster mode: the person travels with the job to the worker process, which
@@ -667,28 +693,14 @@ async fn one_persons_waiting_tasks_are_bounded_across_processes() {
     use crate::people::{ADMIN, Household, household_keys};
     let Some(env) = env() else { return };
     let fake = spawn_fake().await;
-    let mut wcfg = cluster_config(&env, &env.redis);
-    let mut one_slot = backend("ollama", &fake);
-    one_slot.parallel = 1;
-    wcfg.backends = vec![one_slot];
-    let worker = WorkerProcess::build(wcfg, Some("laptop")).await.unwrap();
-    let (wstop, wrx) = oneshot::channel::<()>();
-    let wtask = tokio::spawn(worker.run_until_stopped(async move {
-        let _ = wrx.await;
-    }));
     let mut scfg = cluster_config(&env, &env.redis);
     household_keys(&mut scfg);
     scfg.limits.queued_per_person = 2;
-    let (base, stop, serve) = serve_in_process(scfg).await;
+    let cluster = OneSlot::start(&env, &fake, scfg, Some(ADMIN.0)).await;
     let h = Household {
-        base,
+        base: cluster.base.clone(),
         http: reqwest::Client::new(),
     };
-    eventually(Duration::from_secs(10), "the worker shows up", || async {
-        let (_, body) = h.get(ADMIN, "/workers").await;
-        body.to_string().contains("laptop")
-    })
-    .await;
 
     let pool = pg(&env).await;
     crate::limits::one_persons_waiting_tasks_are_bounded_and_the_others_still_taken(
@@ -697,51 +709,21 @@ async fn one_persons_waiting_tasks_are_bounded_across_processes() {
         async || statuses(&pool, &env.schema).await.len(),
     )
     .await;
-
-    wstop.send(()).unwrap();
-    wtask.await.unwrap().unwrap();
-    stop.send(()).unwrap();
-    serve.await.unwrap().unwrap();
-    cleanup(&env).await;
+    cluster.stop(&env).await;
 }
 
 /// A task cancelled while it waits in a Redis stream leaves it at once: the task behind
 /// it moves up, and the cancelled one never reaches the worker's machine.
 #[tokio::test]
 async fn a_cancelled_waiting_task_leaves_its_stream_at_once() {
-    use futures::StreamExt;
     let Some(env) = env() else { return };
     let fake = spawn_fake().await;
     fake.update_knobs(|k| k.stall_after = Some(1));
-    let mut wcfg = cluster_config(&env, &env.redis);
-    let mut one_slot = backend("ollama", &fake);
-    one_slot.parallel = 1;
-    wcfg.backends = vec![one_slot];
-    let worker = WorkerProcess::build(wcfg, Some("laptop")).await.unwrap();
-    let (wstop, wrx) = oneshot::channel::<()>();
-    let wtask = tokio::spawn(worker.run_until_stopped(async move {
-        let _ = wrx.await;
-    }));
-    let (base, stop, serve) = serve_in_process(cluster_config(&env, &env.redis)).await;
+    let cluster = OneSlot::start(&env, &fake, cluster_config(&env, &env.redis), None).await;
+    let base = cluster.base.clone();
     let http = reqwest::Client::new();
-    eventually(Duration::from_secs(10), "the worker shows up", || async {
-        worker_names(&http, &base)
-            .await
-            .contains(&"laptop".to_owned())
-    })
-    .await;
-    let holding = http
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "holding the slot"}]}))
-        .send()
-        .await
-        .unwrap();
-    let holding_id = holding.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let mut held = holding.bytes_stream();
-    assert!(!held.next().await.unwrap().unwrap().is_empty());
+    let (holding_id, held) =
+        crate::helpers::holding_the_slot(http.post(format!("{base}/v1/chat/completions"))).await;
 
     let route = async |prompt: &str| {
         let body = post_json(&http, &format!("{base}/route"), json!({"prompt": prompt})).await;
@@ -786,9 +768,5 @@ async fn a_cancelled_waiting_task_leaves_its_stream_at_once() {
             .is_some_and(|b| b.to_string().contains("cancelled while waiting"))),
         "the cancelled task never reached the machine"
     );
-    wstop.send(()).unwrap();
-    wtask.await.unwrap().unwrap();
-    stop.send(()).unwrap();
-    serve.await.unwrap().unwrap();
-    cleanup(&env).await;
+    cluster.stop(&env).await;
 }

@@ -464,3 +464,31 @@ pub fn assert_keep_alive(sent: &Value, seconds: u64) {
         other => panic!("{sent}: {other:?}, not {seconds} s"),
     }
 }
+
+/// Sends, with `req` (a POST to `/v1/chat/completions` as its sender), a streamed chat that
+/// holds a machine's one slot while the fake stalls after its first token
+/// (`stall_after = Some(1)`): its task id, and the answer's stream, which lets go of the
+/// slot once the task is cancelled.
+pub async fn holding_the_slot(
+    req: reqwest::RequestBuilder,
+) -> (
+    String,
+    impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+) {
+    let res = req
+        .json(&serde_json::json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "holding the slot"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-coordinator-task-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut body = res.bytes_stream();
+    assert!(
+        !body.next().await.unwrap().unwrap().is_empty(),
+        "the answer started: the one slot is taken"
+    );
+    (id, body)
+}

@@ -308,26 +308,11 @@ pub async fn one_persons_waiting_tasks_are_bounded_and_the_others_still_taken(
     recorded: impl AsyncFn() -> usize,
 ) {
     use crate::people::{U1, U2};
-    use futures::StreamExt;
     use reqwest::Method;
 
     fake.update_knobs(|k| k.stall_after = Some(1));
-    let holding = h
-        .request(U2, Method::POST, "/v1/chat/completions")
-        .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "a long story please"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(holding.status(), 200);
-    let holding_id = holding.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let mut held = holding.bytes_stream();
-    assert!(
-        !held.next().await.unwrap().unwrap().is_empty(),
-        "U2's answer started: the one slot is taken"
-    );
+    let (holding_id, held) =
+        crate::helpers::holding_the_slot(h.request(U2, Method::POST, "/v1/chat/completions")).await;
 
     let route = async |who, prompt: &str| {
         h.request(who, Method::POST, "/route")
@@ -430,25 +415,14 @@ async fn one_persons_waiting_tasks_are_bounded_while_others_are_still_taken() {
 /// behind it moves up, its person's bound counts it no more, and it never runs.
 #[tokio::test]
 async fn a_cancelled_waiting_task_leaves_the_queue_at_once() {
-    use futures::StreamExt;
     let app = spawn_app_with(spawn_fake().await, |c| {
         c.backends[0].parallel = 1;
         c.limits.queued_per_person = 2;
     })
     .await;
     app.fake.update_knobs(|k| k.stall_after = Some(1));
-    let holding = app
-        .post(
-            "/v1/chat/completions",
-            json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "holding the slot"}]}),
-        )
-        .await;
-    let holding_id = holding.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let mut held = holding.bytes_stream();
-    assert!(!held.next().await.unwrap().unwrap().is_empty());
+    let (holding_id, held) =
+        crate::helpers::holding_the_slot(app.http.post(app.url("/v1/chat/completions"))).await;
 
     let first = app
         .route(json!({"prompt": "cancelled while waiting"}))

@@ -331,7 +331,6 @@ async fn resident_mode_answers_background_tasks_only_where_a_model_is_resident()
 #[tokio::test]
 async fn people_take_turns_on_a_busy_machine() {
     use crate::people::{ADMIN, Household, U1, U2, household_keys};
-    use futures::StreamExt;
     use reqwest::Method;
 
     let app = spawn_app_with(crate::helpers::spawn_fake().await, |c| {
@@ -344,19 +343,9 @@ async fn people_take_turns_on_a_busy_machine() {
         base: format!("http://{}", app.addr),
         http: reqwest::Client::new(),
     };
-    let holding = h
-        .request(ADMIN, Method::POST, "/v1/chat/completions")
-        .json(&json!({"model": "auto", "stream": true, "messages": [{"role": "user", "content": "alice holds the slot"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(holding.status(), 200);
-    let holding_id = holding.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let mut held = holding.bytes_stream();
-    assert!(!held.next().await.unwrap().unwrap().is_empty());
+    let (holding_id, held) =
+        crate::helpers::holding_the_slot(h.request(ADMIN, Method::POST, "/v1/chat/completions"))
+            .await;
 
     let route = async |who, prompt: &str| {
         let (status, body) = h.post(who, "/route", json!({"prompt": prompt})).await;
