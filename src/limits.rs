@@ -75,15 +75,23 @@ pub enum Refusal {
     PersonFull { retry_after: Duration },
 }
 
+/// Every refusal's error code, in the order of [`Refusal::kind`].
+pub const REFUSAL_CODES: [&str; 3] = ["rate_limit_exceeded", "queue_full", "too_many_waiting"];
+
 impl Refusal {
+    /// Where the refusal's code stands in [`REFUSAL_CODES`].
+    pub fn kind(&self) -> usize {
+        match self {
+            Self::TooFast { .. } => 0,
+            Self::LaneFull { .. } => 1,
+            Self::PersonFull { .. } => 2,
+        }
+    }
+
     /// The error code the refusal is answered with (and counted under in
     /// `coordinator_limited_total`).
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::TooFast { .. } => "rate_limit_exceeded",
-            Self::LaneFull { .. } => "queue_full",
-            Self::PersonFull { .. } => "too_many_waiting",
-        }
+        REFUSAL_CODES[self.kind()]
     }
 
     /// Whole seconds for `Retry-After`, at least one.

@@ -144,10 +144,10 @@ impl AppState {
         self.submit_until(turn, Until::Started).await
     }
 
-    /// A refusal by `[limits]`, counted.
-    fn limited(&self, refusal: Refusal) -> SubmitError {
+    /// A refusal by `[limits]`, counted (`coordinator_limited_total`).
+    pub(crate) fn counted(&self, refusal: Refusal) -> Refusal {
         self.metrics.limited(refusal);
-        SubmitError::Limited(refusal)
+        refusal
     }
 
     async fn submit_until(&self, turn: Turn, until: Until) -> Result<Submitted, SubmitError> {
@@ -157,26 +157,26 @@ impl AppState {
         }
         self.limits
             .admit(&turn.person)
-            .map_err(|r| self.limited(r))?;
+            .map_err(|r| SubmitError::Limited(self.counted(r)))?;
         // A store that cannot write now refuses at once, not after its lock's timeout.
         self.store.writable()?;
         let decision = self
             .decider
             .decide(&turn, &self.directory.catalog())
             .await?;
-        if let Target::Lane(lane) = &decision.target
-            && self.limits.bounds_lanes()
-        {
-            let waiting = self.dispatch.waiting(lane).await;
-            self.limits
-                .room_in_lane(waiting)
-                .map_err(|r| self.limited(r))?;
-        }
-        if matches!(decision.target, Target::Lane(_)) && self.limits.bounds_people() {
-            let waiting = self.dispatch.waiting_of(&turn.person).await;
-            self.limits
-                .room_for_person(waiting)
-                .map_err(|r| self.limited(r))?;
+        if let Target::Lane(lane) = &decision.target {
+            if self.limits.bounds_lanes() {
+                let waiting = self.dispatch.waiting(lane).await;
+                self.limits
+                    .room_in_lane(waiting)
+                    .map_err(|r| SubmitError::Limited(self.counted(r)))?;
+            }
+            if self.limits.bounds_people() {
+                let waiting = self.dispatch.waiting_of(&turn.person).await;
+                self.limits
+                    .room_for_person(waiting)
+                    .map_err(|r| SubmitError::Limited(self.counted(r)))?;
+            }
         }
         self.metrics.record(&turn.prompt, &decision);
         let task_id = TaskId::new();

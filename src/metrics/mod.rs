@@ -21,7 +21,7 @@ use metrics::{Counter, Key, KeyName, Label, Recorder};
 use metrics_exporter_prometheus::{PrometheusHandle, PrometheusRecorder};
 
 use crate::domain::InternalTask;
-use crate::limits::Refusal;
+use crate::limits::{REFUSAL_CODES, Refusal};
 use crate::routing::RouteDecision;
 
 pub use timing::{Household, TaskTimes};
@@ -45,7 +45,7 @@ pub struct Metrics {
     unauthorized: Counter,
     /// Work refused by `[limits]`, by reason: the person's rate, a full lane, the
     /// person's waiting tasks.
-    limited: [Counter; 3],
+    limited: [Counter; REFUSAL_CODES.len()],
     log_lines_dropped: Counter,
     timing: timing::Timing,
     /// Cluster mode: where finished tasks' times go to reach `serve` (see [`shared`]).
@@ -63,9 +63,6 @@ impl std::fmt::Debug for Metrics {
         f.debug_struct("Metrics").finish_non_exhaustive()
     }
 }
-
-/// The reasons of `coordinator_limited_total`, as [`Metrics::limited`] indexes them.
-const LIMITED_REASONS: [&str; 3] = ["rate_limit_exceeded", "queue_full", "too_many_waiting"];
 
 /// How often refused requests are logged at most: a guessing device must not fill the log.
 const REFUSAL_LOG_EVERY_MS: u64 = 10_000;
@@ -126,7 +123,7 @@ impl Default for Metrics {
                 "coordinator_unauthorized_total",
                 "Requests refused for a missing or invalid API key.",
             ),
-            limited: LIMITED_REASONS.map(|reason| {
+            limited: REFUSAL_CODES.map(|reason| {
                 counter(
                     &recorder,
                     "coordinator_limited_total",
@@ -180,9 +177,7 @@ impl Metrics {
 
     /// Counts a request refused by `[limits]`.
     pub fn limited(&self, refusal: Refusal) {
-        if let Some(i) = LIMITED_REASONS.iter().position(|r| *r == refusal.code()) {
-            self.limited[i].increment(1);
-        }
+        self.limited[refusal.kind()].increment(1);
     }
 
     /// Counts a task this process cancelled (its client went away, or asked).
@@ -301,7 +296,7 @@ mod tests {
             text.contains("coordinator_internal_tasks_total{kind=\"title_generation\"} 0\n"),
             "{text}"
         );
-        for reason in LIMITED_REASONS {
+        for reason in REFUSAL_CODES {
             assert!(
                 text.contains(&format!(
                     "coordinator_limited_total{{reason=\"{reason}\"}} 0\n"
@@ -320,7 +315,7 @@ mod tests {
             Refusal::LaneFull { retry_after: wait },
             Refusal::PersonFull { retry_after: wait },
         ] {
-            assert!(LIMITED_REASONS.contains(&refusal.code()), "{refusal:?}");
+            assert!(REFUSAL_CODES.contains(&refusal.code()), "{refusal:?}");
         }
         m.limited(Refusal::PersonFull { retry_after: wait });
         m.limited(Refusal::PersonFull { retry_after: wait });

@@ -59,14 +59,22 @@ struct Waiting {
 }
 
 impl Inner {
-    /// Counts one waiting job of `person` less (it left the queue).
-    fn forget(&mut self, person: &Person) {
+    /// Takes the job at `pos` out of `lane`: the lane goes once empty, and its person
+    /// counts it no more.
+    fn take_out(&mut self, lane: &Lane, pos: usize) -> Option<Waiting> {
+        let q = self.lanes.get_mut(lane)?;
+        let gone = q.remove(pos);
+        if q.is_empty() {
+            self.lanes.remove(lane);
+        }
+        let person = &gone.job.person;
         if let Some(n) = self.by_person.get_mut(person) {
             *n -= 1;
             if *n == 0 {
                 self.by_person.remove(person);
             }
         }
+        Some(gone)
     }
 }
 
@@ -142,18 +150,7 @@ impl InProcessQueue {
             let pos = q.iter().position(|w| w.job.task_id == id)?;
             Some((lane.clone(), pos))
         });
-        let Some((lane, pos)) = found else {
-            return false;
-        };
-        let Some(q) = inner.lanes.get_mut(&lane) else {
-            return false;
-        };
-        let gone = q.remove(pos);
-        if q.is_empty() {
-            inner.lanes.remove(&lane);
-        }
-        inner.forget(&gone.job.person);
-        true
+        found.is_some_and(|(lane, pos)| inner.take_out(&lane, pos).is_some())
     }
 
     /// How many jobs of `person` wait, in every lane.
@@ -232,24 +229,37 @@ impl InProcessQueue {
         (turn, served.filter(|_| !it_runs))
     }
 
-    /// A fresh job of `priority` from `person`, as it would stand among the waiting ones
-    /// at `now`: its effective class, and its turn when turns are taken. It has waited
+    /// The turns of the waiting jobs (see [`Self::turns`]) and, weighed against them, the
+    /// turn of a job of `person` that does not wait here (see [`Self::turn_outside`]).
+    fn turns_beside(
+        &self,
+        inner: &Inner,
+        person: &Person,
+        base: (u8, Instant, u64),
+        it_runs: bool,
+        now: Instant,
+    ) -> (Option<Turns>, Turn) {
+        let turns = self.turns(inner, now, Some(person));
+        let turn = match turns {
+            Some(_) => self.turn_outside(inner, person, base, it_runs, now),
+            None => NO_TURN,
+        };
+        (turns, turn)
+    }
+
+    /// The turns of the waiting jobs, and a fresh job of `priority` from `person` as it
+    /// would stand among them at `now`: its effective class and its turn. It has waited
     /// least: it goes after every job of its class and turn.
     fn fresh(
         &self,
         inner: &Inner,
         priority: Priority,
         person: &Person,
-        turns: bool,
         now: Instant,
-    ) -> (u8, Turn) {
+    ) -> (Option<Turns>, (u8, Turn)) {
         let rank = self.aging.rank(priority, std::time::Duration::ZERO);
-        let turn = if turns {
-            self.turn_outside(inner, person, (rank, now, u64::MAX), false, now)
-        } else {
-            NO_TURN
-        };
-        (rank, turn)
+        let (turns, turn) = self.turns_beside(inner, person, (rank, now, u64::MAX), false, now);
+        (turns, (rank, turn))
     }
 
     /// [`Self::try_take`], or when nothing may be taken, the soonest time a job it avoids
@@ -289,14 +299,10 @@ impl InProcessQueue {
             return Err(next);
         };
         let lane = lane.clone();
-        let Some(q) = inner.lanes.get_mut(&lane) else {
+        let Some(taken) = inner.take_out(&lane, pos) else {
             return Err(next);
         };
-        let taken = q.remove(pos).into_job(now);
-        if q.is_empty() {
-            inner.lanes.remove(&lane);
-        }
-        inner.forget(&taken.person);
+        let taken = taken.into_job(now);
         let running = self.running.start(&taken.person);
         Ok((taken, running))
     }
@@ -352,8 +358,7 @@ impl InProcessQueue {
         let Some(q) = inner.lanes.get(lane) else {
             return true;
         };
-        let turns = self.turns(&inner, now, Some(person));
-        let fresh = self.fresh(&inner, priority, person, turns.is_some(), now);
+        let (turns, fresh) = self.fresh(&inner, priority, person, now);
         q.iter()
             .all(|w| !self.goes_before(w, fresh, turns.as_ref(), now))
     }
@@ -364,8 +369,7 @@ impl InProcessQueue {
         let now = Instant::now();
         let inner = self.lock();
         let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
-        let turns = self.turns(&inner, now, Some(person));
-        let fresh = self.fresh(&inner, priority, person, turns.is_some(), now);
+        let (turns, fresh) = self.fresh(&inner, priority, person, now);
         counted(
             q.iter()
                 .filter(|w| self.goes_before(w, fresh, turns.as_ref(), now)),
@@ -399,12 +403,7 @@ impl InProcessQueue {
         let since = waiting_since(job, now);
         let rank = self.aging.rank(job.priority, now.duration_since(since));
         let inner = self.lock();
-        let turns = self.turns(&inner, now, Some(&job.person));
-        let turn = if turns.is_some() {
-            self.turn_outside(&inner, &job.person, (rank, since, 0), true, now)
-        } else {
-            NO_TURN
-        };
+        let (turns, turn) = self.turns_beside(&inner, &job.person, (rank, since, 0), true, now);
         let mine = (rank, turn, since);
         let q = inner.lanes.get(lane).map_or(&[][..], Vec::as_slice);
         counted(q.iter().filter(|w| {
@@ -429,8 +428,7 @@ impl InProcessQueue {
     ) -> PlacementWaiting {
         let now = Instant::now();
         let inner = self.lock();
-        let turns = self.turns(&inner, now, Some(person));
-        let fresh = self.fresh(&inner, priority, person, turns.is_some(), now);
+        let (turns, fresh) = self.fresh(&inner, priority, person, now);
         self.waiting_where(&inner, lane, statuses, |w| {
             self.goes_before(w, fresh, turns.as_ref(), now)
         })

@@ -80,10 +80,9 @@ impl AppState {
             Ok(ModelRequest::Auto) => return Err(EmbedError::NoModel),
             Err(e) => return Err(EmbedError::Model(e)),
         };
-        self.limits.admit(&ask.person).map_err(|r| {
-            self.metrics.limited(r);
-            EmbedError::Limited(r)
-        })?;
+        self.limits
+            .admit(&ask.person)
+            .map_err(|r| EmbedError::Limited(self.counted(r)))?;
         self.store.writable()?;
         let prompt_tokens: u32 = ask
             .inputs

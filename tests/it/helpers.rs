@@ -481,10 +481,7 @@ pub async fn holding_the_slot(
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    let id = res.headers()["x-coordinator-task-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let id = task_id(&res);
     let mut body = res.bytes_stream();
     assert!(
         !body.next().await.unwrap().unwrap().is_empty(),

@@ -364,17 +364,7 @@ pub async fn one_persons_waiting_tasks_are_bounded_and_the_others_still_taken(
     drop(held);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     for (who, id) in [(U1, &u1s[0]), (U1, &u1s[1]), (U2, &u2_next)] {
-        loop {
-            let (_, task) = h.get(who, &format!("/tasks/{id}")).await;
-            if task["status"] == "done" {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "task {id} never ran: {task}"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        h.done(who, id, deadline).await;
     }
     // Taken again (in cluster mode once the count is read again: at most half a second).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

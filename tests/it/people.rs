@@ -84,6 +84,18 @@ impl Household {
         (status, res.json().await.unwrap_or_default())
     }
 
+    /// Waits until `who`'s task `id` is done, failing at `deadline`.
+    pub async fn done(&self, who: As, id: &str, deadline: Instant) {
+        loop {
+            let (_, task) = self.get(who, &format!("/tasks/{id}")).await;
+            if task["status"] == "done" {
+                return;
+            }
+            assert!(Instant::now() < deadline, "task {id} never ran: {task}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// A whole (non-streamed) chat turn in Open WebUI chat `chat`; the task id.
     pub async fn chat(&self, who: As, chat: &str, prompt: &str) -> String {
         let res = self

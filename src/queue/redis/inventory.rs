@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use redis::streams::{StreamInfoGroupsReply, StreamRangeReply};
 
 use super::connection::glob_escape;
-use super::take::now_ms;
+use super::take::{lua_last_delivered, now_ms};
 use super::{FIELD_JOB, GROUP, Inner, Job, Priority, backend};
 use crate::domain::{Lane, TaskId};
 use crate::queue::QueueError;
@@ -190,20 +190,14 @@ async fn waiting_in(inner: &Inner, key: &str) -> Result<usize, QueueError> {
 /// `"task_id":"<id>"`) from the streams in `KEYS`, unless group `ARGV[1]` has delivered
 /// it: a worker that holds it skips it as it would have. Atomic: no consumer reads
 /// between the look and the delete. Returns 1 when an entry was deleted.
-const WITHDRAW_SCRIPT: &str = r#"
+const WITHDRAW_SCRIPT: &str = concat!(
+    lua_last_delivered!(),
+    r#"
 local needle = '"task_id":"' .. ARGV[3] .. '"'
 for _, key in ipairs(KEYS) do
-  local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', key)
+  local ok, last = last_delivered(key, ARGV[1])
   if ok then
-    local from = '-'
-    for _, g in ipairs(groups) do
-      local name, delivered
-      for j = 1, #g, 2 do
-        if g[j] == 'name' then name = g[j + 1]
-        elseif g[j] == 'last-delivered-id' then delivered = g[j + 1] end
-      end
-      if name == ARGV[1] then from = '(' .. delivered end
-    end
+    local from = last and ('(' .. last) or '-'
     for _, e in ipairs(redis.call('XRANGE', key, from, '+')) do
       for j = 1, #e[2], 2 do
         if e[2][j] == ARGV[2] and string.find(e[2][j + 1], needle, 1, true) then
@@ -215,7 +209,8 @@ for _, key in ipairs(KEYS) do
   end
 end
 return 0
-"#;
+"#
+);
 
 /// Takes task `task_id`'s job, of `priority`, out of `lane`'s streams while it waits
 /// there (see [`crate::queue::Queue::withdraw`]); whether it did.

@@ -18,46 +18,62 @@ use super::{
 use crate::backend::clock::moved;
 use crate::domain::WorkerName;
 
+/// A Lua function for the scripts that look at waiting entries: `last_delivered(key,
+/// group)` gives whether `key` is a stream, and the id of the last entry it delivered to
+/// `group` (`nil` when there is no such group): the entries after it wait.
+macro_rules! lua_last_delivered {
+    () => {
+        r"
+local function last_delivered(key, group)
+  local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', key)
+  if not ok then return false, nil end
+  for _, g in ipairs(groups) do
+    local name, delivered
+    for j = 1, #g, 2 do
+      if g[j] == 'name' then name = g[j + 1]
+      elseif g[j] == 'last-delivered-id' then delivered = g[j + 1] end
+    end
+    if name == group then return true, delivered end
+  end
+  return true, nil
+end
+"
+    };
+}
+pub(super) use lua_last_delivered;
+
 /// The first waiting entry (after the group's last delivered id) of each stream in `KEYS`,
 /// at most `ARGV[2]` of them per stream (0: all), for group `ARGV[1]`: per stream, a list
 /// of `[id, job, ahead]` (fields `ARGV[3]` and `ARGV[4]`, `ahead` empty when the entry has
 /// none); empty when none waits or the stream or group does not exist.
-pub(super) const WAITING_SCRIPT: &str = r"
+pub(super) const WAITING_SCRIPT: &str = concat!(
+    lua_last_delivered!(),
+    r"
 local out = {}
 for i, key in ipairs(KEYS) do
   local found = {}
-  local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', key)
-  if ok then
-    local last
-    for _, g in ipairs(groups) do
-      local name, delivered
-      for j = 1, #g, 2 do
-        if g[j] == 'name' then name = g[j + 1]
-        elseif g[j] == 'last-delivered-id' then delivered = g[j + 1] end
-      end
-      if name == ARGV[1] then last = delivered end
+  local _, last = last_delivered(key, ARGV[1])
+  if last then
+    local entries
+    if tonumber(ARGV[2]) > 0 then
+      entries = redis.call('XRANGE', key, '(' .. last, '+', 'COUNT', ARGV[2])
+    else
+      entries = redis.call('XRANGE', key, '(' .. last, '+')
     end
-    if last then
-      local entries
-      if tonumber(ARGV[2]) > 0 then
-        entries = redis.call('XRANGE', key, '(' .. last, '+', 'COUNT', ARGV[2])
-      else
-        entries = redis.call('XRANGE', key, '(' .. last, '+')
+    for _, e in ipairs(entries) do
+      local job, ahead = '', ''
+      for j = 1, #e[2], 2 do
+        if e[2][j] == ARGV[3] then job = e[2][j + 1]
+        elseif e[2][j] == ARGV[4] then ahead = e[2][j + 1] end
       end
-      for _, e in ipairs(entries) do
-        local job, ahead = '', ''
-        for j = 1, #e[2], 2 do
-          if e[2][j] == ARGV[3] then job = e[2][j + 1]
-          elseif e[2][j] == ARGV[4] then ahead = e[2][j + 1] end
-        end
-        found[#found + 1] = {e[1], job, ahead}
-      end
+      found[#found + 1] = {e[1], job, ahead}
     end
   end
   out[i] = found
 end
 return out
-";
+"
+);
 
 /// Milliseconds since the epoch now on Redis's clock, which makes the stream ids and
 /// reads `ahead` of this process's.
