@@ -22,7 +22,11 @@
 //! enqueue time in ms its id carries, which gives the aging without extra state, and
 //! reads (`XREADGROUP`, no block) from the best one; with nothing waiting it blocks
 //! (`XREADGROUP … BLOCK`) over all of them. Among jobs queued again in one lane and
-//! class, the one queued again first goes first.
+//! class, the one queued again first goes first. Within a class, the household's people
+//! take turns ([`turns`]): a job of a person with fewer running, or served longer ago,
+//! is taken out of turn from behind others, through a third stream per lane and class
+//! (`<prefix>taken:<lane>`, `<prefix>taken:background:<lane>`, …) that every worker of
+//! the lane reads too.
 //!
 //! Delivery is at least once. A job stays pending for its consumer until acknowledged.
 //! While this process is alive it renews the lease of every job it holds (`XCLAIM` to
@@ -58,6 +62,7 @@ pub(crate) mod connection;
 mod inventory;
 mod lease;
 mod take;
+mod turns;
 
 pub(crate) use connection::{
     Backoff, Lent, MAX_BLOCK, Redis, is_transient, read_json_after, with_retries,
@@ -89,6 +94,14 @@ const FIELD_PASSES: &str = "passes";
 const FIELD_AHEAD: &str = "redis_ahead_ms";
 /// What the streams of jobs queued again start with, after the prefix.
 const REQUEUED: &str = "requeued:";
+/// Whose job an entry is, for a person other than [`crate::domain::Person::DEFAULT`]
+/// (entries without it are the default person's): see [`turns`].
+const FIELD_PERSON: &str = "person";
+/// The id an entry taken out of turn had in its class's stream, whose time is when it
+/// was queued (see [`turns`]).
+const FIELD_QUEUED: &str = "queued_id";
+/// What the streams of jobs taken out of turn start with, after the prefix.
+const TAKEN: &str = "taken:";
 
 /// Tuning of [`RedisQueue`]. The defaults suit production; tests shorten the lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,9 +274,25 @@ impl Inner {
         }
     }
 
-    /// Both streams of `lane`'s jobs of `priority`: the fresh ones and those queued again.
+    /// The stream of `lane`'s jobs of `priority` taken out of turn (see [`turns`]).
+    fn taken_key(&self, lane: &Lane, priority: Priority) -> String {
+        match priority {
+            Priority::Interactive => format!("{}{TAKEN}{lane}", self.prefix),
+            other => format!("{}{TAKEN}{other}:{lane}", self.prefix),
+        }
+    }
+
+    /// Both streams of `lane`'s jobs of `priority` that hold waiting jobs: the fresh ones
+    /// and those queued again.
     fn class_keys(&self, lane: &Lane, priority: Priority) -> [String; 2] {
         [self.key(lane, priority), self.requeued_key(lane, priority)]
+    }
+
+    /// Every stream of `lane`'s jobs of `priority`: [`Inner::class_keys`] and the one of
+    /// jobs taken out of turn.
+    fn all_class_keys(&self, lane: &Lane, priority: Priority) -> [String; 3] {
+        let [fresh, again] = self.class_keys(lane, priority);
+        [fresh, again, self.taken_key(lane, priority)]
     }
 
     /// The streams `takes` reads: each lane's of every class it takes there.
@@ -275,7 +304,7 @@ impl Inner {
                 takes
                     .classes(l)
                     .iter()
-                    .flat_map(move |p| self.class_keys(l, *p))
+                    .flat_map(move |p| self.all_class_keys(l, *p))
             })
             .collect()
     }
@@ -284,6 +313,7 @@ impl Inner {
     fn lane_of(&self, key: &str) -> Option<(Lane, Priority)> {
         let rest = key.strip_prefix(&self.prefix)?;
         let rest = rest.strip_prefix(REQUEUED).unwrap_or(rest);
+        let rest = rest.strip_prefix(TAKEN).unwrap_or(rest);
         for p in [Priority::Background, Priority::Batch] {
             if let Some(lane) = rest
                 .strip_prefix(p.as_str())
@@ -365,6 +395,13 @@ impl Inner {
         };
         let delivery = self.screen(first, worker, ahead).await?;
         guard.armed = delivery.is_none();
+        if let Some(d) = delivery.as_ref().filter(|d| d.dead_letter.is_none()) {
+            // Its person's turn is taken (see `turns`); a failure here loses no job, only
+            // the place of this take among the people's.
+            if let Err(e) = self.mark_served(&d.job.person, take::now_ms(ahead)).await {
+                tracing::warn!(task_id = %d.job.task_id, error = %e, "could not record whose turn was taken");
+            }
+        }
         Ok(delivery)
     }
 
@@ -422,10 +459,8 @@ impl Inner {
     /// workers it waits for time to free up.
     async fn pass_on(&self, t: &Taken, job: &Job, ahead: chrono::TimeDelta) -> RedisResult<()> {
         let text = serde_json::to_string(job).ok();
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("XADD")
-            .arg(&t.key)
+        let mut add = redis::cmd("XADD");
+        add.arg(&t.key)
             .arg("*")
             .arg(FIELD_JOB)
             .arg(text.as_deref().or(t.text.as_deref()).unwrap_or_default())
@@ -433,10 +468,16 @@ impl Inner {
             .arg(t.passes + 1);
         if text.is_some() {
             // The job as read here: on this process's clock.
-            pipe.arg(FIELD_AHEAD).arg(ahead.num_milliseconds());
+            add.arg(FIELD_AHEAD).arg(ahead.num_milliseconds());
         } else if let Some(writer) = t.writer_ahead_ms {
-            pipe.arg(FIELD_AHEAD).arg(writer);
+            add.arg(FIELD_AHEAD).arg(writer);
         }
+        turns::with_person(&mut add, &job.person);
+        if let Some(queued) = &t.queued_id {
+            add.arg(FIELD_QUEUED).arg(queued);
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic().add_command(add);
         pipe.ignore()
             .cmd("XACK")
             .arg(&t.key)
@@ -485,17 +526,17 @@ impl Queue for RedisQueue {
             inner.ensure_groups(std::slice::from_ref(&key)).await?;
             let mut conn = inner.redis.commands();
             let ahead = inner.clock.ask_if_stale(&mut conn).await;
-            redis::cmd("XADD")
-                .arg(&key)
+            let mut add = redis::cmd("XADD");
+            add.arg(&key)
                 .arg("*")
                 .arg(FIELD_JOB)
                 .arg(&text)
                 .arg(FIELD_PASSES)
                 .arg(0)
                 .arg(FIELD_AHEAD)
-                .arg(ahead.num_milliseconds())
-                .query_async::<String>(&mut conn)
-                .await
+                .arg(ahead.num_milliseconds());
+            turns::with_person(&mut add, &job.person);
+            add.query_async::<String>(&mut conn).await
         })
         .await
         .map_err(backend)?;
@@ -608,3 +649,5 @@ mod avoid_tests;
 mod priority_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod turns_tests;

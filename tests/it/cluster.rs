@@ -712,6 +712,25 @@ async fn one_persons_waiting_tasks_are_bounded_across_processes() {
     cluster.stop(&env).await;
 }
 
+/// People take turns in cluster mode too: a one-slot `coordinator worker` takes u2's one
+/// task out of turn, past u1's waiting ones (see the embedded scenario), and `GET
+/// /tasks/{id}` in `serve` shows the same places.
+#[tokio::test]
+async fn people_take_turns_across_processes() {
+    use crate::people::{ADMIN, Household, household_keys};
+    let Some(env) = env() else { return };
+    let fake = spawn_fake().await;
+    let mut scfg = cluster_config(&env, &env.redis);
+    household_keys(&mut scfg);
+    let cluster = OneSlot::start(&env, &fake, scfg, Some(ADMIN.0)).await;
+    let h = Household {
+        base: cluster.base.clone(),
+        http: reqwest::Client::new(),
+    };
+    crate::priorities::people_take_turns(&h, &fake).await;
+    cluster.stop(&env).await;
+}
+
 /// A task cancelled while it waits in a Redis stream leaves it at once: the task behind
 /// it moves up, and the cancelled one never reaches the worker's machine.
 #[tokio::test]

@@ -324,25 +324,36 @@ async fn resident_mode_answers_background_tasks_only_where_a_model_is_resident()
     app.stop().await;
 }
 
-/// People take turns on a busy one-slot machine: while Alice's answer holds the slot, u1
-/// queues three chats and then u2 one. u2's goes right after u1's first, before u1's
-/// second and third: `GET /tasks/{id}` shows those places while they wait, and the
-/// machine runs them in that order once it is free.
+/// People take turns on a busy one-slot machine (embedded mode; [`people_take_turns`]).
 #[tokio::test]
 async fn people_take_turns_on_a_busy_machine() {
-    use crate::people::{ADMIN, Household, U1, U2, household_keys};
-    use reqwest::Method;
+    use crate::people::{Household, household_keys};
 
     let app = spawn_app_with(crate::helpers::spawn_fake().await, |c| {
         household_keys(c);
         c.backends[0].parallel = 1;
     })
     .await;
-    app.fake.update_knobs(|k| k.stall_after = Some(1));
     let h = Household {
         base: format!("http://{}", app.addr),
         http: reqwest::Client::new(),
     };
+    people_take_turns(&h, &app.fake).await;
+    app.stop().await;
+}
+
+/// While Alice's answer holds the one slot of `fake`'s machine, u1 queues three chats and
+/// then u2 one. u2's goes right after u1's first, before u1's second and third: `GET
+/// /tasks/{id}` shows those places while they wait, and the machine runs them in that
+/// order once it is free. The same scenario runs in cluster mode.
+pub async fn people_take_turns(
+    h: &crate::people::Household,
+    fake: &coordinator::testkit::fake_llm::FakeLlmServer,
+) {
+    use crate::people::{ADMIN, U1, U2};
+    use reqwest::Method;
+
+    fake.update_knobs(|k| k.stall_after = Some(1));
     let (holding_id, held) =
         crate::helpers::holding_the_slot(h.request(ADMIN, Method::POST, "/v1/chat/completions"))
             .await;
@@ -358,18 +369,32 @@ async fn people_take_turns_on_a_busy_machine() {
     }
     let u2s = route(U2, "u2 only").await;
 
-    for (who, id, place) in [
+    let waiting = [
         (U1, &u1s[0], 1),
         (U2, &u2s, 2),
         (U1, &u1s[1], 3),
         (U1, &u1s[2], 4),
-    ] {
-        let (_, task) = h.get(who, &format!("/tasks/{id}")).await;
-        assert_eq!(task["status"], "queued", "{task}");
-        assert_eq!(task["position"], place, "{task}");
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut places = Vec::new();
+    // In cluster mode a task's place shows once its job is in its lane's stream.
+    while places.len() < waiting.len() {
+        places.clear();
+        for (who, id, _) in waiting {
+            let (_, task) = h.get(who, &format!("/tasks/{id}")).await;
+            assert_eq!(task["status"], "queued", "{task}");
+            if task["position"].is_null() {
+                assert!(std::time::Instant::now() < deadline, "no place: {task}");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                break;
+            }
+            places.push(task["position"].clone());
+        }
     }
+    let want: Vec<Value> = waiting.iter().map(|(_, _, place)| json!(place)).collect();
+    assert_eq!(places, want, "u1 first, u2 only, u1 second, u1 third");
 
-    app.fake.update_knobs(|k| k.stall_after = None);
+    fake.update_knobs(|k| k.stall_after = None);
     let (status, said) = h
         .post(ADMIN, &format!("/tasks/{holding_id}/cancel"), json!({}))
         .await;
@@ -379,8 +404,7 @@ async fn people_take_turns_on_a_busy_machine() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         h.done(who, id, deadline).await;
     }
-    let order: Vec<String> = app
-        .fake
+    let order: Vec<String> = fake
         .requests_to("/api/chat")
         .iter()
         .filter_map(|r| {

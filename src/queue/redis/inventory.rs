@@ -12,12 +12,12 @@ use super::{FIELD_JOB, GROUP, Inner, Job, Priority, backend};
 use crate::domain::{Lane, TaskId};
 use crate::queue::QueueError;
 
-/// Every lane stream under this queue's prefix, of every priority class, fresh jobs and
-/// jobs queued again.
+/// Every lane stream under this queue's prefix, of every priority class: fresh jobs, jobs
+/// queued again and jobs taken out of turn.
 pub(super) async fn lane_keys(inner: &Inner) -> Result<Vec<String>, QueueError> {
     let mut keys = Vec::new();
     for class in ["", "background:", "batch:"] {
-        for again in ["", super::REQUEUED] {
+        for again in ["", super::REQUEUED, super::TAKEN] {
             let pattern = format!("{}{again}{class}tasks:*", glob_escape(&inner.prefix));
             scan(inner, &pattern, &mut keys).await?;
         }
@@ -74,7 +74,8 @@ pub(super) async fn awaited(inner: &Inner, lanes: &[Lane]) -> Result<Vec<Lane>, 
 }
 
 /// Where the job of `task_id` stands among the jobs waiting in `lane` (1 = next), by
-/// [`super::Aging::rank`] and age now; `None` when it does not wait there.
+/// [`super::Aging::rank`], the people's turns in the lane ([`super::turns`]) and age
+/// now; `None` when it does not wait there.
 pub(super) async fn position(
     inner: &Inner,
     lane: &Lane,
@@ -82,23 +83,19 @@ pub(super) async fn position(
 ) -> Result<Option<usize>, QueueError> {
     let keys: Vec<String> = Priority::ALL
         .iter()
-        .flat_map(|p| inner.class_keys(lane, *p))
+        .flat_map(|p| inner.all_class_keys(lane, *p))
         .collect();
     let waiting = inner.waiting(&keys, 0).await.map_err(backend)?;
-    let (aging, now) = (inner.options.aging, now_ms(inner.clock.ahead()));
-    let Some(mine) = waiting
+    let Some(at) = waiting
         .iter()
-        .find(|t| t.job.as_ref().is_some_and(|j| j.task_id == task_id))
-        .map(|t| t.order(aging, now))
+        .position(|t| t.job.as_ref().is_some_and(|j| j.task_id == task_id))
     else {
         return Ok(None);
     };
-    Ok(Some(
-        1 + waiting
-            .iter()
-            .filter(|t| t.order(aging, now) < mine)
-            .count(),
-    ))
+    let people = inner.people(&keys, false).await.map_err(backend)?;
+    let (aging, now) = (inner.options.aging, now_ms(inner.clock.ahead()));
+    let orders = people.orders(&waiting, aging, now);
+    Ok(Some(1 + orders.iter().filter(|o| **o < orders[at]).count()))
 }
 
 /// The task of every entry in every lane (entries stay until acknowledged).

@@ -1,7 +1,9 @@
 //! Taking entries from the lane streams for `dequeue`: new ones (`XREADGROUP BLOCK` on a
 //! dedicated connection), stale ones of dead consumers (`XAUTOCLAIM`, with their delivery
 //! count from `XPENDING`), the first waiting entry of each stream (looked at, not taken,
-//! to pick the best, and to set aside the streams it holds back: [`SetAside`]), one waiting entry of the best stream (`XREADGROUP` without a block),
+//! to pick the best, and to set aside the streams it holds back: [`SetAside`]) and each
+//! person's first behind it ([`super::turns`]), one waiting entry of the best stream
+//! (`XREADGROUP` without a block) or the entry taken out of turn,
 //! and the extra ones a read across several lanes returned, held per worker for its next
 //! `dequeue`.
 
@@ -12,8 +14,10 @@ use redis::RedisResult;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamReadReply};
 
 use super::connection::lock;
+use super::turns::Choice;
 use super::{
-    Aging, FIELD_AHEAD, FIELD_JOB, FIELD_PASSES, GROUP, Inner, Job, Lent, Priority, millis,
+    Aging, FIELD_AHEAD, FIELD_JOB, FIELD_PASSES, FIELD_QUEUED, GROUP, Inner, Job, Lent, Priority,
+    millis,
 };
 use crate::backend::clock::moved;
 use crate::domain::WorkerName;
@@ -97,6 +101,8 @@ pub(super) struct Taken {
     /// How far Redis's clock read ahead of the writer's, which the job's times are on
     /// (`FIELD_AHEAD`); `None` for entries of older versions.
     pub(super) writer_ahead_ms: Option<i64>,
+    /// For an entry taken out of turn, its id in its class's stream (`FIELD_QUEUED`).
+    pub(super) queued_id: Option<String>,
 }
 
 /// The order in which entries are taken: smaller first.
@@ -108,7 +114,7 @@ impl Taken {
     /// time, which its id holds; ids of different streams may share a millisecond), then
     /// by when the job was made.
     pub(super) fn order(&self, aging: Aging, now: u64) -> Order {
-        let (queued_ms, seq) = id_order(&self.id);
+        let (queued_ms, seq) = id_order(self.queued());
         let ms = self
             .job
             .as_ref()
@@ -129,6 +135,12 @@ impl Taken {
         )
     }
 
+    /// The id whose time is when the entry was queued: its own, or the one it had before
+    /// it was taken out of turn.
+    fn queued(&self) -> &str {
+        self.queued_id.as_deref().unwrap_or(&self.id)
+    }
+
     /// The entry's `job` with its times on this process's clock, where Redis's reads
     /// `ahead`: moved from its writer's, and when it began to wait (what it carries when
     /// it was queued again, else its entry's time on Redis's clock).
@@ -137,7 +149,7 @@ impl Taken {
             job.shift_times(TimeDelta::milliseconds(writer) - ahead);
         }
         let queued = || {
-            let ms = i64::try_from(id_order(&self.id).0).unwrap_or(i64::MAX);
+            let ms = i64::try_from(id_order(self.queued()).0).unwrap_or(i64::MAX);
             DateTime::from_timestamp_millis(ms)
                 .and_then(|t| t.checked_sub_signed(ahead))
                 .unwrap_or_else(Utc::now)
@@ -219,6 +231,7 @@ pub(super) fn entry(key: &str, e: &StreamId, deliveries: u32) -> Taken {
     let text: Option<String> = e.get(FIELD_JOB);
     Taken {
         writer_ahead_ms: e.get(FIELD_AHEAD),
+        queued_id: e.get(FIELD_QUEUED),
         ..waiting_entry(
             key,
             e.id.clone(),
@@ -244,6 +257,7 @@ fn waiting_entry(
         passes,
         deliveries,
         writer_ahead_ms: None,
+        queued_id: None,
     }
 }
 
@@ -358,8 +372,9 @@ impl Inner {
 
     /// What one round of `dequeue` takes (see [`Inner::next`]): the best of the entries
     /// held for `worker` (stale ones of dead consumers taken over now among them) and the
-    /// first waiting entry of each stream, else new ones (blocking), Redis's clock reading
-    /// `ahead` of this one. The held entry comes out of its hold; the others are taken now.
+    /// waiting entries of each stream, people taking turns ([`super::turns`]), else new
+    /// ones (blocking), Redis's clock reading `ahead` of this one. The held entry comes
+    /// out of its hold; the others are taken now.
     pub(super) async fn pick(
         &self,
         worker: &WorkerName,
@@ -375,26 +390,36 @@ impl Inner {
         let aside = SetAside::of(&heads, worker, Utc::now(), ahead);
         let now = now_ms(ahead);
         let aging = self.options.aging;
-        let best_head = heads
-            .iter()
-            .filter(|t| !aside.holds(&t.key))
-            .min_by_key(|t| t.order(aging, now));
-        let best_held = self.best_held(worker, keys, aging, now);
-        Ok(match (best_held, best_head) {
-            (Some(held), Some(head)) if head.order(aging, now) < held => {
-                self.read_waiting(&head.key, consumer).await?
+        let people = self.people(keys, true).await?;
+        let best = people.best(self, &heads, |key| aside.holds(key), aging, now);
+        let best_held = self
+            .best_held(worker, keys, aging, now)
+            .map(super::turns::held);
+        Ok(match (best_held, best) {
+            (Some(held), Some(choice)) if choice.order < held => {
+                self.take_choice(&choice, consumer).await?
             }
             (Some(_), _) => self
                 .take_held(worker, keys, aging, now)
                 .into_iter()
                 .collect(),
-            (None, Some(head)) => self.read_waiting(&head.key, consumer).await?,
+            (None, Some(choice)) => self.take_choice(&choice, consumer).await?,
             (None, None) => {
                 let open: Vec<String> = keys.iter().filter(|k| !aside.holds(k)).cloned().collect();
                 self.read_new(&open, consumer, aside.block(self.block(), Utc::now()))
                     .await?
             }
         })
+    }
+
+    /// Takes the entry chosen: the next of its stream as it comes, or one behind others
+    /// taken out of turn.
+    async fn take_choice(&self, choice: &Choice, consumer: &str) -> RedisResult<Vec<Taken>> {
+        if choice.heads {
+            self.read_waiting(&choice.key, consumer).await
+        } else {
+            self.take_out_of_turn(choice, consumer).await
+        }
     }
 
     /// Takes over entries whose lease ran out, at most one per stream.
@@ -483,7 +508,7 @@ impl Inner {
 }
 
 /// The entries of an `XREADGROUP` reply, first deliveries all.
-fn read_reply(reply: Option<StreamReadReply>) -> Vec<Taken> {
+pub(super) fn read_reply(reply: Option<StreamReadReply>) -> Vec<Taken> {
     reply
         .into_iter()
         .flat_map(|r| r.keys)

@@ -1,0 +1,349 @@
+//! Turns in cluster mode: the household's people take turns in the Redis lanes as they
+//! do in the in-process queue ([`crate::queue::turns`]).
+//!
+//! A stream hands out its entries in order, and one person's twenty waiting chats would
+//! otherwise all run before anyone else's one. So each entry of a person other than the
+//! default one names its person (field [`super::FIELD_PERSON`]; a household without keys
+//! writes the same entries as before). When a worker takes, it looks, in one script
+//! ([`LOOK_SCRIPT`]), at each waiting person's first entry in each stream it reads, at
+//! whose entries are handed out and not yet acknowledged (the groups' pending entries:
+//! running, or held by a worker), and at when each person was last served (one hash,
+//! `turns:served`, written when a worker takes a job; it expires after a day without
+//! takes). Among waiting entries of one effective class ([`Aging::rank`]), it takes the
+//! first entry of the person with the fewest running jobs, then of the one served longest
+//! ago (never first), then the oldest. So a person whose job runs waits behind those with
+//! none running, people take a machine in rounds when it frees one slot at a time, and
+//! one person's own jobs keep their order.
+//!
+//! An entry that heads its stream is read as before (`XREADGROUP`). One behind others is
+//! taken out of turn by one script ([`TAKE_OUT_SCRIPT`]), atomically: unless a worker has
+//! taken it or it is gone, it moves to its lane and class's stream of jobs taken out of
+//! turn (`taken:<lane>`, `taken:background:<lane>`, …) and is delivered from there to
+//! the worker at once. Every worker reads those streams too, so the entry is leased,
+//! taken over when its worker dies, acknowledged and counted like any other, and it
+//! carries its first id (field [`super::FIELD_QUEUED`]), whose time is when it was
+//! queued.
+//!
+//! Streams whose first job waits for another worker ([`Job::avoid_until`]) are left as
+//! they are: none of their entries is taken out of turn. A task's place
+//! ([`super::inventory::position`]) counts the same turns.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use redis::RedisResult;
+use redis::streams::StreamReadReply;
+
+use super::take::{Order, Taken, id_order, lua_last_delivered, read_reply};
+use super::{Aging, FIELD_PERSON, FIELD_QUEUED, GROUP, Inner};
+use crate::domain::Person;
+
+/// How many waiting entries of one stream a look reads at most, and how many pending
+/// ones. More than a lane holds (`[limits] queued_per_lane`, 1000 by default).
+const LOOK_AT_MOST: usize = 2000;
+
+/// How long the hash of when people were last served lives after the last take.
+const SERVED_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// For the streams in `KEYS` but the last, with group `ARGV[1]`, person field `ARGV[2]`
+/// (absent: person `ARGV[3]`), reading at most `ARGV[4]` entries of each: each waiting
+/// person's first entry per stream (a flat list of id and person per stream, none when
+/// `ARGV[5]` is `0`), the person of every pending entry, and the hash `KEYS[#KEYS]` of
+/// when people were last served.
+pub(super) const LOOK_SCRIPT: &str = concat!(
+    lua_last_delivered!(),
+    r"
+local function person_of(fields)
+  for j = 1, #fields, 2 do
+    if fields[j] == ARGV[2] then return fields[j + 1] end
+  end
+  return ARGV[3]
+end
+local firsts, running = {}, {}
+for i = 1, #KEYS - 1 do
+  local key = KEYS[i]
+  local found = {}
+  local _, last = last_delivered(key, ARGV[1])
+  if last then
+    if ARGV[5] ~= '0' then
+      local seen = {}
+      for _, e in ipairs(redis.call('XRANGE', key, '(' .. last, '+', 'COUNT', ARGV[4])) do
+        local person = person_of(e[2])
+        if not seen[person] then
+          seen[person] = true
+          found[#found + 1] = e[1]
+          found[#found + 1] = person
+        end
+      end
+    end
+    for _, p in ipairs(redis.call('XPENDING', key, ARGV[1], '-', '+', ARGV[4])) do
+      local e = redis.call('XRANGE', key, p[1], p[1])
+      running[#running + 1] = e[1] and person_of(e[1][2]) or ARGV[3]
+    end
+  end
+  firsts[i] = found
+end
+return {firsts, running, redis.call('HGETALL', KEYS[#KEYS])}
+"
+);
+
+/// Takes entry `ARGV[3]` of stream `KEYS[1]` out of turn for consumer `ARGV[2]` of group
+/// `ARGV[1]`, unless the group delivered it or it is gone (then `nil`): deletes it there,
+/// adds its fields and its id (field `ARGV[4]`) to stream `KEYS[2]`, and reads it from
+/// there for the consumer (an `XREADGROUP` reply). Nothing else waits in `KEYS[2]`, but
+/// for an entry a failed script left there, which is as good to take.
+pub(super) const TAKE_OUT_SCRIPT: &str = concat!(
+    lua_last_delivered!(),
+    r"
+local _, last = last_delivered(KEYS[1], ARGV[1])
+if not last then return false end
+local function parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local ms, seq = parts(ARGV[3])
+local lms, lseq = parts(last)
+if ms < lms or (ms == lms and seq <= lseq) then return false end
+local found = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
+if not found[1] then return false end
+redis.call('XDEL', KEYS[1], ARGV[3])
+local add = {'XADD', KEYS[2], '*'}
+for _, v in ipairs(found[1][2]) do add[#add + 1] = v end
+add[#add + 1] = ARGV[4]
+add[#add + 1] = ARGV[3]
+redis.call(unpack(add))
+return redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1, 'STREAMS', KEYS[2], '>')
+"
+);
+
+/// Where a waiting entry stands once people take turns, smaller first: its effective
+/// class, how many of its person's jobs run now or wait before it, when its person was
+/// last served in ms on Redis's clock (never first), then its order without turns.
+pub(super) type TurnOrder = (u8, u32, Option<u64>, Order);
+
+/// Where an entry a worker already holds stands among waiting ones: first in its class.
+pub(super) fn held(order: Order) -> TurnOrder {
+    (order.0, 0, None, order)
+}
+
+/// Names `person` on an entry being added, unless it is the default one.
+pub(super) fn with_person(add: &mut redis::Cmd, person: &Person) {
+    if !person.is_default() {
+        add.arg(FIELD_PERSON).arg(person.as_str());
+    }
+}
+
+/// The waiting entry a worker takes next.
+#[derive(Debug, Clone)]
+pub(super) struct Choice {
+    pub(super) key: String,
+    pub(super) id: String,
+    pub(super) order: TurnOrder,
+    /// Whether it was the first waiting entry of its stream when looked at.
+    pub(super) heads: bool,
+}
+
+/// What one look saw of the people's work in some streams (see [`LOOK_SCRIPT`]).
+#[derive(Debug, Default)]
+pub(super) struct People {
+    /// Per stream: each waiting person's first entry, (id, person).
+    firsts: Vec<(String, Vec<(String, String)>)>,
+    /// How many entries of each person are handed out and not yet acknowledged.
+    running: HashMap<String, u32>,
+    /// When each person was last served, in ms on Redis's clock.
+    served: HashMap<String, u64>,
+}
+
+impl People {
+    /// The turn of a job of `person` with `before` of theirs waiting ahead of it.
+    fn turn(&self, person: &str, before: u32) -> (u32, Option<u64>) {
+        let running = self.running.get(person).copied().unwrap_or(0);
+        (
+            running.saturating_add(before),
+            self.served.get(person).copied(),
+        )
+    }
+
+    /// The entry to take next of the streams looked at: among `heads` (their first waiting
+    /// entries, read with their jobs) and the first entries of the other people waiting in
+    /// fresh streams, skipping streams `aside` holds; `now` in ms on Redis's clock.
+    pub(super) fn best(
+        &self,
+        inner: &Inner,
+        heads: &[Taken],
+        aside: impl Fn(&str) -> bool,
+        aging: Aging,
+        now: u64,
+    ) -> Option<Choice> {
+        // Each person's best entry, by its order without turns: its turn counts no job of
+        // theirs waiting before it.
+        let mut best: HashMap<&str, (Order, &str, &str, bool)> = HashMap::new();
+        for h in heads.iter().filter(|h| !aside(&h.key)) {
+            let person = h
+                .job
+                .as_ref()
+                .map_or(Person::DEFAULT, |j| j.person.as_str());
+            consider(&mut best, person, h.order(aging, now), &h.key, &h.id, true);
+        }
+        for (key, firsts) in &self.firsts {
+            if aside(key) || !inner.is_fresh(key) {
+                continue;
+            }
+            let Some((_, priority)) = inner.lane_of(key) else {
+                continue;
+            };
+            let head = heads.iter().find(|h| &h.key == key).map(|h| h.id.as_str());
+            for (id, person) in firsts.iter().filter(|(id, _)| Some(id.as_str()) != head) {
+                let (ms, seq) = id_order(id);
+                let waited = std::time::Duration::from_millis(now.saturating_sub(ms));
+                // Looked at without its job: among entries queued in one millisecond it
+                // goes after the heads, which were queued before it in its stream.
+                let order = (
+                    aging.rank(priority, waited),
+                    ms,
+                    Some(DateTime::<Utc>::MAX_UTC),
+                    seq,
+                );
+                consider(&mut best, person, order, key, id, false);
+            }
+        }
+        best.into_iter()
+            .map(|(person, (order, key, id, heads))| {
+                let (turn, served) = self.turn(person, 0);
+                Choice {
+                    key: key.to_owned(),
+                    id: id.to_owned(),
+                    order: (order.0, turn, served, order),
+                    heads,
+                }
+            })
+            .min_by(|a, b| a.order.cmp(&b.order))
+    }
+
+    /// The turn order of each of `waiting` (entries read with their jobs), in their order.
+    pub(super) fn orders(&self, waiting: &[Taken], aging: Aging, now: u64) -> Vec<TurnOrder> {
+        let orders: Vec<Order> = waiting.iter().map(|t| t.order(aging, now)).collect();
+        let mut by_order: Vec<usize> = (0..waiting.len()).collect();
+        by_order.sort_by(|a, b| orders[*a].cmp(&orders[*b]));
+        let mut before: HashMap<&str, u32> = HashMap::new();
+        let mut out = vec![(0, 0, None, (0, 0, None, 0)); waiting.len()];
+        for i in by_order {
+            let person = waiting[i]
+                .job
+                .as_ref()
+                .map_or(Person::DEFAULT, |j| j.person.as_str());
+            let n = before.entry(person).or_default();
+            let (turn, served) = self.turn(person, *n);
+            *n += 1;
+            out[i] = (orders[i].0, turn, served, orders[i]);
+        }
+        out
+    }
+}
+
+/// Keeps `order` as `person`'s best entry when it goes before the one kept.
+fn consider<'a>(
+    best: &mut HashMap<&'a str, (Order, &'a str, &'a str, bool)>,
+    person: &'a str,
+    order: Order,
+    key: &'a str,
+    id: &'a str,
+    heads: bool,
+) {
+    match best.get(person) {
+        Some((kept, ..)) if *kept <= order => {}
+        _ => {
+            best.insert(person, (order, key, id, heads));
+        }
+    }
+}
+
+impl Inner {
+    /// The hash of when each person was last served.
+    fn served_key(&self) -> String {
+        format!("{}turns:served", self.prefix)
+    }
+
+    /// Whether `key` is a stream of fresh jobs (not queued again, not taken out of turn).
+    fn is_fresh(&self, key: &str) -> bool {
+        self.lane_of(key)
+            .is_some_and(|(lane, priority)| self.key(&lane, priority) == key)
+    }
+
+    /// Looks at the people's work in `keys` ([`LOOK_SCRIPT`]); with `firsts` off, only at
+    /// who runs and who was served when.
+    pub(super) async fn people(&self, keys: &[String], firsts: bool) -> RedisResult<People> {
+        let mut all = keys.to_vec();
+        all.push(self.served_key());
+        let (found, running, served): (Vec<Vec<String>>, Vec<String>, Vec<String>) =
+            redis::cmd("EVAL")
+                .arg(LOOK_SCRIPT)
+                .arg(all.len())
+                .arg(&all)
+                .arg(GROUP)
+                .arg(FIELD_PERSON)
+                .arg(Person::DEFAULT)
+                .arg(LOOK_AT_MOST)
+                .arg(u8::from(firsts))
+                .query_async(&mut self.redis.commands())
+                .await?;
+        let mut people = People::default();
+        for (key, flat) in keys.iter().zip(found) {
+            let pairs = flat
+                .chunks_exact(2)
+                .map(|p| (p[0].clone(), p[1].clone()))
+                .collect();
+            people.firsts.push((key.clone(), pairs));
+        }
+        for person in running {
+            *people.running.entry(person).or_default() += 1;
+        }
+        for pair in served.chunks_exact(2) {
+            if let Ok(ms) = pair[1].parse() {
+                people.served.insert(pair[0].clone(), ms);
+            }
+        }
+        Ok(people)
+    }
+
+    /// Takes `choice`, an entry behind others in its stream, out of turn for `consumer`
+    /// ([`TAKE_OUT_SCRIPT`]); nothing when a worker took it first or it is gone.
+    pub(super) async fn take_out_of_turn(
+        &self,
+        choice: &Choice,
+        consumer: &str,
+    ) -> RedisResult<Vec<Taken>> {
+        let Some((lane, priority)) = self.lane_of(&choice.key) else {
+            return Ok(Vec::new());
+        };
+        let reply: Option<StreamReadReply> = redis::cmd("EVAL")
+            .arg(TAKE_OUT_SCRIPT)
+            .arg(2)
+            .arg(&choice.key)
+            .arg(self.taken_key(&lane, priority))
+            .arg(GROUP)
+            .arg(consumer)
+            .arg(&choice.id)
+            .arg(FIELD_QUEUED)
+            .query_async(&mut self.redis.commands())
+            .await?;
+        Ok(read_reply(reply))
+    }
+
+    /// Records that `person` was served at `now` (ms on Redis's clock).
+    pub(super) async fn mark_served(&self, person: &Person, now: u64) -> RedisResult<()> {
+        let key = self.served_key();
+        let mut pipe = redis::pipe();
+        pipe.cmd("HSET")
+            .arg(&key)
+            .arg(person.as_str())
+            .arg(now)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(SERVED_KEPT_MS)
+            .ignore();
+        pipe.query_async::<()>(&mut self.redis.commands()).await
+    }
+}

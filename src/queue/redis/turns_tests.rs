@@ -1,0 +1,195 @@
+//! Tests of the people's turns in the Redis lanes against a real Redis at `$REDIS_URL`
+//! (skipped with a note when unset): who is taken next, the places shown while jobs wait,
+//! and that a job taken out of turn is leased, taken over and acknowledged like any other.
+
+use redis::AsyncCommands;
+
+use super::tests::{PATIENCE, dequeue_within, fast, lane, raw, worker};
+use super::*;
+use crate::domain::Person;
+use crate::testkit::redis_server::{delete_keys, redis_url_or_skip, unique_prefix};
+use crate::testkit::samples::sample_job;
+
+fn of(l: &Lane, person: &str) -> Job {
+    Job {
+        person: Person::parse(person).unwrap(),
+        ..sample_job(l)
+    }
+}
+
+async fn places(q: &RedisQueue, l: &Lane, jobs: &[&Job]) -> Vec<Option<usize>> {
+    let mut out = Vec::new();
+    for j in jobs {
+        out.push(q.position(l, j.task_id).await.unwrap());
+    }
+    out
+}
+
+async fn take(q: &RedisQueue, l: &Lane) -> Delivery {
+    dequeue_within(q, std::slice::from_ref(l), &worker("w"), PATIENCE)
+        .await
+        .expect("a job within the patience")
+}
+
+#[tokio::test]
+async fn a_persons_first_job_is_taken_out_of_turn_past_anothers_running_and_waiting_ones() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    let (u1a, u1b, u1c) = (of(&l, "u1"), of(&l, "u1"), of(&l, "u1"));
+    let u2 = of(&l, "u2");
+    for j in [&u1a, &u1b, &u1c, &u2] {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    let mut conn = raw(&url).await;
+    let queued: redis::streams::StreamRangeReply = conn.xrange_all(q.stream_key(&l)).await.unwrap();
+    let u2_queued = queued.ids[3].id.clone();
+    assert_eq!(
+        places(&q, &l, &[&u1a, &u2, &u1b, &u1c]).await,
+        [Some(1), Some(2), Some(3), Some(4)],
+        "each person's first job before anyone's second"
+    );
+
+    let first = take(&q, &l).await;
+    assert_eq!(first.job.task_id, u1a.task_id, "the oldest, nobody running");
+    assert_eq!(
+        places(&q, &l, &[&u2, &u1b, &u1c]).await,
+        [Some(1), Some(2), Some(3)],
+        "u1 runs a job: u2 goes first"
+    );
+
+    let second = take(&q, &l).await;
+    assert_eq!(second.job.task_id, u2.task_id, "u1 runs one, u2 none");
+    let taken_key = format!("{prefix}taken:{l}");
+    assert!(
+        second.receipt.starts_with(&format!("{taken_key} ")),
+        "taken out of turn: {}",
+        second.receipt
+    );
+    let (ms, _) = take::id_order(&u2_queued);
+    let since = second.job.waiting_since.unwrap().timestamp_millis();
+    assert!(
+        (since - i64::try_from(ms).unwrap()).abs() < 1000,
+        "it keeps the time it was queued: {since} against {ms}"
+    );
+    assert_eq!(second.job.person.as_str(), "u2");
+    let fresh_left: usize = conn.xlen(q.stream_key(&l)).await.unwrap();
+    assert_eq!(fresh_left, 3, "u1's first (running) and the two waiting");
+    assert_eq!(
+        q.class_depths().await.unwrap(),
+        [(l.clone(), Priority::Interactive, 2)],
+        "the job taken out of turn does not count as waiting"
+    );
+    assert_eq!(
+        q.task_ids().await.unwrap().len(),
+        4,
+        "running ones included"
+    );
+    assert_eq!(places(&q, &l, &[&u1b, &u1c]).await, [Some(1), Some(2)]);
+
+    q.ack(&second).await.unwrap();
+    let taken_left: usize = conn.xlen(&taken_key).await.unwrap();
+    assert_eq!(taken_left, 0, "acknowledged from where it was taken");
+    q.ack(&first).await.unwrap();
+    for j in [&u1b, &u1c] {
+        let d = take(&q, &l).await;
+        assert_eq!(
+            d.job.task_id, j.task_id,
+            "one person's jobs keep their order"
+        );
+        q.ack(&d).await.unwrap();
+    }
+    assert!(q.task_ids().await.unwrap().is_empty());
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn people_take_the_lane_in_rounds_when_one_job_runs_at_a_time() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    let jobs = [of(&l, "u1"), of(&l, "u1"), of(&l, "u2"), of(&l, "u2")];
+    for j in &jobs {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    let mut order = Vec::new();
+    for _ in &jobs {
+        let d = take(&q, &l).await;
+        order.push(d.job.task_id);
+        q.ack(&d).await.unwrap();
+    }
+    let want: Vec<TaskId> = [0, 2, 1, 3].iter().map(|i| jobs[*i].task_id).collect();
+    assert_eq!(
+        order, want,
+        "u1, u2, u1, u2: the one served longest ago goes"
+    );
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_household_without_people_is_served_in_order_and_writes_no_person() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    let jobs = [sample_job(&l), sample_job(&l), sample_job(&l)];
+    for j in &jobs {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    let mut conn = raw(&url).await;
+    let queued: redis::streams::StreamRangeReply = conn.xrange_all(q.stream_key(&l)).await.unwrap();
+    assert!(
+        queued.ids.iter().all(|e| !e.map.contains_key(FIELD_PERSON)),
+        "the entries are as before"
+    );
+    let first = take(&q, &l).await;
+    for j in &jobs[1..] {
+        let d = take(&q, &l).await;
+        assert_eq!(d.job.task_id, j.task_id);
+        assert!(!d.receipt.contains("taken:"), "{}", d.receipt);
+    }
+    assert_eq!(first.job.task_id, jobs[0].task_id);
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_job_taken_out_of_turn_is_taken_over_when_its_worker_dies() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let l = lane("tasks:llm:m");
+    let a = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let (u1a, u1b, u2) = (of(&l, "u1"), of(&l, "u1"), of(&l, "u2"));
+    for j in [&u1a, &u1b, &u2] {
+        a.enqueue(j.clone()).await.unwrap();
+    }
+    let d = take(&a, &l).await;
+    assert_eq!(d.job.task_id, u1a.task_id);
+    a.ack(&d).await.unwrap();
+    let out_of_turn = take(&a, &l).await;
+    assert_eq!(out_of_turn.job.task_id, u2.task_id, "u1 was served, u2 not");
+    drop(a); // its process dies holding the job
+    let b = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let next = take(&b, &l).await;
+    assert_eq!(
+        next.job.task_id, u1b.task_id,
+        "u2's job counts as running until it is taken over"
+    );
+    b.ack(&next).await.unwrap();
+    let again = take(&b, &l).await;
+    assert_eq!(again.job.task_id, u2.task_id, "taken over after the lease");
+    assert_eq!(again.receipt, out_of_turn.receipt, "the same entry");
+    assert_eq!(again.deliveries, 2);
+    b.ack(&again).await.unwrap();
+    assert!(b.task_ids().await.unwrap().is_empty());
+    delete_keys(&url, &prefix).await.unwrap();
+}
