@@ -36,12 +36,25 @@ struct Driver {
     url: String,
 }
 
+/// Starts chromedriver, trying again twice when it ends before it says its port: on a
+/// loaded machine it has been seen to exit at start once in many runs.
 async fn start_driver() -> Driver {
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        match try_start_driver().await {
+            Ok(driver) => return driver,
+            Err(why) => failures.push(why),
+        }
+    }
+    panic!("chromedriver did not start: {failures:#?}");
+}
+
+async fn try_start_driver() -> Result<Driver, String> {
     let program = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".to_owned());
     let mut child = tokio::process::Command::new(&program)
         .arg("--port=0")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| {
@@ -52,25 +65,50 @@ async fn start_driver() -> Driver {
             )
         });
     let stdout = child.stdout.take().expect("piped stdout");
+    let stderr = child.stderr.take().expect("piped stderr");
+    // What it says on stderr, kept for the failure's message; read on so it never blocks.
+    let said = tokio::spawn(async move {
+        let mut said = Vec::new();
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if said.len() < 20 {
+                said.push(line);
+            }
+        }
+        said
+    });
     let mut lines = BufReader::new(stdout).lines();
     let port = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
+        while let Ok(Some(line)) = lines.next_line().await {
             if let Some(rest) = line.split(" on port ").nth(1)
                 && line.contains("started successfully")
             {
-                return rest.trim_end_matches('.').trim().to_owned();
+                return Some(rest.trim_end_matches('.').trim().to_owned());
             }
         }
-        panic!("{program} ended before saying its port");
+        None
     })
-    .await
-    .expect("chromedriver did not start within 20 s");
+    .await;
+    let Ok(Some(port)) = port else {
+        let how = if port.is_err() {
+            "did not say its port within 20 s"
+        } else {
+            "ended before saying its port"
+        };
+        // Its stdout closed, so it has ended or is ending; one that hangs is killed.
+        let ended = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        drop(child);
+        let said = said.await.unwrap_or_default();
+        return Err(format!(
+            "{program} {how} (exit: {ended:?}); its stderr: {said:?}"
+        ));
+    };
     // Whatever else it prints must not fill the pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Driver {
+    Ok(Driver {
         _child: child,
         url: format!("http://127.0.0.1:{port}"),
-    }
+    })
 }
 
 async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
