@@ -11,7 +11,7 @@ use super::{DispatchError, spawn_to_completion};
 use crate::domain::{Lane, Person, Priority, TaskId};
 use crate::events::{EventBus, EventStream};
 use crate::queue::redis::connection::Redis;
-use crate::queue::{Job, Queue, priority};
+use crate::queue::{Depth, Job, Queue};
 use crate::store::{NewTask, TaskStore};
 
 #[derive(Clone)]
@@ -120,16 +120,32 @@ impl<K: Eq + Hash + Clone> Tally<K> {
     }
 }
 
-/// What waits in each lane and priority class: the queue's depths.
-type Backlog = Tally<(Lane, Priority)>;
+/// Whether a count of the [`Backlog`] is of waiting jobs or of running ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Held {
+    Waiting,
+    Running,
+}
+
+/// What each person has in each lane and priority class: the queue's people depths.
+type Backlog = Tally<(Lane, Priority, Person, Held)>;
 
 impl Backlog {
     /// Reads the queue's depths again when the last read is stale.
     async fn refresh_depths(&self, queue: &dyn Queue) {
         let depths = async {
-            let depths = queue.class_depths().await?;
+            let depths = queue.people_depths().await?;
             Ok::<_, crate::queue::QueueError>(
-                depths.into_iter().map(|(l, p, n)| ((l, p), n)).collect(),
+                depths
+                    .into_iter()
+                    .flat_map(|d| {
+                        let (lane, person) = (d.lane.clone(), d.person.clone());
+                        [
+                            ((lane, d.priority, person, Held::Waiting), d.waiting),
+                            ((d.lane, d.priority, d.person, Held::Running), d.running),
+                        ]
+                    })
+                    .collect(),
             )
         };
         self.refresh(depths, "the queue's depths").await;
@@ -137,33 +153,57 @@ impl Backlog {
 
     async fn waiting(&self, queue: &dyn Queue, lane: &Lane) -> usize {
         self.refresh_depths(queue).await;
-        self.estimate(|(l, _)| l == lane).unwrap_or(0)
+        self.estimate(|(l, _, _, held)| l == lane && *held == Held::Waiting)
+            .unwrap_or(0)
     }
 
-    /// Calls `visit` with every lane and class that holds waiting jobs a fresh job of
-    /// `priority` is taken after, by the queue's rule where ages are not known
-    /// ([`priority::classes_ahead_of`]), and how many (see [`Self::waiting`]); with none when
-    /// the depths cannot be read. A lane may be visited once per class.
+    /// Calls `visit` with every lane that holds waiting jobs a fresh job of `priority`
+    /// from `person` is taken after, by the queue's rule where only counts are known
+    /// ([`crate::queue::turns::ahead_in_turn`]), and how many (see [`Self::waiting`]); with
+    /// none when the depths cannot be read.
     async fn each_ahead(
         &self,
         queue: &dyn Queue,
         priority: Priority,
+        person: &Person,
         mut visit: impl FnMut(&Lane, usize),
     ) {
         self.refresh_depths(queue).await;
-        let seen = self.lock();
-        if !Self::is_fresh(&seen) {
-            return;
-        }
-        for ((lane, class), n) in seen.each() {
-            if priority::classes_ahead_of(priority).any(|c| c == *class) {
-                visit(lane, n);
+        let depths: Vec<Depth> = {
+            let seen = self.lock();
+            if !Self::is_fresh(&seen) {
+                return;
             }
+            let mut by: HashMap<(&Lane, Priority, &Person), (usize, usize)> = HashMap::new();
+            for ((lane, class, who, held), n) in seen.each() {
+                let counts = by.entry((lane, *class, who)).or_default();
+                match held {
+                    Held::Waiting => counts.0 += n,
+                    Held::Running => counts.1 += n,
+                }
+            }
+            by.into_iter()
+                .map(|((lane, priority, person), (waiting, running))| Depth {
+                    lane: lane.clone(),
+                    priority,
+                    person: person.clone(),
+                    waiting,
+                    running,
+                })
+                .collect()
+        };
+        for (lane, n) in crate::queue::turns::ahead_in_turn(&depths, priority, person) {
+            visit(&lane, n);
         }
     }
 
-    fn queued(&self, lane: &Lane, priority: Priority) {
-        self.added((lane.clone(), priority));
+    fn queued(&self, job: &Job) {
+        self.added((
+            job.lane.clone(),
+            job.priority,
+            job.person.clone(),
+            Held::Waiting,
+        ));
     }
 }
 
@@ -225,11 +265,12 @@ impl Cluster {
         &self,
         lane: &Lane,
         priority: Priority,
+        person: &Person,
         statuses: &[crate::backend::registry::WorkerStatus],
     ) -> crate::placement::Waiting {
         let mut waiting = crate::placement::Waiting::default();
         self.backlog
-            .each_ahead(self.queue.as_ref(), priority, |l, n| {
+            .each_ahead(self.queue.as_ref(), priority, person, |l, n| {
                 waiting.count(statuses, lane, l, crate::placement::Ahead::jobs(n));
             })
             .await;
@@ -299,7 +340,7 @@ impl Cluster {
         job: Job,
     ) -> Result<EventStream, DispatchError> {
         let task_id = task.task_id;
-        self.backlog.queued(&job.lane, job.priority);
+        self.backlog.queued(&job);
         self.people.added(job.person.clone());
         let (store, events, queue) = (self.store.clone(), self.events.clone(), self.queue.clone());
         spawn_to_completion(task_id, async move {
@@ -345,7 +386,7 @@ mod tests {
     ) -> Vec<(Lane, usize)> {
         let mut seen: Vec<(Lane, usize)> = Vec::new();
         backlog
-            .each_ahead(queue, priority, |l, n| {
+            .each_ahead(queue, priority, &Person::default(), |l, n| {
                 match seen.iter_mut().find(|(s, _)| s == l) {
                     Some((_, sum)) => *sum += n,
                     None => seen.push((l.clone(), n)),
@@ -386,6 +427,101 @@ mod tests {
         assert_eq!(count(&Person::default()).await, 0);
     }
 
+    /// A queue whose people's depths are given.
+    struct Depths(Vec<Depth>);
+
+    #[async_trait::async_trait]
+    impl Queue for Depths {
+        async fn enqueue(&self, _: Job) -> Result<(), crate::queue::QueueError> {
+            Ok(())
+        }
+        async fn dequeue_from(
+            &self,
+            _: &crate::queue::Takes,
+            _: &crate::domain::WorkerName,
+        ) -> Result<crate::queue::Delivery, crate::queue::QueueError> {
+            std::future::pending().await
+        }
+        async fn awaited(&self, _: &[Lane]) -> Result<Vec<Lane>, crate::queue::QueueError> {
+            Ok(Vec::new())
+        }
+        async fn ack(&self, _: &crate::queue::Delivery) -> Result<(), crate::queue::QueueError> {
+            Ok(())
+        }
+        async fn class_depths(
+            &self,
+        ) -> Result<Vec<(Lane, Priority, usize)>, crate::queue::QueueError> {
+            Ok(Vec::new())
+        }
+        async fn people_depths(&self) -> Result<Vec<Depth>, crate::queue::QueueError> {
+            Ok(self.0.clone())
+        }
+        async fn ahead(
+            &self,
+            _: &Lane,
+            _: Priority,
+            _: &Person,
+        ) -> Result<crate::placement::Ahead, crate::queue::QueueError> {
+            Ok(crate::placement::Ahead::NONE)
+        }
+        async fn position(
+            &self,
+            _: &Lane,
+            _: TaskId,
+        ) -> Result<Option<usize>, crate::queue::QueueError> {
+            Ok(None)
+        }
+        async fn ping(&self) -> Result<(), crate::queue::QueueError> {
+            Ok(())
+        }
+        async fn task_ids(
+            &self,
+        ) -> Result<std::collections::HashSet<TaskId>, crate::queue::QueueError> {
+            Ok(std::collections::HashSet::new())
+        }
+    }
+
+    /// One person's flood in a lane does not make the lane look busy to another person,
+    /// whose turn comes first; it does to the flooding person, and the lane's bound counts
+    /// every waiting job.
+    #[tokio::test]
+    async fn the_backlog_counts_another_persons_flood_only_up_to_ones_turn() {
+        let chat = lane("tasks:llm:chat");
+        let (u1, u2) = (Person::parse("u1").unwrap(), Person::parse("u2").unwrap());
+        let depth = |person: &Person, waiting, running| Depth {
+            lane: chat.clone(),
+            priority: Priority::Interactive,
+            person: person.clone(),
+            waiting,
+            running,
+        };
+        let queue = Depths(vec![depth(&u1, 20, 1), depth(&u2, 0, 0)]);
+        let backlog = Backlog::default();
+        let ahead = async |who: &Person| {
+            let mut n = 0;
+            backlog
+                .each_ahead(&queue, Priority::Interactive, who, |_, k| n += k)
+                .await;
+            n
+        };
+        assert_eq!(
+            ahead(&u2).await,
+            0,
+            "u2's first goes before u1's waiting ones"
+        );
+        assert_eq!(ahead(&u1).await, 20, "u1's next goes after all of theirs");
+        backlog.queued(&Job {
+            person: u2.clone(),
+            ..sample_job(&chat)
+        });
+        assert_eq!(
+            ahead(&u2).await,
+            2,
+            "u2's second goes after their first and, on an equal turn, u1's next"
+        );
+        assert_eq!(backlog.waiting(&queue, &chat).await, 21);
+    }
+
     #[tokio::test]
     async fn the_backlog_counts_the_classes_a_fresh_job_goes_after_as_the_queue_orders_them() {
         let queue = InProcessQueue::default();
@@ -408,7 +544,10 @@ mod tests {
             ahead_of(&backlog, &queue, Priority::Interactive).await,
             [(coder.clone(), 1)]
         );
-        backlog.queued(&chat, Priority::Background);
+        backlog.queued(&Job {
+            priority: Priority::Background,
+            ..sample_job(&chat)
+        });
         assert_eq!(
             ahead_of(&backlog, &queue, Priority::Background).await,
             [(chat.clone(), 1), (coder.clone(), 2)]

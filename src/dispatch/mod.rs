@@ -137,9 +137,10 @@ impl Dispatcher {
     /// that machine among `statuses` serves: see [`crate::placement::backlog`]). Exactly,
     /// with their prompts, in embedded mode (one pass over the in-process queue); in
     /// cluster mode the waiting jobs of the classes it goes after (its own and the better
-    /// ones: their ages are not known there) from the depths [`Self::waiting`] reads (no
-    /// Redis round trip on the request path; the worker that takes the job asks the queue
-    /// itself).
+    /// ones: their ages are not known there), and in its own class those of the people
+    /// whose turn comes first ([`crate::queue::turns::ahead_in_turn`]), from the depths
+    /// [`Self::waiting`] reads (no Redis round trip on the request path; the worker that
+    /// takes the job asks the queue itself).
     pub async fn ahead(
         &self,
         lane: &crate::domain::Lane,
@@ -149,7 +150,7 @@ impl Dispatcher {
     ) -> crate::placement::Waiting {
         match self {
             Self::Embedded(e) => e.ahead(lane, priority, person, statuses),
-            Self::Cluster(c) => c.ahead(lane, priority, statuses).await,
+            Self::Cluster(c) => c.ahead(lane, priority, person, statuses).await,
         }
     }
 
@@ -167,7 +168,7 @@ impl Dispatcher {
     ) -> crate::placement::Waiting {
         match self {
             Self::Embedded(e) => e.ahead_of_waiting(lane, task_id, priority, person, statuses),
-            Self::Cluster(c) => c.ahead(lane, priority, statuses).await,
+            Self::Cluster(c) => c.ahead(lane, priority, person, statuses).await,
         }
     }
 

@@ -211,6 +211,18 @@ impl Takes {
     }
 }
 
+/// A person's jobs in one lane and class (see [`Queue::people_depths`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Depth {
+    pub lane: Lane,
+    pub priority: Priority,
+    pub person: Person,
+    /// Not yet handed out.
+    pub waiting: usize,
+    /// Handed out, not yet acknowledged.
+    pub running: usize,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     #[error("queue is closed")]
@@ -250,7 +262,8 @@ pub trait Queue: Send + Sync + 'static {
     /// its class, a turn no later: see [`turns`]), for placement
     /// ([`crate::placement::Ahead`]): a machine the lane's backlog will keep busy looks
     /// busy. In process with their prompts' sizes; in Redis only their count, by class
-    /// (waiting promotes no entry there, and people take no turns).
+    /// (waiting promotes no entry there) and by the people's turns from each person's
+    /// waiting and running jobs in the lane ([`turns::ahead_in_turn`]).
     async fn ahead(
         &self,
         lane: &Lane,
@@ -304,6 +317,25 @@ pub trait Queue: Send + Sync + 'static {
     /// Jobs waiting in each lane per priority class, by the class each was queued with
     /// (waiting promotes none here), sorted; lanes and classes with none are left out.
     async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError>;
+
+    /// Jobs of each lane, class and person: waiting, and handed out but not yet
+    /// acknowledged (running), for the people's turns where only counts are known
+    /// ([`turns::ahead_in_turn`]). A queue that does not know its jobs' people counts
+    /// every waiting job as the default person's and none as running.
+    async fn people_depths(&self) -> Result<Vec<Depth>, QueueError> {
+        Ok(self
+            .class_depths()
+            .await?
+            .into_iter()
+            .map(|(lane, priority, waiting)| Depth {
+                lane,
+                priority,
+                person: Person::default(),
+                waiting,
+                running: 0,
+            })
+            .collect())
+    }
 
     /// Jobs waiting in each lane, all classes together, sorted.
     async fn depths(&self) -> Result<Vec<(Lane, usize)>, QueueError> {

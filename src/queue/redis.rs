@@ -602,8 +602,8 @@ impl Queue for RedisQueue {
         inventory::awaited(&self.inner, lanes).await
     }
 
-    /// Jobs waiting (not yet handed out) per lane and class, from `XLEN` less the group's
-    /// pending count of each stream; those with none are left out.
+    /// Jobs waiting (not yet handed out) per lane and class: the entries after each
+    /// group's last delivered id; those with none are left out.
     async fn class_depths(&self) -> Result<Vec<(Lane, Priority, usize)>, QueueError> {
         inventory::class_depths(&self.inner).await
     }
@@ -612,9 +612,25 @@ impl Queue for RedisQueue {
         &self,
         lane: &Lane,
         priority: Priority,
-        _person: &crate::domain::Person,
+        person: &crate::domain::Person,
     ) -> Result<crate::placement::Ahead, QueueError> {
-        inventory::ahead(&self.inner, lane, priority).await
+        inventory::ahead(&self.inner, lane, priority, person, false).await
+    }
+
+    /// As [`Self::ahead`] for a fresh job of `job`'s class and person, `job` itself (taken,
+    /// so pending) not counted among its person's running jobs.
+    async fn ahead_of(
+        &self,
+        lane: &Lane,
+        job: &Job,
+    ) -> Result<crate::placement::Ahead, QueueError> {
+        inventory::ahead(&self.inner, lane, job.priority, &job.person, true).await
+    }
+
+    /// Each person's entries per lane and class: those after each group's last delivered
+    /// id wait, the group's pending ones run.
+    async fn people_depths(&self) -> Result<Vec<super::Depth>, QueueError> {
+        inventory::people_depths(&self.inner, None).await
     }
 
     /// Counts the waiting entries of `lane`'s streams (those after each group's last

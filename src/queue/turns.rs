@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::time::Instant;
 
-use crate::domain::{Person, TaskId};
+use crate::domain::{Lane, Person, Priority, TaskId};
 
 /// How many people's last service is remembered: past it the longest ago are forgotten,
 /// which puts them where they would stand if they had not been served for a long time.
@@ -145,6 +145,52 @@ impl Turns {
     }
 }
 
+/// The waiting jobs, per lane, that a fresh job of `priority` from `person` is taken
+/// after, where the queue knows only how many jobs each person has waiting and running
+/// per lane and class (Redis: [`super::Queue::people_depths`]). All of the better classes
+/// count ([`super::priority::classes_ahead_of`]; waiting promotes none here), and in its
+/// own class all of the person's own, and each other person's first few: the fresh job's
+/// turn is its person's running jobs plus their waiting ones of its class, and another
+/// person's k-th waiting job (from 0) has their running jobs plus k. An equal turn counts
+/// as before it (it goes to whoever was served longer ago, which is not known here).
+pub fn ahead_in_turn(
+    depths: &[super::Depth],
+    priority: Priority,
+    person: &Person,
+) -> Vec<(Lane, usize)> {
+    let mut running: HashMap<&Person, usize> = HashMap::new();
+    for d in depths {
+        *running.entry(&d.person).or_default() += d.running;
+    }
+    let running_of = |p: &Person| running.get(p).copied().unwrap_or(0);
+    let own: usize = depths
+        .iter()
+        .filter(|d| d.priority == priority && &d.person == person)
+        .map(|d| d.waiting)
+        .sum();
+    let turn = running_of(person) + own;
+    let mut out: Vec<(Lane, usize)> = Vec::new();
+    for d in depths {
+        if !super::priority::classes_ahead_of(priority).any(|c| c == d.priority) {
+            continue;
+        }
+        let n = if d.priority != priority || &d.person == person {
+            d.waiting
+        } else {
+            d.waiting
+                .min((turn + 1).saturating_sub(running_of(&d.person)))
+        };
+        if n == 0 {
+            continue;
+        }
+        match out.iter_mut().find(|(l, _)| *l == d.lane) {
+            Some((_, sum)) => *sum += n,
+            None => out.push((d.lane.clone(), n)),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,6 +261,53 @@ mod tests {
             ]
         );
         assert_eq!(turns.of_task(TaskId::new()), (0, None));
+    }
+
+    #[test]
+    fn where_only_counts_are_known_another_persons_jobs_count_up_to_ones_turn() {
+        let (a, b) = (
+            Lane::parse("tasks:llm:a").unwrap(),
+            Lane::parse("tasks:llm:b").unwrap(),
+        );
+        let (dad, kid) = (person("dad"), person("kid"));
+        let depth =
+            |lane: &Lane, priority, person: &Person, waiting, running| super::super::Depth {
+                lane: lane.clone(),
+                priority,
+                person: person.clone(),
+                waiting,
+                running,
+            };
+        let depths = [
+            depth(&a, Priority::Interactive, &dad, 5, 1),
+            depth(&b, Priority::Interactive, &dad, 2, 0),
+            depth(&a, Priority::Background, &dad, 4, 0),
+            depth(&a, Priority::Interactive, &kid, 1, 0),
+        ];
+        // The kid's turn is 1 (one waiting): dad's jobs with a turn of 1 or less in each
+        // lane, dad having one running: one in a, one in b; and the kid's own.
+        assert_eq!(
+            ahead_in_turn(&depths, Priority::Interactive, &kid),
+            [(a.clone(), 2), (b.clone(), 1)]
+        );
+        // Dad's turn is 1 + 7: all of his own, and the kid's one.
+        assert_eq!(
+            ahead_in_turn(&depths, Priority::Interactive, &dad),
+            [(a.clone(), 6), (b.clone(), 2)]
+        );
+        // Background work goes after every interactive job; among its class, dad (one
+        // running) comes after the kid (none).
+        assert_eq!(
+            ahead_in_turn(&depths, Priority::Background, &kid),
+            [(a.clone(), 6), (b.clone(), 2)]
+        );
+        let nobody = person("nobody");
+        assert_eq!(
+            ahead_in_turn(&depths, Priority::Interactive, &nobody),
+            [(a.clone(), 1)],
+            "a person with nothing waiting or running goes after the kid's first only: \
+             dad has one running"
+        );
     }
 
     #[tokio::test(start_paused = true)]

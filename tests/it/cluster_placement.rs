@@ -57,12 +57,27 @@ async fn route_as(
     prompt: String,
     priority: &str,
 ) -> (String, String) {
-    let res = http
+    route_for(http, base, model, prompt, priority, None).await
+}
+
+/// [`route_as`], by Open WebUI's `user` when given (through its trusted key).
+async fn route_for(
+    http: &reqwest::Client,
+    base: &str,
+    model: &str,
+    prompt: String,
+    priority: &str,
+    user: Option<&str>,
+) -> (String, String) {
+    let mut req = http
         .post(format!("{base}/route"))
-        .json(&json!({"prompt": prompt, "model": model, "priority": priority}))
-        .send()
-        .await
-        .unwrap();
+        .json(&json!({"prompt": prompt, "model": model, "priority": priority}));
+    if let Some(user) = user {
+        req = req
+            .bearer_auth(crate::people::U1.0)
+            .header("X-OpenWebUI-User-Id", user);
+    }
+    let res = req.send().await.unwrap();
     assert_eq!(res.status(), 200);
     let body: Value = res.json().await.unwrap();
     (
@@ -122,12 +137,27 @@ struct Pair {
 
 impl Pair {
     async fn warm(env: Env) -> Self {
+        Self::warm_with(env, false).await
+    }
+
+    /// [`Pair::warm`]; with `keyed`, `serve` has the household's keys
+    /// ([`crate::people::household_keys`]) and the pair's client is the admin's.
+    async fn warm_with(env: Env, keyed: bool) -> Self {
         let moon_fake = machine_with(&[MODEL, CODER], 1000.0, 50.0).await;
         let ai_core_fake = machine_at(60.0, 25.0).await;
         let (moon_stop, moon) = worker_on(&env, "moon", &moon_fake).await;
         let (ai_core_stop, ai_core) = worker_on(&env, "ai-core", &ai_core_fake).await;
-        let (base, stop, serve) = serve_in_process(cluster_config(&env, &env.redis)).await;
-        let http = reqwest::Client::new();
+        let mut config = cluster_config(&env, &env.redis);
+        let mut http = reqwest::Client::builder();
+        if keyed {
+            crate::people::household_keys(&mut config);
+            let admin = format!("Bearer {}", crate::people::ADMIN.0);
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(reqwest::header::AUTHORIZATION, admin.parse().unwrap());
+            http = http.default_headers(headers);
+        }
+        let http = http.build().unwrap();
+        let (base, stop, serve) = serve_in_process(config).await;
         eventually(Duration::from_secs(20), "both workers show up", || async {
             let names = worker_names(&http, &base).await;
             names.contains(&"moon".to_owned()) && names.contains(&"ai-core".to_owned())
@@ -186,11 +216,16 @@ impl Pair {
 
     /// Four coder turns of `priority`, once moon has started the first: their task ids.
     async fn coder_turns(&self, priority: &str) -> Vec<String> {
+        self.coder_turns_by(priority, None).await
+    }
+
+    /// [`Pair::coder_turns`] by Open WebUI's `user`, when given.
+    async fn coder_turns_by(&self, priority: &str, user: Option<&str>) -> Vec<String> {
         let mut coder = Vec::new();
         for i in 0..4 {
             let prompt = long_prompt(&format!("coder {i}"));
             coder.push(
-                route_as(&self.http, &self.base, CODER, prompt, priority)
+                route_for(&self.http, &self.base, CODER, prompt, priority, user)
                     .await
                     .0,
             );
@@ -263,6 +298,39 @@ async fn batch_work_a_machine_owes_does_not_count_against_a_persons_turn() {
     let coder = pair.coder_turns("batch").await;
     let (chat, chat_on) = route(&pair.http, &pair.base, MODEL, long_prompt("chat")).await;
     assert_eq!(chat_on, "moon", "batch work waits behind the turn");
+    assert_eq!(
+        pair.ended(&chat).await,
+        ("done".to_owned(), "moon".to_owned()),
+        "the worker that got it left it for moon"
+    );
+    for id in &coder {
+        assert_eq!(pair.ended(id).await, ("done".to_owned(), "moon".to_owned()));
+    }
+    assert_eq!(pair.ai_core_fake.stats().requests, 1, "the warm-up only");
+    pair.stop().await;
+}
+
+/// Another person's flood does not count against a person's turn: with u1's four coder
+/// turns routed (one running on moon, the rest waiting), u2's chat turn goes before u1's
+/// waiting ones (people take turns), so `serve` names moon, as it would with the coder
+/// turns in the batch class; counted as a fresh job of u1's, they would have sent it to
+/// ai-core. The idle ai-core gets the job first, weighs the same turns, and leaves it for
+/// moon, which takes it next.
+#[tokio::test]
+async fn another_persons_flood_does_not_count_against_a_persons_turn() {
+    let Some(env) = env() else { return };
+    let pair = Pair::warm_with(env, true).await;
+    let coder = pair.coder_turns_by("interactive", Some("u1")).await;
+    let (chat, chat_on) = route_for(
+        &pair.http,
+        &pair.base,
+        MODEL,
+        long_prompt("chat"),
+        "interactive",
+        Some("u2"),
+    )
+    .await;
+    assert_eq!(chat_on, "moon", "u2's turn comes before u1's waiting ones");
     assert_eq!(
         pair.ended(&chat).await,
         ("done".to_owned(), "moon".to_owned()),

@@ -4,13 +4,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use redis::streams::{StreamInfoGroupsReply, StreamRangeReply};
+use redis::streams::StreamRangeReply;
 
 use super::connection::glob_escape;
 use super::take::{lua_last_delivered, now_ms};
 use super::{FIELD_JOB, GROUP, Inner, Job, Priority, backend};
-use crate::domain::{Lane, TaskId};
-use crate::queue::QueueError;
+use crate::domain::{Lane, Person, TaskId};
+use crate::queue::{Depth, QueueError};
 
 /// Every lane stream under this queue's prefix, of every priority class: fresh jobs, jobs
 /// queued again and jobs taken out of turn.
@@ -120,67 +120,93 @@ pub(super) async fn task_ids(inner: &Inner) -> Result<HashSet<TaskId>, QueueErro
     Ok(out)
 }
 
-/// Jobs waiting (not yet handed out) per lane and class, fresh and queued again together,
-/// from `XLEN` less the group's pending count of each stream; those with none are left out.
+/// Jobs waiting (not yet handed out) per lane and class, fresh, queued again and taken out
+/// of turn together; those with none are left out.
 pub(super) async fn class_depths(
     inner: &Inner,
 ) -> Result<Vec<(Lane, Priority, usize)>, QueueError> {
-    let mut out: HashMap<(Lane, Priority), usize> = HashMap::new();
-    for key in lane_keys(inner).await? {
-        let Some(lane_class) = inner.lane_of(&key) else {
-            continue;
-        };
-        let waiting = waiting_in(inner, &key).await?;
-        if waiting > 0 {
-            *out.entry(lane_class).or_default() += waiting;
+    let mut out: Vec<(Lane, Priority, usize)> = Vec::new();
+    for d in people_depths(inner, None).await? {
+        match out.last_mut() {
+            Some((lane, class, n)) if *lane == d.lane && *class == d.priority => *n += d.waiting,
+            _ if d.waiting > 0 => out.push((d.lane, d.priority, d.waiting)),
+            _ => {}
         }
     }
-    let mut out: Vec<(Lane, Priority, usize)> =
-        out.into_iter().map(|((l, p), n)| (l, p, n)).collect();
+    Ok(out)
+}
+
+/// Each person's jobs per lane and class (see [`crate::queue::Queue::people_depths`]), of
+/// every lane, or of `lane` alone; sorted, those with none waiting or running left out.
+pub(super) async fn people_depths(
+    inner: &Inner,
+    lane: Option<&Lane>,
+) -> Result<Vec<Depth>, QueueError> {
+    let keys = match lane {
+        Some(lane) => Priority::ALL
+            .iter()
+            .flat_map(|p| inner.all_class_keys(lane, *p))
+            .collect(),
+        None => lane_keys(inner).await?,
+    };
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let counted = inner.counted(&keys).await.map_err(backend)?;
+    let mut out: HashMap<(Lane, Priority, String), (usize, usize)> = HashMap::new();
+    for (key, people) in keys.iter().zip(counted) {
+        let Some((lane, class)) = inner.lane_of(key) else {
+            continue;
+        };
+        for (person, waiting, running) in people {
+            let n = out.entry((lane.clone(), class, person)).or_default();
+            n.0 += waiting;
+            n.1 += running;
+        }
+    }
+    let mut out: Vec<Depth> = out
+        .into_iter()
+        .filter_map(|((lane, priority, person), (waiting, running))| {
+            Some(Depth {
+                lane,
+                priority,
+                person: Person::parse(&person).ok()?,
+                waiting,
+                running,
+            })
+        })
+        .collect();
     out.sort();
     Ok(out)
 }
 
-/// The jobs waiting in `lane`'s streams of `priority` and the better classes, fresh and
-/// queued again (see [`crate::queue::Queue::ahead`]); their prompts are not read.
+/// The jobs waiting in `lane`'s streams that a fresh job of `priority` from `person` is
+/// taken after (see [`crate::queue::Queue::ahead`]): the better classes', and the
+/// people's turns in its own ([`crate::queue::turns::ahead_in_turn`], counted in this lane
+/// alone); their prompts are not read.
+///
+/// With `taken`, the job is one of the person's that a worker holds (it asks whether to
+/// keep it): it is not counted among their running jobs.
 pub(super) async fn ahead(
     inner: &Inner,
     lane: &Lane,
     priority: Priority,
+    person: &Person,
+    taken: bool,
 ) -> Result<crate::placement::Ahead, QueueError> {
-    let mut jobs = 0;
-    for class in crate::queue::priority::classes_ahead_of(priority) {
-        for key in inner.class_keys(lane, class) {
-            jobs += waiting_in(inner, &key).await?;
-        }
+    let mut depths = people_depths(inner, Some(lane)).await?;
+    if taken
+        && let Some(d) = depths
+            .iter_mut()
+            .find(|d| &d.person == person && d.running > 0)
+    {
+        d.running -= 1;
     }
+    let jobs = crate::queue::turns::ahead_in_turn(&depths, priority, person)
+        .into_iter()
+        .map(|(_, n)| n)
+        .sum();
     Ok(crate::placement::Ahead::jobs(jobs))
-}
-
-/// The entries of stream `key` not yet handed out: `XLEN` less the group's pending count
-/// (0 for a stream that does not exist).
-async fn waiting_in(inner: &Inner, key: &str) -> Result<usize, QueueError> {
-    let mut commands = inner.redis.commands();
-    let len: usize = redis::cmd("XLEN")
-        .arg(key)
-        .query_async(&mut commands)
-        .await
-        .map_err(backend)?;
-    if len == 0 {
-        return Ok(0);
-    }
-    let groups: StreamInfoGroupsReply = redis::cmd("XINFO")
-        .arg("GROUPS")
-        .arg(key)
-        .query_async(&mut commands)
-        .await
-        .map_err(backend)?;
-    let pending = groups
-        .groups
-        .iter()
-        .find(|g| g.name == GROUP)
-        .map_or(0, |g| g.pending);
-    Ok(len.saturating_sub(pending))
 }
 
 /// Deletes the waiting entry of task `ARGV[3]` (its job in field `ARGV[2]` names it as

@@ -39,6 +39,60 @@ use super::take::{Order, Taken, id_order, lua_last_delivered, read_reply};
 use super::{Aging, FIELD_PERSON, FIELD_QUEUED, GROUP, Inner};
 use crate::domain::Person;
 
+/// A Lua function for the scripts that read whose entries are: `person_of(fields)` gives
+/// the person an entry's fields name in field `ARGV[2]`, else `ARGV[3]`.
+macro_rules! lua_person_of {
+    () => {
+        r"
+local function person_of(fields)
+  for j = 1, #fields, 2 do
+    if fields[j] == ARGV[2] then return fields[j + 1] end
+  end
+  return ARGV[3]
+end
+"
+    };
+}
+
+/// For the streams in `KEYS`, with group `ARGV[1]`, person field `ARGV[2]` (absent: person
+/// `ARGV[3]`): per stream, a flat list of each person, their waiting entries and their
+/// pending ones (at most `ARGV[4]` pending are read).
+pub(super) const COUNT_SCRIPT: &str = concat!(
+    lua_last_delivered!(),
+    lua_person_of!(),
+    r"
+local out = {}
+for i, key in ipairs(KEYS) do
+  local counts, order = {}, {}
+  local function count(person, at)
+    if not counts[person] then
+      counts[person] = {0, 0}
+      order[#order + 1] = person
+    end
+    counts[person][at] = counts[person][at] + 1
+  end
+  local _, last = last_delivered(key, ARGV[1])
+  if last then
+    for _, e in ipairs(redis.call('XRANGE', key, '(' .. last, '+')) do
+      count(person_of(e[2]), 1)
+    end
+    for _, p in ipairs(redis.call('XPENDING', key, ARGV[1], '-', '+', ARGV[4])) do
+      local e = redis.call('XRANGE', key, p[1], p[1])
+      count(e[1] and person_of(e[1][2]) or ARGV[3], 2)
+    end
+  end
+  local flat = {}
+  for _, person in ipairs(order) do
+    flat[#flat + 1] = person
+    flat[#flat + 1] = tostring(counts[person][1])
+    flat[#flat + 1] = tostring(counts[person][2])
+  end
+  out[i] = flat
+end
+return out
+"
+);
+
 /// How many waiting entries of one stream a look reads at most, and how many pending
 /// ones. More than a lane holds (`[limits] queued_per_lane`, 1000 by default).
 const LOOK_AT_MOST: usize = 2000;
@@ -53,13 +107,8 @@ const SERVED_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 /// when people were last served.
 pub(super) const LOOK_SCRIPT: &str = concat!(
     lua_last_delivered!(),
+    lua_person_of!(),
     r"
-local function person_of(fields)
-  for j = 1, #fields, 2 do
-    if fields[j] == ARGV[2] then return fields[j + 1] end
-  end
-  return ARGV[3]
-end
 local firsts, running = {}, {}
 for i = 1, #KEYS - 1 do
   local key = KEYS[i]
@@ -305,6 +354,37 @@ impl Inner {
             }
         }
         Ok(people)
+    }
+
+    /// Each person's waiting and pending entries in each of `keys` ([`COUNT_SCRIPT`]).
+    pub(super) async fn counted(
+        &self,
+        keys: &[String],
+    ) -> RedisResult<Vec<Vec<(String, usize, usize)>>> {
+        let found: Vec<Vec<String>> = redis::cmd("EVAL")
+            .arg(COUNT_SCRIPT)
+            .arg(keys.len())
+            .arg(keys)
+            .arg(GROUP)
+            .arg(FIELD_PERSON)
+            .arg(Person::DEFAULT)
+            .arg(LOOK_AT_MOST)
+            .query_async(&mut self.redis.commands())
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(|flat| {
+                flat.chunks_exact(3)
+                    .map(|c| {
+                        (
+                            c[0].clone(),
+                            c[1].parse().unwrap_or(0),
+                            c[2].parse().unwrap_or(0),
+                        )
+                    })
+                    .collect()
+            })
+            .collect())
     }
 
     /// Takes `choice`, an entry behind others in its stream, out of turn for `consumer`

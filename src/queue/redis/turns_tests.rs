@@ -193,3 +193,81 @@ async fn a_job_taken_out_of_turn_is_taken_over_when_its_worker_dies() {
     assert!(b.task_ids().await.unwrap().is_empty());
     delete_keys(&url, &prefix).await.unwrap();
 }
+
+#[tokio::test]
+async fn each_persons_waiting_and_running_jobs_are_counted_and_what_waits_before_follows_turns() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    for j in [of(&l, "u1"), of(&l, "u1"), of(&l, "u1"), of(&l, "u2")] {
+        q.enqueue(j).await.unwrap();
+    }
+    let running = take(&q, &l).await;
+    assert_eq!(running.job.person.as_str(), "u1");
+    let depth = |person: &str, waiting, running| crate::queue::Depth {
+        lane: l.clone(),
+        priority: Priority::Interactive,
+        person: Person::parse(person).unwrap(),
+        waiting,
+        running,
+    };
+    assert_eq!(
+        q.people_depths().await.unwrap(),
+        [depth("u1", 2, 1), depth("u2", 1, 0)]
+    );
+    assert_eq!(
+        q.class_depths().await.unwrap(),
+        [(l.clone(), Priority::Interactive, 3)]
+    );
+    let ahead = async |who: &str| {
+        q.ahead(&l, Priority::Interactive, &Person::parse(who).unwrap())
+            .await
+            .unwrap()
+            .jobs
+    };
+    assert_eq!(ahead("u3").await, 1, "u2's first; u1 has one running");
+    assert_eq!(ahead("u1").await, 3, "u1's own two and u2's one");
+    assert_eq!(
+        q.ahead(&l, Priority::Background, &Person::parse("u3").unwrap())
+            .await
+            .unwrap()
+            .jobs,
+        3,
+        "background work goes after every person's turn"
+    );
+    q.ack(&running).await.unwrap();
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_taken_job_is_not_its_own_persons_running_rival() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    for j in [of(&l, "u1"), of(&l, "u1"), of(&l, "u1"), of(&l, "u2")] {
+        q.enqueue(j).await.unwrap();
+    }
+    let u1 = take(&q, &l).await;
+    let u2 = take(&q, &l).await;
+    assert_eq!(u2.job.person.as_str(), "u2");
+    // u2's job, held by the worker that asks, has nobody's waiting job before it: u1 has
+    // one running. Counted as running, it would have had u1's next one before it.
+    assert_eq!(q.ahead_of(&l, &u2.job).await.unwrap().jobs, 0);
+    assert_eq!(
+        q.ahead(&l, Priority::Interactive, &u2.job.person)
+            .await
+            .unwrap()
+            .jobs,
+        1,
+        "a fresh job of u2's, with one running"
+    );
+    q.ack(&u1).await.unwrap();
+    q.ack(&u2).await.unwrap();
+    delete_keys(&url, &prefix).await.unwrap();
+}
