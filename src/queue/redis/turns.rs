@@ -56,7 +56,8 @@ end
 
 /// For the streams in `KEYS`, with group `ARGV[1]`, person field `ARGV[2]` (absent: person
 /// `ARGV[3]`): per stream, a flat list of each person, their waiting entries and their
-/// pending ones (at most `ARGV[4]` pending are read).
+/// pending ones. At most `ARGV[4]` waiting and as many pending entries are read; the
+/// waiting ones past those count as the last read one's person (a flood is one person's).
 pub(super) const COUNT_SCRIPT: &str = concat!(
     lua_last_delivered!(),
     lua_person_of!(),
@@ -73,8 +74,16 @@ for i, key in ipairs(KEYS) do
   end
   local _, last = last_delivered(key, ARGV[1])
   if last then
-    for _, e in ipairs(redis.call('XRANGE', key, '(' .. last, '+')) do
-      count(person_of(e[2]), 1)
+    local seen, person = 0, nil
+    for _, e in ipairs(redis.call('XRANGE', key, '(' .. last, '+', 'COUNT', ARGV[4])) do
+      person = person_of(e[2])
+      count(person, 1)
+      seen = seen + 1
+    end
+    local pending = redis.call('XPENDING', key, ARGV[1])[1]
+    local unseen = redis.call('XLEN', key) - pending - seen
+    if person and unseen > 0 then
+      counts[person][1] = counts[person][1] + unseen
     end
     for _, p in ipairs(redis.call('XPENDING', key, ARGV[1], '-', '+', ARGV[4])) do
       local e = redis.call('XRANGE', key, p[1], p[1])
@@ -94,8 +103,12 @@ return out
 );
 
 /// How many waiting entries of one stream a look reads at most, and how many pending
-/// ones. More than a lane holds (`[limits] queued_per_lane`, 1000 by default).
-const LOOK_AT_MOST: usize = 2000;
+/// ones. A script reads whole entries, prompts and all, and Redis serves nothing else
+/// meanwhile: 256 entries of 20 kB take it about 13 ms (docs/BENCHMARKS.md). It is more
+/// than one person may have waiting (`[limits] queued_per_person`, 250 by default), so
+/// one person's flood hides nobody's first task; a person whose first task waits deeper
+/// than that (behind several floods) is seen once the lane drains to it.
+pub(super) const LOOK_AT_MOST: usize = 256;
 
 /// How long the hash of when people were last served lives after the last take.
 const SERVED_KEPT_MS: u64 = 24 * 60 * 60 * 1000;

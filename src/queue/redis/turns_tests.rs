@@ -271,3 +271,30 @@ async fn a_taken_job_is_not_its_own_persons_running_rival() {
     q.ack(&u2).await.unwrap();
     delete_keys(&url, &prefix).await.unwrap();
 }
+
+/// A look reads a bounded number of entries (their prompts and all): the waiting ones past
+/// it still count, as the last read one's person's, so the lane's depth stays exact.
+#[tokio::test]
+async fn waiting_jobs_past_what_a_look_reads_still_count() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    let flood = turns::LOOK_AT_MOST + 10;
+    for _ in 0..flood {
+        q.enqueue(of(&l, "u1")).await.unwrap();
+    }
+    q.enqueue(of(&l, "u2")).await.unwrap();
+    let running = take(&q, &l).await;
+    assert_eq!(
+        q.class_depths().await.unwrap(),
+        [(l.clone(), Priority::Interactive, flood)]
+    );
+    let depths = q.people_depths().await.unwrap();
+    assert_eq!(depths.iter().map(|d| d.waiting).sum::<usize>(), flood);
+    assert_eq!(depths.iter().map(|d| d.running).sum::<usize>(), 1);
+    q.ack(&running).await.unwrap();
+    delete_keys(&url, &prefix).await.unwrap();
+}
