@@ -243,6 +243,21 @@ impl Pair {
         ended(&self.pool, &self.env, id).await
     }
 
+    /// The chat turn `chat` and the coder turns `coder` all ended done on moon: the idle
+    /// ai-core, which got the chat's job first, left it for moon and ran nothing but its
+    /// warm-up.
+    async fn all_ran_on_moon(&self, chat: &str, coder: &[String]) {
+        assert_eq!(
+            self.ended(chat).await,
+            ("done".to_owned(), "moon".to_owned()),
+            "the worker that got it left it for moon"
+        );
+        for id in coder {
+            assert_eq!(self.ended(id).await, ("done".to_owned(), "moon".to_owned()));
+        }
+        assert_eq!(self.ai_core_fake.stats().requests, 1, "the warm-up only");
+    }
+
     async fn stop(self) {
         for s in self.stops {
             let _ = s.send(());
@@ -298,15 +313,7 @@ async fn batch_work_a_machine_owes_does_not_count_against_a_persons_turn() {
     let coder = pair.coder_turns("batch").await;
     let (chat, chat_on) = route(&pair.http, &pair.base, MODEL, long_prompt("chat")).await;
     assert_eq!(chat_on, "moon", "batch work waits behind the turn");
-    assert_eq!(
-        pair.ended(&chat).await,
-        ("done".to_owned(), "moon".to_owned()),
-        "the worker that got it left it for moon"
-    );
-    for id in &coder {
-        assert_eq!(pair.ended(id).await, ("done".to_owned(), "moon".to_owned()));
-    }
-    assert_eq!(pair.ai_core_fake.stats().requests, 1, "the warm-up only");
+    pair.all_ran_on_moon(&chat, &coder).await;
     pair.stop().await;
 }
 
@@ -331,15 +338,7 @@ async fn another_persons_flood_does_not_count_against_a_persons_turn() {
     )
     .await;
     assert_eq!(chat_on, "moon", "u2's turn comes before u1's waiting ones");
-    assert_eq!(
-        pair.ended(&chat).await,
-        ("done".to_owned(), "moon".to_owned()),
-        "the worker that got it left it for moon"
-    );
-    for id in &coder {
-        assert_eq!(pair.ended(id).await, ("done".to_owned(), "moon".to_owned()));
-    }
-    assert_eq!(pair.ai_core_fake.stats().requests, 1, "the warm-up only");
+    pair.all_ran_on_moon(&chat, &coder).await;
     pair.stop().await;
 }
 
