@@ -26,7 +26,8 @@
 //! take turns ([`turns`]): a job of a person with fewer running, or served longer ago,
 //! is taken out of turn from behind others, through a third stream per lane and class
 //! (`<prefix>taken:<lane>`, `<prefix>taken:background:<lane>`, …) that every worker of
-//! the lane reads too.
+//! the lane reads too; each stream's index of whose its entries are
+//! (`<prefix>who:<stream>`) is written and deleted with them.
 //!
 //! Delivery is at least once. A job stays pending for its consumer until acknowledged.
 //! While this process is alive it renews the lease of every job it holds (`XCLAIM` to
@@ -94,9 +95,12 @@ const FIELD_PASSES: &str = "passes";
 const FIELD_AHEAD: &str = "redis_ahead_ms";
 /// What the streams of jobs queued again start with, after the prefix.
 const REQUEUED: &str = "requeued:";
-/// Whose job an entry is, for a person other than [`crate::domain::Person::DEFAULT`]
-/// (entries without it are the default person's): see [`turns`].
-const FIELD_PERSON: &str = "person";
+/// What each stream's index of whose its entries are starts with, after the prefix (then
+/// the stream's key): one tiny entry per entry of a person other than
+/// [`crate::domain::Person::DEFAULT`], of the same id, whose field `p` names them; added
+/// and deleted with the entry. The looks at the people's work read the indexes, not the
+/// entries' jobs (see [`turns`]).
+const WHO: &str = "who:";
 /// The id an entry taken out of turn had in its class's stream, whose time is when it
 /// was queued (see [`turns`]).
 const FIELD_QUEUED: &str = "queued_id";
@@ -459,10 +463,8 @@ impl Inner {
     /// workers it waits for time to free up.
     async fn pass_on(&self, t: &Taken, job: &Job, ahead: chrono::TimeDelta) -> RedisResult<()> {
         let text = serde_json::to_string(job).ok();
-        let mut add = redis::cmd("XADD");
-        add.arg(&t.key)
-            .arg("*")
-            .arg(FIELD_JOB)
+        let mut add = turns::add(self, &t.key, &job.person);
+        add.arg(FIELD_JOB)
             .arg(text.as_deref().or(t.text.as_deref()).unwrap_or_default())
             .arg(FIELD_PASSES)
             .arg(t.passes + 1);
@@ -472,7 +474,6 @@ impl Inner {
         } else if let Some(writer) = t.writer_ahead_ms {
             add.arg(FIELD_AHEAD).arg(writer);
         }
-        turns::with_person(&mut add, &job.person);
         if let Some(queued) = &t.queued_id {
             add.arg(FIELD_QUEUED).arg(queued);
         }
@@ -486,6 +487,10 @@ impl Inner {
             .ignore()
             .cmd("XDEL")
             .arg(&t.key)
+            .arg(&t.id)
+            .ignore()
+            .cmd("XDEL")
+            .arg(self.who_key(&t.key))
             .arg(&t.id)
             .ignore();
         pipe.query_async::<()>(&mut self.redis.commands()).await?;
@@ -505,6 +510,10 @@ impl Inner {
             .ignore()
             .cmd("XDEL")
             .arg(key)
+            .arg(id)
+            .ignore()
+            .cmd("XDEL")
+            .arg(self.who_key(key))
             .arg(id)
             .ignore();
         pipe.query_async::<()>(&mut self.redis.commands()).await
@@ -526,17 +535,15 @@ impl Queue for RedisQueue {
             inner.ensure_groups(std::slice::from_ref(&key)).await?;
             let mut conn = inner.redis.commands();
             let ahead = inner.clock.ask_if_stale(&mut conn).await;
-            let mut add = redis::cmd("XADD");
-            add.arg(&key)
-                .arg("*")
+            turns::add(inner, &key, &job.person)
                 .arg(FIELD_JOB)
                 .arg(&text)
                 .arg(FIELD_PASSES)
                 .arg(0)
                 .arg(FIELD_AHEAD)
-                .arg(ahead.num_milliseconds());
-            turns::with_person(&mut add, &job.person);
-            add.query_async::<String>(&mut conn).await
+                .arg(ahead.num_milliseconds())
+                .query_async::<String>(&mut conn)
+                .await
         })
         .await
         .map_err(backend)?;

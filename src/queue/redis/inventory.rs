@@ -210,14 +210,16 @@ pub(super) async fn ahead(
 }
 
 /// Deletes the waiting entry of task `ARGV[3]` (its job in field `ARGV[2]` names it as
-/// `"task_id":"<id>"`) from the streams in `KEYS`, unless group `ARGV[1]` has delivered
-/// it: a worker that holds it skips it as it would have. Atomic: no consumer reads
-/// between the look and the delete. Returns 1 when an entry was deleted.
+/// `"task_id":"<id>"`) from the streams in `KEYS` (stream, index, stream, index), and
+/// from the stream's index, unless group `ARGV[1]` has delivered it: a worker that holds
+/// it skips it as it would have. Atomic: no consumer reads between the look and the
+/// delete. Returns 1 when an entry was deleted.
 const WITHDRAW_SCRIPT: &str = concat!(
     lua_last_delivered!(),
     r#"
 local needle = '"task_id":"' .. ARGV[3] .. '"'
-for _, key in ipairs(KEYS) do
+for i = 1, #KEYS, 2 do
+  local key = KEYS[i]
   local ok, last = last_delivered(key, ARGV[1])
   if ok then
     local from = last and ('(' .. last) or '-'
@@ -225,6 +227,7 @@ for _, key in ipairs(KEYS) do
       for j = 1, #e[2], 2 do
         if e[2][j] == ARGV[2] and string.find(e[2][j + 1], needle, 1, true) then
           redis.call('XDEL', key, e[1])
+          redis.call('XDEL', KEYS[i + 1], e[1])
           return 1
         end
       end
@@ -243,7 +246,7 @@ pub(super) async fn withdraw(
     priority: Priority,
     task_id: TaskId,
 ) -> Result<bool, QueueError> {
-    let keys = inner.class_keys(lane, priority);
+    let keys = inner.with_indexes(&inner.class_keys(lane, priority));
     let deleted: i64 = redis::cmd("EVAL")
         .arg(WITHDRAW_SCRIPT)
         .arg(keys.len())

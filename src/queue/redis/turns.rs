@@ -2,18 +2,22 @@
 //! do in the in-process queue ([`crate::queue::turns`]).
 //!
 //! A stream hands out its entries in order, and one person's twenty waiting chats would
-//! otherwise all run before anyone else's one. So each entry of a person other than the
-//! default one names its person (field [`super::FIELD_PERSON`]; a household without keys
-//! writes the same entries as before). When a worker takes, it looks, in one script
-//! ([`LOOK_SCRIPT`]), at each waiting person's first entry in each stream it reads, at
-//! whose entries are handed out and not yet acknowledged (the groups' pending entries:
-//! running, or held by a worker), and at when each person was last served (one hash,
-//! `turns:served`, written when a worker takes a job; it expires after a day without
-//! takes). Among waiting entries of one effective class ([`Aging::rank`]), it takes the
-//! first entry of the person with the fewest running jobs, then of the one served longest
-//! ago (never first), then the oldest. So a person whose job runs waits behind those with
-//! none running, people take a machine in rounds when it frees one slot at a time, and
-//! one person's own jobs keep their order.
+//! otherwise all run before anyone else's one. So each stream has an index of whose its
+//! entries are (`who:<stream>`, [`super::WHO`]): for each entry of a person other than
+//! the default one, a tiny entry of the same id that names them, added and deleted with
+//! it in the same script or transaction (a household without keys writes none). When a
+//! worker takes, it looks, in one script ([`LOOK_SCRIPT`]), at the indexes of the streams
+//! it reads: each waiting person's first entry, and whose entries are handed out and not
+//! yet acknowledged (pending: running, or held by a worker); and at when each person was
+//! last served (one hash, `turns:served`, written when a worker takes a job; it expires
+//! after a day without takes). The looks never read the entries' jobs, so their cost
+//! does not grow with the prompts. Among waiting entries of one effective class
+//! ([`Aging::rank`]), the worker takes the first entry of the person with the fewest
+//! running jobs, then of the one served longest ago (never first), then the oldest. So a
+//! person whose job runs waits behind those with none running, people take a machine in
+//! rounds when it frees one slot at a time, and one person's own jobs keep their order.
+//! An index entry older than its stream's oldest entry (left by a write that failed
+//! half-way) is dropped by the next look.
 //!
 //! An entry that heads its stream is read as before (`XREADGROUP`). One behind others is
 //! taken out of turn by one script ([`TAKE_OUT_SCRIPT`]), atomically: unless a worker has
@@ -36,59 +40,93 @@ use redis::RedisResult;
 use redis::streams::StreamReadReply;
 
 use super::take::{Order, Taken, id_order, lua_last_delivered, read_reply};
-use super::{Aging, FIELD_PERSON, FIELD_QUEUED, GROUP, Inner};
+use super::{Aging, FIELD_QUEUED, GROUP, Inner, WHO};
 use crate::domain::Person;
 
-/// A Lua function for the scripts that read whose entries are: `person_of(fields)` gives
-/// the person an entry's fields name in field `ARGV[2]`, else `ARGV[3]`.
-macro_rules! lua_person_of {
+/// Lua functions for the scripts that read the people's index ([`super::FIELD_PERSON`]):
+/// `after(a, b)` gives whether stream id `a` comes after `b`; `named(key, who, last)`
+/// first drops the index entries of `who` older than stream `key`'s oldest entry (one a
+/// lost write left behind), then gives its entries as `{id, person, waiting}`, waiting
+/// when the id comes after `last`, the id the group last delivered (the others are
+/// pending: acknowledged entries are deleted from both).
+macro_rules! lua_named {
     () => {
         r"
-local function person_of(fields)
-  for j = 1, #fields, 2 do
-    if fields[j] == ARGV[2] then return fields[j + 1] end
+local function parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function after(a, b)
+  local am, as = parts(a)
+  local bm, bs = parts(b)
+  return am > bm or (am == bm and as > bs)
+end
+local function named(key, who, last)
+  local oldest = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)[1]
+  if oldest then
+    redis.call('XTRIM', who, 'MINID', oldest[1])
+  else
+    redis.call('DEL', who)
   end
-  return ARGV[3]
+  local out = {}
+  for _, e in ipairs(redis.call('XRANGE', who, '-', '+')) do
+    out[#out + 1] = {e[1], e[2][2], after(e[1], last)}
+  end
+  return out
 end
 "
     };
 }
 
-/// For the streams in `KEYS`, with group `ARGV[1]`, person field `ARGV[2]` (absent: person
-/// `ARGV[3]`): per stream, a flat list of each person, their waiting entries and their
-/// pending ones. At most `ARGV[4]` waiting and as many pending entries are read; the
-/// waiting ones past those count as the last read one's person (a flood is one person's).
+/// Adds an entry of fields `ARGV[2..]` to stream `KEYS[1]`, and when `ARGV[1]` names a
+/// person, an entry of the same id naming them to its index `KEYS[2]`; the new id. An
+/// index that already went past that id (its stream was deleted and made again on a
+/// clock that went back) is started again: its people count as the default one's until
+/// their entries are gone.
+pub(super) const ADD_SCRIPT: &str = r"
+local add = {'XADD', KEYS[1], '*'}
+for i = 2, #ARGV do add[#add + 1] = ARGV[i] end
+local id = redis.call(unpack(add))
+if ARGV[1] ~= '' and not pcall(redis.call, 'XADD', KEYS[2], id, 'p', ARGV[1]) then
+  redis.call('DEL', KEYS[2])
+  redis.call('XADD', KEYS[2], id, 'p', ARGV[1])
+end
+return id
+";
+
+/// For the streams and their indexes in `KEYS` (stream, index, stream, index, …), with
+/// group `ARGV[1]`, where entries the index does not name are person `ARGV[2]`'s: per
+/// stream, a flat list of each person, their waiting entries and their pending ones.
 pub(super) const COUNT_SCRIPT: &str = concat!(
     lua_last_delivered!(),
-    lua_person_of!(),
+    lua_named!(),
     r"
 local out = {}
-for i, key in ipairs(KEYS) do
+for i = 1, #KEYS, 2 do
+  local key, who = KEYS[i], KEYS[i + 1]
   local counts, order = {}, {}
-  local function count(person, at)
+  local function count(person, at, n)
     if not counts[person] then
       counts[person] = {0, 0}
       order[#order + 1] = person
     end
-    counts[person][at] = counts[person][at] + 1
+    counts[person][at] = counts[person][at] + n
   end
   local _, last = last_delivered(key, ARGV[1])
   if last then
-    local seen, person = 0, nil
-    for _, e in ipairs(redis.call('XRANGE', key, '(' .. last, '+', 'COUNT', ARGV[4])) do
-      person = person_of(e[2])
-      count(person, 1)
-      seen = seen + 1
-    end
     local pending = redis.call('XPENDING', key, ARGV[1])[1]
-    local unseen = redis.call('XLEN', key) - pending - seen
-    if person and unseen > 0 then
-      counts[person][1] = counts[person][1] + unseen
+    local waiting = redis.call('XLEN', key) - pending
+    for _, e in ipairs(named(key, who, last)) do
+      if e[3] then
+        count(e[2], 1, 1)
+        waiting = waiting - 1
+      else
+        count(e[2], 2, 1)
+        pending = pending - 1
+      end
     end
-    for _, p in ipairs(redis.call('XPENDING', key, ARGV[1], '-', '+', ARGV[4])) do
-      local e = redis.call('XRANGE', key, p[1], p[1])
-      count(e[1] and person_of(e[1][2]) or ARGV[3], 2)
-    end
+    if waiting > 0 then count(ARGV[2], 1, waiting) end
+    if pending > 0 then count(ARGV[2], 2, pending) end
   end
   local flat = {}
   for _, person in ipairs(order) do
@@ -96,85 +134,77 @@ for i, key in ipairs(KEYS) do
     flat[#flat + 1] = tostring(counts[person][1])
     flat[#flat + 1] = tostring(counts[person][2])
   end
-  out[i] = flat
+  out[(i + 1) / 2] = flat
 end
 return out
 "
 );
 
-/// How many waiting entries of one stream a look reads at most, and how many pending
-/// ones. A script reads whole entries, prompts and all, and Redis serves nothing else
-/// meanwhile: 256 entries of 20 kB take it about 13 ms (docs/BENCHMARKS.md). It is more
-/// than one person may have waiting (`[limits] queued_per_person`, 250 by default), so
-/// one person's flood hides nobody's first task; a person whose first task waits deeper
-/// than that (behind several floods) is seen once the lane drains to it.
-pub(super) const LOOK_AT_MOST: usize = 256;
-
 /// How long the hash of when people were last served lives after the last take.
 const SERVED_KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 
-/// For the streams in `KEYS` but the last, with group `ARGV[1]`, person field `ARGV[2]`
-/// (absent: person `ARGV[3]`), reading at most `ARGV[4]` entries of each: each waiting
-/// person's first entry per stream (a flat list of id and person per stream, none when
-/// `ARGV[5]` is `0`), the person of every pending entry, and the hash `KEYS[#KEYS]` of
-/// when people were last served.
+/// For the streams and their indexes in `KEYS` but the last (stream, index, …), with group
+/// `ARGV[1]`, where entries the index does not name are person `ARGV[2]`'s: each named
+/// waiting person's first entry per stream (a flat list of id and person per stream; none
+/// when `ARGV[3]` is `0`), the person of every pending entry, and the hash `KEYS[#KEYS]`
+/// of when people were last served.
 pub(super) const LOOK_SCRIPT: &str = concat!(
     lua_last_delivered!(),
-    lua_person_of!(),
+    lua_named!(),
     r"
 local firsts, running = {}, {}
-for i = 1, #KEYS - 1 do
-  local key = KEYS[i]
+for i = 1, #KEYS - 1, 2 do
+  local key, who = KEYS[i], KEYS[i + 1]
   local found = {}
   local _, last = last_delivered(key, ARGV[1])
   if last then
-    if ARGV[5] ~= '0' then
-      local seen = {}
-      for _, e in ipairs(redis.call('XRANGE', key, '(' .. last, '+', 'COUNT', ARGV[4])) do
-        local person = person_of(e[2])
-        if not seen[person] then
-          seen[person] = true
-          found[#found + 1] = e[1]
-          found[#found + 1] = person
-        end
+    local pending = redis.call('XPENDING', key, ARGV[1])[1]
+    local seen = {}
+    for _, e in ipairs(named(key, who, last)) do
+      if not e[3] then
+        running[#running + 1] = e[2]
+        pending = pending - 1
+      elseif ARGV[3] ~= '0' and not seen[e[2]] then
+        seen[e[2]] = true
+        found[#found + 1] = e[1]
+        found[#found + 1] = e[2]
       end
     end
-    for _, p in ipairs(redis.call('XPENDING', key, ARGV[1], '-', '+', ARGV[4])) do
-      local e = redis.call('XRANGE', key, p[1], p[1])
-      running[#running + 1] = e[1] and person_of(e[1][2]) or ARGV[3]
-    end
+    for _ = 1, pending do running[#running + 1] = ARGV[2] end
   end
-  firsts[i] = found
+  firsts[(i + 1) / 2] = found
 end
 return {firsts, running, redis.call('HGETALL', KEYS[#KEYS])}
 "
 );
 
-/// Takes entry `ARGV[3]` of stream `KEYS[1]` out of turn for consumer `ARGV[2]` of group
-/// `ARGV[1]`, unless the group delivered it or it is gone (then `nil`): deletes it there,
-/// adds its fields and its id (field `ARGV[4]`) to stream `KEYS[2]`, and reads it from
-/// there for the consumer (an `XREADGROUP` reply). Nothing else waits in `KEYS[2]`, but
-/// for an entry a failed script left there, which is as good to take.
+/// Takes entry `ARGV[3]` of stream `KEYS[1]` (index `KEYS[3]`) out of turn for consumer
+/// `ARGV[2]` of group `ARGV[1]`, unless the group delivered it or it is gone (then
+/// `nil`; an index entry naming an entry that is gone goes too, so no look picks it
+/// again): deletes it there, adds its fields and its id (field `ARGV[4]`) to stream
+/// `KEYS[2]` (index `KEYS[4]`), and reads it from there for the consumer (an
+/// `XREADGROUP` reply). Nothing else waits in `KEYS[2]`, but for an entry a failed
+/// script left there, which is as good to take.
 pub(super) const TAKE_OUT_SCRIPT: &str = concat!(
     lua_last_delivered!(),
+    lua_named!(),
     r"
 local _, last = last_delivered(KEYS[1], ARGV[1])
-if not last then return false end
-local function parts(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
-end
-local ms, seq = parts(ARGV[3])
-local lms, lseq = parts(last)
-if ms < lms or (ms == lms and seq <= lseq) then return false end
+if not last or not after(ARGV[3], last) then return false end
 local found = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
-if not found[1] then return false end
+if not found[1] then
+  redis.call('XDEL', KEYS[3], ARGV[3])
+  return false
+end
+local person = redis.call('XRANGE', KEYS[3], ARGV[3], ARGV[3])[1]
 redis.call('XDEL', KEYS[1], ARGV[3])
+redis.call('XDEL', KEYS[3], ARGV[3])
 local add = {'XADD', KEYS[2], '*'}
 for _, v in ipairs(found[1][2]) do add[#add + 1] = v end
 add[#add + 1] = ARGV[4]
 add[#add + 1] = ARGV[3]
-redis.call(unpack(add))
+local id = redis.call(unpack(add))
+if person then redis.call('XADD', KEYS[4], id, 'p', person[2][2]) end
 return redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1, 'STREAMS', KEYS[2], '>')
 "
 );
@@ -189,11 +219,21 @@ pub(super) fn held(order: Order) -> TurnOrder {
     (order.0, 0, None, order)
 }
 
-/// Names `person` on an entry being added, unless it is the default one.
-pub(super) fn with_person(add: &mut redis::Cmd, person: &Person) {
-    if !person.is_default() {
-        add.arg(FIELD_PERSON).arg(person.as_str());
-    }
+/// The command that adds an entry to stream `key` ([`ADD_SCRIPT`]), naming `person` in
+/// its index unless it is the default one; the entry's fields and values follow as
+/// arguments. Its reply is the new id.
+pub(super) fn add(inner: &Inner, key: &str, person: &Person) -> redis::Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(ADD_SCRIPT)
+        .arg(2)
+        .arg(key)
+        .arg(inner.who_key(key))
+        .arg(if person.is_default() {
+            ""
+        } else {
+            person.as_str()
+        });
+    cmd
 }
 
 /// The waiting entry a worker takes next.
@@ -322,6 +362,19 @@ fn consider<'a>(
 }
 
 impl Inner {
+    /// The index of stream `key`: whose its entries are ([`super::FIELD_PERSON`]).
+    pub(super) fn who_key(&self, key: &str) -> String {
+        let rest = key.strip_prefix(&self.prefix).unwrap_or(key);
+        format!("{}{WHO}{rest}", self.prefix)
+    }
+
+    /// `keys`, each followed by its index.
+    pub(super) fn with_indexes(&self, keys: &[String]) -> Vec<String> {
+        keys.iter()
+            .flat_map(|k| [k.clone(), self.who_key(k)])
+            .collect()
+    }
+
     /// The hash of when each person was last served.
     fn served_key(&self) -> String {
         format!("{}turns:served", self.prefix)
@@ -336,7 +389,7 @@ impl Inner {
     /// Looks at the people's work in `keys` ([`LOOK_SCRIPT`]); with `firsts` off, only at
     /// who runs and who was served when.
     pub(super) async fn people(&self, keys: &[String], firsts: bool) -> RedisResult<People> {
-        let mut all = keys.to_vec();
+        let mut all = self.with_indexes(keys);
         all.push(self.served_key());
         let (found, running, served): (Vec<Vec<String>>, Vec<String>, Vec<String>) =
             redis::cmd("EVAL")
@@ -344,9 +397,7 @@ impl Inner {
                 .arg(all.len())
                 .arg(&all)
                 .arg(GROUP)
-                .arg(FIELD_PERSON)
                 .arg(Person::DEFAULT)
-                .arg(LOOK_AT_MOST)
                 .arg(u8::from(firsts))
                 .query_async(&mut self.redis.commands())
                 .await?;
@@ -374,14 +425,13 @@ impl Inner {
         &self,
         keys: &[String],
     ) -> RedisResult<Vec<Vec<(String, usize, usize)>>> {
+        let all = self.with_indexes(keys);
         let found: Vec<Vec<String>> = redis::cmd("EVAL")
             .arg(COUNT_SCRIPT)
-            .arg(keys.len())
-            .arg(keys)
+            .arg(all.len())
+            .arg(&all)
             .arg(GROUP)
-            .arg(FIELD_PERSON)
             .arg(Person::DEFAULT)
-            .arg(LOOK_AT_MOST)
             .query_async(&mut self.redis.commands())
             .await?;
         Ok(found
@@ -410,11 +460,14 @@ impl Inner {
         let Some((lane, priority)) = self.lane_of(&choice.key) else {
             return Ok(Vec::new());
         };
+        let taken = self.taken_key(&lane, priority);
         let reply: Option<StreamReadReply> = redis::cmd("EVAL")
             .arg(TAKE_OUT_SCRIPT)
-            .arg(2)
+            .arg(4)
             .arg(&choice.key)
-            .arg(self.taken_key(&lane, priority))
+            .arg(&taken)
+            .arg(self.who_key(&choice.key))
+            .arg(self.who_key(&taken))
             .arg(GROUP)
             .arg(consumer)
             .arg(&choice.id)

@@ -145,11 +145,11 @@ async fn a_household_without_people_is_served_in_order_and_writes_no_person() {
         q.enqueue(j.clone()).await.unwrap();
     }
     let mut conn = raw(&url).await;
-    let queued: redis::streams::StreamRangeReply = conn.xrange_all(q.stream_key(&l)).await.unwrap();
-    assert!(
-        queued.ids.iter().all(|e| !e.map.contains_key(FIELD_PERSON)),
-        "the entries are as before"
-    );
+    let index: bool = conn
+        .exists(q.inner.who_key(&q.stream_key(&l)))
+        .await
+        .unwrap();
+    assert!(!index, "nobody is named: no index is written");
     let first = take(&q, &l).await;
     for j in &jobs[1..] {
         let d = take(&q, &l).await;
@@ -272,29 +272,121 @@ async fn a_taken_job_is_not_its_own_persons_running_rival() {
     delete_keys(&url, &prefix).await.unwrap();
 }
 
-/// A look reads a bounded number of entries (their prompts and all): the waiting ones past
-/// it still count, as the last read one's person's, so the lane's depth stays exact.
+/// The indexes of whose the entries are follow the entries: an entry withdrawn, taken
+/// out of turn or acknowledged leaves its index, and an index entry a failed write left
+/// behind is dropped by the next look. A flood is counted exactly, however deep.
 #[tokio::test]
-async fn waiting_jobs_past_what_a_look_reads_still_count() {
+async fn the_index_of_people_follows_the_entries_and_counts_a_flood_exactly() {
     let Some(url) = redis_url_or_skip() else {
         return;
     };
     let prefix = unique_prefix();
     let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
     let l = lane("tasks:llm:m");
-    let flood = turns::LOOK_AT_MOST + 10;
+    let mut conn = raw(&url).await;
+    let (fresh, taken) = (
+        q.inner.who_key(&q.stream_key(&l)),
+        q.inner.who_key(&format!("{prefix}taken:{l}")),
+    );
+    let (u1a, u1b, u1c, u2) = (of(&l, "u1"), of(&l, "u1"), of(&l, "u1"), of(&l, "u2"));
+    for j in [&u1a, &u1b, &u1c, &u2] {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    let lens = async |conn: &mut redis::aio::MultiplexedConnection| -> (usize, usize) {
+        (
+            conn.xlen(&fresh).await.unwrap(),
+            conn.xlen(&taken).await.unwrap(),
+        )
+    };
+    assert_eq!(lens(&mut conn).await, (4, 0));
+    assert!(
+        q.withdraw(&l, Priority::Interactive, u1b.task_id)
+            .await
+            .unwrap()
+    );
+    assert_eq!(lens(&mut conn).await, (3, 0), "withdrawn");
+    let first = take(&q, &l).await;
+    let second = take(&q, &l).await;
+    assert_eq!(
+        (first.job.task_id, second.job.task_id),
+        (u1a.task_id, u2.task_id)
+    );
+    assert_eq!(
+        lens(&mut conn).await,
+        (2, 1),
+        "u1's running and waiting ones here, u2's moved with its entry"
+    );
+    q.ack(&first).await.unwrap();
+    q.ack(&second).await.unwrap();
+    assert_eq!(lens(&mut conn).await, (1, 0), "acknowledged");
+    let last = take(&q, &l).await;
+    assert_eq!(last.job.task_id, u1c.task_id);
+    q.ack(&last).await.unwrap();
+    assert_eq!(lens(&mut conn).await, (0, 0));
+
+    // Another lane, whose index holds an entry a failed write left behind.
+    let l = lane("tasks:llm:other");
+    let fresh = q.inner.who_key(&q.stream_key(&l));
+    let _: String = conn.xadd(&fresh, "1-1", &[("p", "ghost")]).await.unwrap();
+    let flood = 300;
     for _ in 0..flood {
         q.enqueue(of(&l, "u1")).await.unwrap();
     }
     q.enqueue(of(&l, "u2")).await.unwrap();
     let running = take(&q, &l).await;
     assert_eq!(
-        q.class_depths().await.unwrap(),
-        [(l.clone(), Priority::Interactive, flood)]
+        running.job.person.as_str(),
+        "u2",
+        "from behind the flood: u2 was served longer ago"
     );
-    let depths = q.people_depths().await.unwrap();
-    assert_eq!(depths.iter().map(|d| d.waiting).sum::<usize>(), flood);
-    assert_eq!(depths.iter().map(|d| d.running).sum::<usize>(), 1);
+    let depth = |person: &str, waiting, running| crate::queue::Depth {
+        lane: l.clone(),
+        priority: Priority::Interactive,
+        person: Person::parse(person).unwrap(),
+        waiting,
+        running,
+    };
+    assert_eq!(
+        q.people_depths().await.unwrap(),
+        [depth("u1", flood, 0), depth("u2", 0, 1)],
+        "no ghost: the index entry older than the stream's oldest is gone"
+    );
+    let len: usize = conn.xlen(&fresh).await.unwrap();
+    assert_eq!(len, flood, "u2's moved with its entry");
     q.ack(&running).await.unwrap();
+    delete_keys(&url, &prefix).await.unwrap();
+}
+
+/// An index entry whose entry is gone (deleted by hand, or a write lost half-way) is
+/// dropped by the take that finds it gone: no worker chooses it again and again.
+#[tokio::test]
+async fn an_index_entry_whose_entry_is_gone_is_dropped_when_a_take_finds_it() {
+    let Some(url) = redis_url_or_skip() else {
+        return;
+    };
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    let l = lane("tasks:llm:m");
+    let (u1a, u1b, u2) = (of(&l, "u1"), of(&l, "u1"), of(&l, "u2"));
+    for j in [&u1a, &u1b, &u2] {
+        q.enqueue(j.clone()).await.unwrap();
+    }
+    let mut conn = raw(&url).await;
+    let queued: redis::streams::StreamRangeReply = conn.xrange_all(q.stream_key(&l)).await.unwrap();
+    let _: usize = conn
+        .xdel(q.stream_key(&l), &[&queued.ids[2].id])
+        .await
+        .unwrap();
+    let first = take(&q, &l).await;
+    assert_eq!(first.job.task_id, u1a.task_id);
+    let second = take(&q, &l).await;
+    assert_eq!(second.job.task_id, u1b.task_id, "u2's entry is gone");
+    let index: redis::streams::StreamRangeReply = conn
+        .xrange_all(q.inner.who_key(&q.stream_key(&l)))
+        .await
+        .unwrap();
+    assert_eq!(index.ids.len(), 2, "u1's two, running");
+    q.ack(&first).await.unwrap();
+    q.ack(&second).await.unwrap();
     delete_keys(&url, &prefix).await.unwrap();
 }
