@@ -25,6 +25,15 @@ async fn places(q: &RedisQueue, l: &Lane, jobs: &[&Job]) -> Vec<Option<usize>> {
     out
 }
 
+/// The Redis at `$REDIS_URL` (`None`, with a note, when unset), a queue under a prefix of
+/// the test's own, and a lane.
+async fn queue() -> Option<(String, String, RedisQueue, Lane)> {
+    let url = redis_url_or_skip()?;
+    let prefix = unique_prefix();
+    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
+    Some((url, prefix, q, lane("tasks:llm:m")))
+}
+
 async fn take(q: &RedisQueue, l: &Lane) -> Delivery {
     dequeue_within(q, std::slice::from_ref(l), &worker("w"), PATIENCE)
         .await
@@ -33,12 +42,9 @@ async fn take(q: &RedisQueue, l: &Lane) -> Delivery {
 
 #[tokio::test]
 async fn a_persons_first_job_is_taken_out_of_turn_past_anothers_running_and_waiting_ones() {
-    let Some(url) = redis_url_or_skip() else {
+    let Some((url, prefix, q, l)) = queue().await else {
         return;
     };
-    let prefix = unique_prefix();
-    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
-    let l = lane("tasks:llm:m");
     let (u1a, u1b, u1c) = (of(&l, "u1"), of(&l, "u1"), of(&l, "u1"));
     let u2 = of(&l, "u2");
     for j in [&u1a, &u1b, &u1c, &u2] {
@@ -108,12 +114,9 @@ async fn a_persons_first_job_is_taken_out_of_turn_past_anothers_running_and_wait
 
 #[tokio::test]
 async fn people_take_the_lane_in_rounds_when_one_job_runs_at_a_time() {
-    let Some(url) = redis_url_or_skip() else {
+    let Some((url, prefix, q, l)) = queue().await else {
         return;
     };
-    let prefix = unique_prefix();
-    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
-    let l = lane("tasks:llm:m");
     let jobs = [of(&l, "u1"), of(&l, "u1"), of(&l, "u2"), of(&l, "u2")];
     for j in &jobs {
         q.enqueue(j.clone()).await.unwrap();
@@ -134,12 +137,9 @@ async fn people_take_the_lane_in_rounds_when_one_job_runs_at_a_time() {
 
 #[tokio::test]
 async fn a_household_without_people_is_served_in_order_and_writes_no_person() {
-    let Some(url) = redis_url_or_skip() else {
+    let Some((url, prefix, q, l)) = queue().await else {
         return;
     };
-    let prefix = unique_prefix();
-    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
-    let l = lane("tasks:llm:m");
     let jobs = [sample_job(&l), sample_job(&l), sample_job(&l)];
     for j in &jobs {
         q.enqueue(j.clone()).await.unwrap();
@@ -196,12 +196,9 @@ async fn a_job_taken_out_of_turn_is_taken_over_when_its_worker_dies() {
 
 #[tokio::test]
 async fn each_persons_waiting_and_running_jobs_are_counted_and_what_waits_before_follows_turns() {
-    let Some(url) = redis_url_or_skip() else {
+    let Some((url, prefix, q, l)) = queue().await else {
         return;
     };
-    let prefix = unique_prefix();
-    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
-    let l = lane("tasks:llm:m");
     for j in [of(&l, "u1"), of(&l, "u1"), of(&l, "u1"), of(&l, "u2")] {
         q.enqueue(j).await.unwrap();
     }
@@ -244,12 +241,9 @@ async fn each_persons_waiting_and_running_jobs_are_counted_and_what_waits_before
 
 #[tokio::test]
 async fn a_taken_job_is_not_its_own_persons_running_rival() {
-    let Some(url) = redis_url_or_skip() else {
+    let Some((url, prefix, q, l)) = queue().await else {
         return;
     };
-    let prefix = unique_prefix();
-    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
-    let l = lane("tasks:llm:m");
     for j in [of(&l, "u1"), of(&l, "u1"), of(&l, "u1"), of(&l, "u2")] {
         q.enqueue(j).await.unwrap();
     }
@@ -277,12 +271,9 @@ async fn a_taken_job_is_not_its_own_persons_running_rival() {
 /// behind is dropped by the next look. A flood is counted exactly, however deep.
 #[tokio::test]
 async fn the_index_of_people_follows_the_entries_and_counts_a_flood_exactly() {
-    let Some(url) = redis_url_or_skip() else {
+    let Some((url, prefix, q, l)) = queue().await else {
         return;
     };
-    let prefix = unique_prefix();
-    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
-    let l = lane("tasks:llm:m");
     let mut conn = raw(&url).await;
     let (fresh, taken) = (
         q.inner.who_key(&q.stream_key(&l)),
@@ -361,12 +352,9 @@ async fn the_index_of_people_follows_the_entries_and_counts_a_flood_exactly() {
 /// dropped by the take that finds it gone: no worker chooses it again and again.
 #[tokio::test]
 async fn an_index_entry_whose_entry_is_gone_is_dropped_when_a_take_finds_it() {
-    let Some(url) = redis_url_or_skip() else {
+    let Some((url, prefix, q, l)) = queue().await else {
         return;
     };
-    let prefix = unique_prefix();
-    let q = RedisQueue::connect(&url, &prefix, fast()).await.unwrap();
-    let l = lane("tasks:llm:m");
     let (u1a, u1b, u2) = (of(&l, "u1"), of(&l, "u1"), of(&l, "u2"));
     for j in [&u1a, &u1b, &u2] {
         q.enqueue(j.clone()).await.unwrap();
