@@ -169,26 +169,20 @@ impl Backlog {
         mut visit: impl FnMut(&Lane, usize),
     ) {
         self.refresh_depths(queue).await;
+        // One depth per count: a person's waiting and running jobs of a lane and class in
+        // two, which `ahead_in_turn` sums as it would one.
         let depths: Vec<Depth> = {
             let seen = self.lock();
             if !Self::is_fresh(&seen) {
                 return;
             }
-            let mut by: HashMap<(&Lane, Priority, &Person), (usize, usize)> = HashMap::new();
-            for ((lane, class, who, held), n) in seen.each() {
-                let counts = by.entry((lane, *class, who)).or_default();
-                match held {
-                    Held::Waiting => counts.0 += n,
-                    Held::Running => counts.1 += n,
-                }
-            }
-            by.into_iter()
-                .map(|((lane, priority, person), (waiting, running))| Depth {
+            seen.each()
+                .map(|((lane, priority, person, held), n)| Depth {
                     lane: lane.clone(),
-                    priority,
+                    priority: *priority,
                     person: person.clone(),
-                    waiting,
-                    running,
+                    waiting: if *held == Held::Waiting { n } else { 0 },
+                    running: if *held == Held::Running { n } else { 0 },
                 })
                 .collect()
         };

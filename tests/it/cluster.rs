@@ -133,6 +133,25 @@ impl OneSlot {
         }
     }
 
+    /// [`OneSlot::start`] with `serve` keyed for the household
+    /// ([`crate::people::household_keys`]) and changed by `tweak`, and the household's
+    /// clients of it.
+    pub(crate) async fn household(
+        env: &Env,
+        fake: &FakeLlmServer,
+        tweak: impl FnOnce(&mut Config),
+    ) -> (Self, crate::people::Household) {
+        let mut config = cluster_config(env, &env.redis);
+        crate::people::household_keys(&mut config);
+        tweak(&mut config);
+        let cluster = Self::start(env, fake, config, Some(crate::people::ADMIN.0)).await;
+        let h = crate::people::Household {
+            base: cluster.base.clone(),
+            http: reqwest::Client::new(),
+        };
+        (cluster, h)
+    }
+
     /// Stops the worker, then `serve`, and drops the test's keys and schema.
     pub(crate) async fn stop(self, env: &Env) {
         self.wstop.send(()).unwrap();
@@ -690,17 +709,9 @@ async fn people_stay_apart_across_worker_processes() {
 /// person is still taken (see the embedded scenario).
 #[tokio::test]
 async fn one_persons_waiting_tasks_are_bounded_across_processes() {
-    use crate::people::{ADMIN, Household, household_keys};
     let Some(env) = env() else { return };
     let fake = spawn_fake().await;
-    let mut scfg = cluster_config(&env, &env.redis);
-    household_keys(&mut scfg);
-    scfg.limits.queued_per_person = 2;
-    let cluster = OneSlot::start(&env, &fake, scfg, Some(ADMIN.0)).await;
-    let h = Household {
-        base: cluster.base.clone(),
-        http: reqwest::Client::new(),
-    };
+    let (cluster, h) = OneSlot::household(&env, &fake, |c| c.limits.queued_per_person = 2).await;
 
     let pool = pg(&env).await;
     crate::limits::one_persons_waiting_tasks_are_bounded_and_the_others_still_taken(
@@ -717,16 +728,9 @@ async fn one_persons_waiting_tasks_are_bounded_across_processes() {
 /// /tasks/{id}` in `serve` shows the same places.
 #[tokio::test]
 async fn people_take_turns_across_processes() {
-    use crate::people::{ADMIN, Household, household_keys};
     let Some(env) = env() else { return };
     let fake = spawn_fake().await;
-    let mut scfg = cluster_config(&env, &env.redis);
-    household_keys(&mut scfg);
-    let cluster = OneSlot::start(&env, &fake, scfg, Some(ADMIN.0)).await;
-    let h = Household {
-        base: cluster.base.clone(),
-        http: reqwest::Client::new(),
-    };
+    let (cluster, h) = OneSlot::household(&env, &fake, |_| {}).await;
     crate::priorities::people_take_turns(&h, &fake).await;
     cluster.stop(&env).await;
 }

@@ -390,8 +390,13 @@ impl Inner {
         let aside = SetAside::of(&heads, worker, Utc::now(), ahead);
         let now = now_ms(ahead);
         let aging = self.options.aging;
-        let people = self.people(keys, true).await?;
-        let best = people.best(self, &heads, |key| aside.holds(key), aging, now);
+        // Nothing waits but in streams set aside (or at all): nothing to choose among.
+        let best = if heads.iter().any(|h| !aside.holds(&h.key)) {
+            let people = self.people(keys, true).await?;
+            people.best(self, &heads, |key| aside.holds(key), aging, now)
+        } else {
+            None
+        };
         let best_held = self
             .best_held(worker, keys, aging, now)
             .map(super::turns::held);

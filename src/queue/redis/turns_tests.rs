@@ -34,6 +34,17 @@ async fn queue() -> Option<(String, String, RedisQueue, Lane)> {
     Some((url, prefix, q, lane("tasks:llm:m")))
 }
 
+/// `person`'s interactive jobs in `l`.
+fn depth(l: &Lane, person: &str, waiting: usize, running: usize) -> crate::queue::Depth {
+    crate::queue::Depth {
+        lane: l.clone(),
+        priority: Priority::Interactive,
+        person: Person::parse(person).unwrap(),
+        waiting,
+        running,
+    }
+}
+
 async fn take(q: &RedisQueue, l: &Lane) -> Delivery {
     dequeue_within(q, std::slice::from_ref(l), &worker("w"), PATIENCE)
         .await
@@ -204,13 +215,7 @@ async fn each_persons_waiting_and_running_jobs_are_counted_and_what_waits_before
     }
     let running = take(&q, &l).await;
     assert_eq!(running.job.person.as_str(), "u1");
-    let depth = |person: &str, waiting, running| crate::queue::Depth {
-        lane: l.clone(),
-        priority: Priority::Interactive,
-        person: Person::parse(person).unwrap(),
-        waiting,
-        running,
-    };
+    let depth = |person, waiting, running| depth(&l, person, waiting, running);
     assert_eq!(
         q.people_depths().await.unwrap(),
         [depth("u1", 2, 1), depth("u2", 1, 0)]
@@ -330,13 +335,7 @@ async fn the_index_of_people_follows_the_entries_and_counts_a_flood_exactly() {
         "u2",
         "from behind the flood: u2 was served longer ago"
     );
-    let depth = |person: &str, waiting, running| crate::queue::Depth {
-        lane: l.clone(),
-        priority: Priority::Interactive,
-        person: Person::parse(person).unwrap(),
-        waiting,
-        running,
-    };
+    let depth = |person, waiting, running| depth(&l, person, waiting, running);
     assert_eq!(
         q.people_depths().await.unwrap(),
         [depth("u1", flood, 0), depth("u2", 0, 1)],
